@@ -1,0 +1,26 @@
+//! Looks up a pet from a loopback store that fails twice, then answers.
+//!
+//! Run with `cargo run -p examples --bin petstore`.
+
+use examples::http::Server;
+use examples::petstore::PetClient;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let settings = config::Config::builder()
+        .add_source(config::File::from_str(
+            include_str!("../../resilient.toml"),
+            config::FileFormat::Toml,
+        ))
+        .add_source(config::Environment::with_prefix("APP").separator("__"))
+        .build()?;
+    // Validates every spec linked into this binary; reports every problem at once.
+    resilient_config::init(&settings)?;
+
+    let server = Server::failing_first(2, "{\"id\": 7, \"name\": \"Rex\"}").await?;
+    let client = PetClient::new(server.addr());
+    let pet = client.find(7).await?;
+    println!("server hits: {}", server.hits());
+    println!("result: {} {}", pet.status, pet.body);
+    Ok(())
+}

@@ -1,0 +1,62 @@
+//! A pet store client whose lookups are retried, with a 5xx response counted as
+//! a failure although the HTTP client returns it as `Ok`.
+
+use std::net::SocketAddr;
+
+use resilient_core::{retryable, Classify, RetrySpec, Verdict};
+
+use crate::http::{self, Response};
+
+/// Retry settings for pet lookups, at `resilient.retry.pet`.
+///
+/// `classify = custom`: the spec says itself which outcomes are failures (see
+/// the `Classify` impl below).
+#[derive(RetrySpec)]
+#[spec("resilient.retry.pet", classify = custom)]
+pub struct PetRetry;
+
+/// What a lookup returns when the store answers.
+impl Classify<Response, PetError> for PetRetry {
+    fn classify(outcome: &Result<Response, PetError>) -> Verdict {
+        match outcome {
+            // A 5xx arrives as a value: still a failure worth retrying.
+            Ok(response) if response.status >= 500 => Verdict::Failure,
+            Ok(_) => Verdict::Success,
+            // The connection failed: retrying may help.
+            Err(PetError::Io(_)) => Verdict::Failure,
+            // Retry gave up at a lower level, or the spec has no settings:
+            // another attempt cannot help.
+            Err(PetError::Resilience(_)) => Verdict::Ignore,
+        }
+    }
+}
+
+/// Why a lookup failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PetError {
+    /// The store could not be reached.
+    #[error("pet store unreachable: {0}")]
+    Io(#[from] std::io::Error),
+    /// Retry gave up, or has no settings.
+    #[error(transparent)]
+    Resilience(#[from] resilient_core::Error),
+}
+
+/// A client of the pet store at one address.
+#[derive(Debug, Clone)]
+pub struct PetClient {
+    addr: SocketAddr,
+}
+
+impl PetClient {
+    /// A client of the store at `addr`.
+    pub fn new(addr: SocketAddr) -> Self {
+        Self { addr }
+    }
+
+    /// Looks up pet `id`; retried under [`PetRetry`].
+    #[retryable(PetRetry)]
+    pub async fn find(&self, id: u64) -> Result<Response, PetError> {
+        Ok(http::get(self.addr, &format!("/pets/{id}")).await?)
+    }
+}

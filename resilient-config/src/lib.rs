@@ -1,0 +1,152 @@
+//! Reads, validates and installs the settings of every resilient spec from a
+//! [`config::Config`], at startup.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let settings = config::Config::builder()
+//!     .add_source(config::File::with_name("resilient"))
+//!     .add_source(config::Environment::with_prefix("APP").separator("__"))
+//!     .build()?;
+//! // Validates every spec linked into the binary and reports every problem at once.
+//! resilient_config::init(&settings)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Each spec's settings sit at its absolute path (`#[spec("resilient.retry.pet")]`
+//! reads the table `resilient.retry.pet`); nothing is inherited from a default
+//! section. A missing section, a missing required key, a value that breaks a
+//! rule and an unknown key (with the nearest known key suggested) are all
+//! errors, and [`init`] returns all of them in one [`ConfigError`].
+//!
+//! Keys are `snake_case`. The `config` crate lower-cases keys read from
+//! environment variables, so `APP__RESILIENT__RETRY__PET__DELAY_STEP=10ms`
+//! overrides `delay_step`; a camelCase key could never be overridden that way.
+//!
+//! # Tests
+//!
+//! A test binary links the specs of every test in it. Build a registry for the
+//! specs a test uses with [`build`] and run the test inside
+//! [`Registry::scope`](resilient_core::Registry::scope): tests then run in
+//! parallel in one process, each with its own state, and need no section for
+//! the specs of other tests.
+//!
+//! ```
+//! use resilient_core::{Registry, RetrySpec};
+//!
+//! #[derive(RetrySpec)]
+//! #[spec("resilient.retry.pet")]
+//! pub struct PetRetry;
+//!
+//! let settings = config::Config::builder()
+//!     .set_override("resilient.retry.pet.delay", "10ms")?
+//!     .set_override("resilient.retry.pet.attempts", 2)?
+//!     .build()?;
+//! let registry = resilient_config::build(Registry::builder().spec::<PetRetry>(), &settings)?;
+//! assert!(registry.contains::<PetRetry>());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use resilient_core::registry::AlreadyInstalled;
+use resilient_core::settings::{Problem, Value};
+use resilient_core::{Registry, RegistryBuilder};
+
+/// Why the settings could not be installed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// One or more specs have missing or invalid settings; every problem of
+    /// every spec is listed.
+    Invalid(Vec<Problem>),
+    /// A registry was installed before.
+    AlreadyInstalled(AlreadyInstalled),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Invalid(problems) => {
+                let n = problems.len();
+                write!(
+                    f,
+                    "invalid resilient configuration ({n} problem{}):",
+                    if n == 1 { "" } else { "s" }
+                )?;
+                for problem in problems {
+                    write!(f, "\n  - {problem}")?;
+                }
+                Ok(())
+            }
+            ConfigError::AlreadyInstalled(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Invalid(_) => None,
+            ConfigError::AlreadyInstalled(e) => Some(e),
+        }
+    }
+}
+
+impl ConfigError {
+    /// The problems found, empty for [`ConfigError::AlreadyInstalled`].
+    pub fn problems(&self) -> &[Problem] {
+        match self {
+            ConfigError::Invalid(problems) => problems,
+            ConfigError::AlreadyInstalled(_) => &[],
+        }
+    }
+}
+
+/// Validates the settings of every spec linked into the binary and installs
+/// the registry for the whole process.
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] with every problem of every spec, or
+/// [`ConfigError::AlreadyInstalled`] when called a second time.
+pub fn init(config: &config::Config) -> Result<(), ConfigError> {
+    build(Registry::builder(), config)?
+        .install()
+        .map_err(ConfigError::AlreadyInstalled)
+}
+
+/// Builds a registry with `builder` (every spec in the binary, or the specs
+/// named with [`RegistryBuilder::spec`]) from `config`, without installing it.
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] with every problem of every spec.
+pub fn build(builder: RegistryBuilder, config: &config::Config) -> Result<Registry, ConfigError> {
+    builder
+        .build(&to_value(&config.cache))
+        .map_err(ConfigError::Invalid)
+}
+
+/// The `config` crate's value tree as resilient's.
+pub fn to_value(value: &config::Value) -> Value {
+    use config::ValueKind as K;
+    match &value.kind {
+        K::Nil => Value::Nil,
+        K::Boolean(b) => Value::Bool(*b),
+        K::I64(i) => Value::Int(i128::from(*i)),
+        K::I128(i) => Value::Int(*i),
+        K::U64(u) => Value::Int(i128::from(*u)),
+        // Beyond i128: kept as text, so that it is reported as out of range.
+        K::U128(u) => i128::try_from(*u).map_or_else(|_| Value::Str(u.to_string()), Value::Int),
+        K::Float(x) => Value::Float(*x),
+        K::String(s) => Value::Str(s.clone()),
+        K::Table(t) => Value::Table(
+            t.iter()
+                .map(|(k, v)| (k.clone(), to_value(v)))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        K::Array(a) => Value::List(a.iter().map(to_value).collect()),
+    }
+}

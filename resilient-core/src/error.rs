@@ -1,0 +1,93 @@
+//! The error every resilience mechanism ends a call with.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+/// A failure kept by [`Error::RetryExhausted`].
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// How a resilience mechanism ended a call.
+///
+/// An annotated fn returns it through its own error type, which must implement
+/// `From<resilient_core::Error>`. The body's own errors are never turned into
+/// this type except by retry exhaustion, and then the last one is kept as the
+/// [`source`](StdError::source).
+///
+/// ```
+/// use resilient_core::Error;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// enum PetError {
+///     #[error("pet store unavailable")]
+///     Unavailable,
+///     #[error(transparent)]
+///     Resilience(#[from] Error),
+/// }
+/// # let _ = PetError::Unavailable;
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The spec has no settings: no registry was installed
+    /// (`resilient_config::init` was not called), or the registry in use was
+    /// built without this spec.
+    #[error(
+        "`{spec}` has no settings: call `resilient_config::init` at startup, \
+         or build the registry in use with this spec (its config path is `{path}`)"
+    )]
+    NotConfigured {
+        /// The spec type's name.
+        spec: &'static str,
+        /// The spec's config path.
+        path: &'static str,
+    },
+
+    /// Retry gave up: every attempt it was allowed failed, or the next wait
+    /// would have crossed the spec's overall `timeout`.
+    ///
+    /// Returned only by specs whose exhaustion mode is the default,
+    /// [`Exhausted::Error`](crate::retry::Exhausted::Error).
+    #[error("`{spec}` gave up after {calls} calls ({reason}): {last}")]
+    RetryExhausted {
+        /// The retry spec's name.
+        spec: &'static str,
+        /// Calls made, the first one included.
+        calls: u32,
+        /// Why retry stopped.
+        reason: GaveUp,
+        /// The last failure.
+        #[source]
+        last: BoxError,
+        /// The failures before the last one, oldest first; at most
+        /// [`RETRY_TRAIL_MAX`](crate::retry::RETRY_TRAIL_MAX) are kept.
+        earlier: Vec<BoxError>,
+    },
+}
+
+/// Why retry gave up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GaveUp {
+    /// The configured number of retries (`attempts`) was used up.
+    Attempts,
+    /// The wait before the next retry would have crossed the overall `timeout`.
+    Timeout,
+}
+
+impl fmt::Display for GaveUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GaveUp::Attempts => "attempts exhausted",
+            GaveUp::Timeout => "the next wait would cross the overall timeout",
+        })
+    }
+}
+
+/// The failure recorded when a call returned `Ok` with a value that the spec
+/// classifies as a failure (see [`Classify`](crate::Classify)).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("`{spec}` classified the returned value as a failure")]
+pub struct FailedValue {
+    /// The spec whose classification rejected the value.
+    pub spec: &'static str,
+}

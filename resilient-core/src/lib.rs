@@ -1,0 +1,155 @@
+//! Resilience for async Rust by annotation: retry an `async fn` by writing one
+//! attribute, with settings read from configuration and validated when the
+//! application starts.
+//!
+//! ```
+//! use resilient_core::{retryable, RetrySpec};
+//!
+//! #[derive(RetrySpec)]
+//! #[spec("resilient.retry.pet")]
+//! pub struct PetRetry;
+//!
+//! #[derive(Debug, thiserror::Error)]
+//! pub enum PetError {
+//!     #[error("pet store unavailable")]
+//!     Unavailable,
+//!     #[error(transparent)]
+//!     Resilience(#[from] resilient_core::Error),
+//! }
+//!
+//! #[retryable(PetRetry)]
+//! pub async fn find(id: u64) -> Result<String, PetError> {
+//!     Ok(format!("pet {id}"))
+//! }
+//! ```
+//!
+//! With its section in the configuration (keys at the spec's absolute path,
+//! nothing inherited; see [`retry::RetrySettings`] for every key):
+//!
+//! ```toml
+//! [resilient.retry.pet]
+//! delay = "100ms"
+//! attempts = 2      # retries after the first call: at most 3 calls
+//! ```
+//!
+//! and the registry built and installed at startup by
+//! `resilient_config::init(&config)`, which reports every problem of every spec
+//! in the binary at once. Until then, an annotated fn returns
+//! [`Error::NotConfigured`] through its error type; it never panics.
+//!
+//! # Specs
+//!
+//! A spec is a unit struct with a derive per mechanism ([`RetrySpec`]) and a
+//! `#[spec("absolute.path")]` attribute. Every fn annotated with the same spec
+//! shares one instance of its state (for retry: its budget).
+//!
+//! # Failure classification
+//!
+//! By default every `Err` is a failure and every `Ok` a success. A spec
+//! declared with `classify = custom` implements [`Classify`] for the result
+//! types it is used with, and can count an `Ok` value as a failure (an HTTP
+//! client's `Ok(response)` with status 503) or let an error pass through
+//! untouched ([`Verdict::Ignore`]).
+//!
+//! # Order
+//!
+//! Resilience attributes on one fn nest in the order written: the top one is
+//! the outermost wrapper, the one right above the fn the innermost (closest to
+//! the body). The first resilience attribute collects every resilience
+//! attribute below it and builds the whole chain, so the order you read is the
+//! order that runs; other attributes (docs, `#[allow]`,
+//! `#[tracing::instrument]`) are kept as written. Each resilience attribute
+//! may appear once per fn:
+//!
+//! ```compile_fail
+//! # use resilient_core::{retryable, RetrySpec};
+//! # #[derive(RetrySpec)] #[spec("a")] pub struct A;
+//! # #[derive(RetrySpec)] #[spec("b")] pub struct B;
+//! # #[derive(Debug, thiserror::Error)] #[error("e")] pub struct E(#[from] resilient_core::Error);
+//! #[retryable(A)]
+//! #[retryable(B)] // error: `#[retryable]` is given twice on this fn
+//! async fn twice() -> Result<(), E> { Ok(()) }
+//! ```
+//!
+//! Foreign attributes keep their place and still apply to the fn:
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use resilient_core::{retryable, settings::Value, Registry, RetrySpec};
+//!
+//! #[derive(RetrySpec)]
+//! #[spec("order.retry")]
+//! pub struct OrderRetry;
+//!
+//! #[derive(Debug, thiserror::Error)]
+//! #[error("failed")]
+//! pub struct Failed;
+//! impl From<resilient_core::Error> for Failed {
+//!     fn from(_: resilient_core::Error) -> Self { Failed }
+//! }
+//!
+//! static CALLS: AtomicU32 = AtomicU32::new(0);
+//!
+//! /// Always fails.
+//! #[retryable(OrderRetry)]
+//! #[deny(unused_variables)] // still checks the body
+//! async fn always_fails(n: u32) -> Result<(), Failed> {
+//!     CALLS.fetch_add(n, Ordering::SeqCst);
+//!     Err(Failed)
+//! }
+//!
+//! # fn table(pairs: Vec<(&str, Value)>) -> Value {
+//! #     Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+//! # }
+//! let section = table(vec![("delay", Value::Str("0s".into())), ("attempts", Value::Int(2))]);
+//! let root = table(vec![("order", table(vec![("retry", section)]))]);
+//! let registry = Registry::builder().spec::<OrderRetry>().build(&root).unwrap();
+//! # let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+//! rt.block_on(registry.scope(always_fails(1))).unwrap_err();
+//! assert_eq!(CALLS.load(Ordering::SeqCst), 1 + 2);
+//! ```
+//!
+//! # Crates
+//!
+//! `resilient-core` (this crate) holds the mechanisms, their settings and
+//! validation, the registry and the error type, and re-exports the macros;
+//! `resilient-config` reads settings from a `config::Config`.
+
+#![warn(missing_docs)]
+
+#[cfg(test)]
+extern crate self as resilient_core;
+
+mod error;
+pub mod registry;
+pub mod retry;
+pub mod settings;
+mod spec;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use error::{BoxError, Error, FailedValue, GaveUp};
+pub use registry::{AlreadyInstalled, Registry, RegistryBuilder};
+pub use retry::{RetryHandle, RetrySpec};
+pub use spec::{Classify, Spec, SpecEntry, SpecKind, Verdict};
+
+/// Retries an `async fn` under a retry spec: `#[retryable(PetRetry)]`.
+///
+/// The fn keeps its exact signature. Each attempt runs the body with fresh
+/// clones of the owned arguments (references and `&self` are copied), so an
+/// owned argument must be `Clone`, and `&mut` arguments (`&mut self` included)
+/// are refused. The fn must return `Result<T, E>` with
+/// `E: From<resilient_core::Error>`.
+///
+/// See the [crate docs](crate#order) for how several resilience attributes on
+/// one fn nest.
+pub use resilient_macros::retryable;
+
+/// Declares a retry spec: `#[derive(RetrySpec)] #[spec("resilient.retry.pet")]`.
+///
+/// Options after the path: `classify = custom` (implement [`Classify`]
+/// yourself) and `exhausted = last_failure` (see
+/// [`retry::ReturnLastFailure`]).
+pub use resilient_macros::RetrySpec;

@@ -1,0 +1,175 @@
+//! The registry: one shared instance per spec, built from validated settings.
+//!
+//! An application builds one registry from every spec linked into the binary
+//! and installs it once, at startup (`resilient_config::init` does both). Tests
+//! build registries for the specs they use and run their code inside
+//! [`Registry::scope`], so that tests in one process do not share state.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+
+use crate::error::Error;
+use crate::retry::{Retry, RetrySettings};
+use crate::settings::{Problem, Section, Value};
+use crate::spec::{Spec, SpecEntry, SpecKind};
+
+static INSTALLED: OnceLock<Registry> = OnceLock::new();
+
+tokio::task_local! {
+    static SCOPED: Registry;
+}
+
+#[derive(Debug)]
+enum Instance {
+    Retry(Arc<Retry>),
+}
+
+/// The shared instances of a set of specs; cheap to clone.
+///
+/// ```
+/// use resilient_core::settings::Value;
+/// use resilient_core::{Registry, RetrySpec};
+///
+/// #[derive(RetrySpec)]
+/// #[spec("resilient.retry.pet")]
+/// pub struct PetRetry;
+///
+/// # fn table(pairs: Vec<(&str, Value)>) -> Value {
+/// #     Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+/// # }
+/// let root = table(vec![("resilient", table(vec![("retry", table(vec![("pet", table(vec![
+///     ("delay", Value::Str("10ms".into())),
+///     ("attempts", Value::Int(2)),
+/// ]))]))]))]);
+/// let registry = Registry::builder().spec::<PetRetry>().build(&root).unwrap();
+/// assert!(registry.contains::<PetRetry>());
+/// ```
+#[derive(Debug, Clone)]
+pub struct Registry {
+    instances: Arc<HashMap<TypeId, Instance>>,
+}
+
+/// Builds a [`Registry`] for every spec in the binary, or for a chosen set.
+#[derive(Debug, Default)]
+pub struct RegistryBuilder {
+    only: Option<Vec<SpecEntry>>,
+}
+
+/// The registry is already installed; it can be installed once per process.
+#[derive(Debug, thiserror::Error)]
+#[error("a resilient registry is already installed; install it once, at startup (tests can use `Registry::scope` instead)")]
+pub struct AlreadyInstalled;
+
+impl RegistryBuilder {
+    /// Limits the registry to the given spec (call once per spec). Without any
+    /// call, the registry covers every spec linked into the binary, which is
+    /// what an application wants; a test names the specs it uses, so that the
+    /// sections of other tests' specs need not be in its configuration.
+    #[must_use]
+    pub fn spec<S: Spec>(mut self) -> Self {
+        let entry = SpecEntry::of::<S>();
+        let only = self.only.get_or_insert_with(Vec::new);
+        if !only.iter().any(|e| (e.type_id)() == (entry.type_id)()) {
+            only.push(entry);
+        }
+        self
+    }
+
+    /// Reads and validates each spec's section in `root`.
+    ///
+    /// # Errors
+    ///
+    /// Every problem of every spec, sorted by path then key.
+    pub fn build(self, root: &Value) -> Result<Registry, Vec<Problem>> {
+        let entries: Vec<&SpecEntry> = match &self.only {
+            Some(only) => only.iter().collect(),
+            None => SpecEntry::all().collect(),
+        };
+        let mut problems = Vec::new();
+        let mut instances = HashMap::with_capacity(entries.len());
+        for entry in entries {
+            let mut section = Section::root(entry.name, entry.path, root, &mut problems);
+            let instance = match entry.kind {
+                SpecKind::Retry => RetrySettings::read(&mut section)
+                    .map(|s| Instance::Retry(Arc::new(Retry::new(s)))),
+            };
+            section.finish();
+            if let Some(instance) = instance {
+                instances.insert((entry.type_id)(), instance);
+            }
+        }
+        if problems.is_empty() {
+            Ok(Registry {
+                instances: Arc::new(instances),
+            })
+        } else {
+            problems.sort_by(|a, b| (a.path, &a.key, a.spec).cmp(&(b.path, &b.key, b.spec)));
+            Err(problems)
+        }
+    }
+}
+
+impl Registry {
+    /// A builder; see [`RegistryBuilder`].
+    pub fn builder() -> RegistryBuilder {
+        RegistryBuilder::default()
+    }
+
+    /// Whether the registry holds an instance of spec `S`.
+    pub fn contains<S: Spec>(&self) -> bool {
+        self.instances.contains_key(&TypeId::of::<S>())
+    }
+
+    /// The number of specs in the registry.
+    pub fn len(&self) -> usize {
+        self.instances.len()
+    }
+
+    /// Whether the registry holds no spec.
+    pub fn is_empty(&self) -> bool {
+        self.instances.is_empty()
+    }
+
+    /// Makes this the registry of the whole process.
+    ///
+    /// # Errors
+    ///
+    /// [`AlreadyInstalled`] when one was installed before; the first stays.
+    pub fn install(self) -> Result<(), AlreadyInstalled> {
+        INSTALLED.set(self).map_err(|_| AlreadyInstalled)
+    }
+
+    /// Runs `fut` with this registry in place of the installed one.
+    ///
+    /// Annotated fns called while `fut` runs use this registry's instances
+    /// (and only those: a spec it lacks gives [`Error::NotConfigured`], never
+    /// the installed registry's instance). The scope is task-local: a task
+    /// spawned inside `fut` needs its own `scope`. This lets tests in one
+    /// process run in parallel, each with its own settings and state.
+    pub async fn scope<F: Future>(&self, fut: F) -> F::Output {
+        SCOPED.scope(self.clone(), fut).await
+    }
+
+    fn instance(&self, type_id: TypeId) -> Option<&Instance> {
+        self.instances.get(&type_id)
+    }
+}
+
+/// The retry instance of a spec from the registry in use.
+pub(crate) fn lookup_retry(
+    spec: &'static str,
+    path: &'static str,
+    type_id: TypeId,
+) -> Result<Arc<Retry>, Error> {
+    let find = |r: &Registry| match r.instance(type_id) {
+        Some(Instance::Retry(retry)) => Some(Arc::clone(retry)),
+        None => None,
+    };
+    let found = match SCOPED.try_with(find) {
+        Ok(found) => found,
+        Err(_) => INSTALLED.get().and_then(find),
+    };
+    found.ok_or(Error::NotConfigured { spec, path })
+}

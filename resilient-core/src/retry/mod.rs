@@ -1,0 +1,219 @@
+//! Retry: call again after a failure, with waits between calls.
+//!
+//! A retry spec is a unit struct with `#[derive(RetrySpec)]` and the absolute
+//! path of its settings (see [`RetrySettings`] for every key):
+//!
+//! ```
+//! use resilient_core::RetrySpec;
+//!
+//! #[derive(RetrySpec)]
+//! #[spec("resilient.retry.pet")]
+//! pub struct PetRetry;
+//! ```
+//!
+//! ```toml
+//! [resilient.retry.pet]
+//! delay = "100ms"
+//! attempts = 2        # retries after the first call: at most 3 calls
+//! ```
+//!
+//! # Semantics
+//!
+//! - `attempts` counts retries, not calls. `attempts = 0` (or `enabled =
+//!   false`) makes exactly one call, whose outcome passes through unwrapped.
+//! - The spec's [`Classify`](crate::Classify) implementation decides what is a
+//!   failure. A failure it does not retry ([`Verdict::Ignore`](crate::Verdict))
+//!   passes through at once, unchanged, and uses no budget token.
+//! - Before each retry: the attempts check, then the overall `timeout` check
+//!   (a retry whose wait would cross the limit is not started), then the retry
+//!   budget (an empty bucket ends the call at once with the original failure).
+//! - When retry gives up, the call ends as the spec's exhaustion mode says:
+//!   [`Error::RetryExhausted`] by default ([`ReturnError`]), or the last
+//!   failure unchanged with `#[spec("..", exhausted = last_failure)]`
+//!   ([`ReturnLastFailure`]).
+//! - Waits never overflow: they saturate at `backoff.delay_max`, or at
+//!   [`Duration::MAX`](std::time::Duration::MAX).
+//!
+//! # Imperative use
+//!
+//! The macros are a thin layer over [`RetrySpec::get`] and
+//! [`RetryHandle::call`], which you can call yourself:
+//!
+//! ```
+//! # use resilient_core::RetrySpec;
+//! # #[derive(RetrySpec)] #[spec("resilient.retry.pet")] pub struct PetRetry;
+//! # #[derive(Debug, thiserror::Error)] enum PetError {
+//! #     #[error("unavailable")] Unavailable,
+//! #     #[error(transparent)] Resilience(#[from] resilient_core::Error),
+//! # }
+//! async fn find(id: u64) -> Result<String, PetError> {
+//!     PetRetry::get()?
+//!         .call(|| async move { Ok(format!("pet {id}")) })
+//!         .await
+//! }
+//! ```
+
+mod budget;
+mod exhausted;
+mod settings;
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+pub use exhausted::{Exhaustion, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX};
+pub use settings::{Backoff, BudgetSettings, Jitter, RetrySettings};
+
+use crate::error::{Error, GaveUp};
+use crate::spec::{Classify, Spec, Verdict};
+use budget::Budget;
+
+/// A retry spec: implemented by `#[derive(RetrySpec)]`.
+///
+/// The derive accepts, besides the path, two options:
+/// `#[spec("path", classify = custom)]` (you implement
+/// [`Classify`](crate::Classify) for the spec yourself) and
+/// `#[spec("path", exhausted = last_failure)]` (see [`ReturnLastFailure`]).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a retry spec",
+    label = "`#[retryable]` needs a type declared with `#[derive(RetrySpec)]`",
+    note = "declare one with `#[derive(RetrySpec)] #[spec(\"resilient.retry.name\")] pub struct Name;`"
+)]
+pub trait RetrySpec: Spec + Sized {
+    /// What a call returns when retry gives up: [`ReturnError`] (the default)
+    /// or [`ReturnLastFailure`].
+    type Exhausted;
+
+    /// The spec's shared instance, from the registry in use (a
+    /// [scoped](crate::Registry::scope) one, else the installed one).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotConfigured`] when the registry in use has no settings for
+    /// this spec.
+    fn get() -> Result<RetryHandle<Self>, Error> {
+        crate::registry::lookup_retry(Self::NAME, Self::PATH, std::any::TypeId::of::<Self>()).map(
+            |inner| RetryHandle {
+                inner,
+                _spec: PhantomData,
+            },
+        )
+    }
+}
+
+/// The shared state of one retry spec: its settings and its budget.
+#[derive(Debug)]
+pub(crate) struct Retry {
+    settings: RetrySettings,
+    budget: Option<Budget>,
+}
+
+impl Retry {
+    pub(crate) fn new(settings: RetrySettings) -> Self {
+        let budget = settings.budget.as_ref().map(Budget::new);
+        Self { settings, budget }
+    }
+}
+
+/// Access to a retry spec's shared instance; cheap to clone.
+#[derive(Debug)]
+pub struct RetryHandle<S> {
+    inner: Arc<Retry>,
+    _spec: PhantomData<fn() -> S>,
+}
+
+impl<S> Clone for RetryHandle<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            _spec: PhantomData,
+        }
+    }
+}
+
+impl<S: RetrySpec> RetryHandle<S> {
+    /// The spec's validated settings.
+    pub fn settings(&self) -> &RetrySettings {
+        &self.inner.settings
+    }
+
+    /// Tokens now in the spec's retry budget; `None` when it has none.
+    pub fn budget_tokens(&self) -> Option<f64> {
+        self.inner.budget.as_ref().map(Budget::tokens)
+    }
+
+    /// Calls `f` and awaits its future, again after each failure, as the
+    /// spec's settings say (see the [module docs](self)).
+    pub async fn call<T, E, F, Fut>(&self, mut f: F) -> Result<T, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        S: Classify<T, E>,
+        S::Exhausted: Exhaustion<T, E>,
+    {
+        let retry = &*self.inner;
+        let s = &retry.settings;
+        if !s.enabled {
+            return f().await;
+        }
+        let started = s.timeout.map(|_| Instant::now());
+        let mut trail = <<S::Exhausted as Exhaustion<T, E>>::Trail>::default();
+        let mut calls: u32 = 0;
+        loop {
+            let outcome = f().await;
+            calls = calls.saturating_add(1);
+            match S::classify(&outcome) {
+                Verdict::Success => {
+                    if let Some(budget) = &retry.budget {
+                        budget.deposit();
+                    }
+                    return outcome;
+                }
+                Verdict::Ignore => return outcome,
+                Verdict::Failure => {}
+            }
+            if s.attempts == 0 {
+                return outcome;
+            }
+            // `calls` is also the number of the retry that would come next.
+            if calls > s.attempts {
+                tracing::warn!(
+                    target: "resilient::retry",
+                    spec = S::NAME, path = S::PATH, calls,
+                    "retry exhausted after {calls} calls"
+                );
+                return S::Exhausted::give_up(trail, S::NAME, calls, GaveUp::Attempts, outcome);
+            }
+            let delay = s.delay(calls, |bound| fastrand::u128(0..=bound));
+            if let (Some(limit), Some(started)) = (s.timeout, started) {
+                if started.elapsed().saturating_add(delay) > limit {
+                    tracing::warn!(
+                        target: "resilient::retry",
+                        spec = S::NAME, path = S::PATH, calls,
+                        "retry stopped: waiting {delay:?} would cross the overall timeout of {limit:?}"
+                    );
+                    return S::Exhausted::give_up(trail, S::NAME, calls, GaveUp::Timeout, outcome);
+                }
+            }
+            if let Some(budget) = &retry.budget {
+                if !budget.try_withdraw() {
+                    tracing::warn!(
+                        target: "resilient::retry",
+                        spec = S::NAME, path = S::PATH, calls,
+                        "retry budget empty: returning the failure without retrying"
+                    );
+                    return outcome;
+                }
+            }
+            tracing::debug!(
+                target: "resilient::retry",
+                spec = S::NAME, path = S::PATH, calls,
+                "call {calls} failed; retrying after {delay:?}"
+            );
+            S::Exhausted::keep(&mut trail, S::NAME, outcome);
+            tokio::time::sleep(delay).await;
+        }
+    }
+}

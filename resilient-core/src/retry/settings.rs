@@ -1,0 +1,240 @@
+//! Retry settings: their keys, defaults and validation rules.
+
+use std::time::Duration;
+
+use crate::settings::Section;
+
+/// The settings of one retry spec, read from its section.
+///
+/// | key | default | rule |
+/// |---|---|---|
+/// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
+/// | `delay` | required | duration: the wait before the first retry |
+/// | `attempts` | required | whole number ≥ 0: retries **after** the first call (`2` = at most 3 calls) |
+/// | `delay_step` | `"0s"` | duration added to each further wait (ignored with `backoff`) |
+/// | `backoff.type` | `"exponential"` | the only type |
+/// | `backoff.multiplier` | `2.0` | number > 0 |
+/// | `backoff.delay_max` | none | duration ≥ `delay`: cap on each wait |
+/// | `jitter.type` | `"none"` | `"none"` or `"full"` |
+/// | `jitter.ratio` | `1.0` | number in 0..=1: a wait is uniform in [computed·(1 − ratio), computed] |
+/// | `timeout` | none | duration > 0: overall limit for all calls and waits |
+/// | `retry_budget.enabled` | `true` | the budget exists only if the section does |
+/// | `retry_budget.ratio` | `0.1` | number ≥ 0: tokens returned by each successful call |
+/// | `retry_budget.tokens_max` | `100` | whole number ≥ 1 |
+/// | `retry_budget.tokens_initial` | `10` | whole number ≤ `tokens_max` |
+/// | `retry_budget.min_tokens_per_second` | `0.0` | number ≥ 0: steady refill |
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetrySettings {
+    /// `false` turns the spec into a pass-through.
+    pub enabled: bool,
+    /// The wait before the first retry.
+    pub delay: Duration,
+    /// Retries after the first call: at most `attempts + 1` calls.
+    pub attempts: u32,
+    /// Added to each further wait when there is no backoff.
+    pub delay_step: Duration,
+    /// Exponential backoff, if configured.
+    pub backoff: Option<Backoff>,
+    /// Random spread of each wait.
+    pub jitter: Jitter,
+    /// Overall limit for all calls and waits.
+    pub timeout: Option<Duration>,
+    /// The retry budget, if its section exists and is enabled.
+    pub budget: Option<BudgetSettings>,
+}
+
+/// Exponential backoff: the `k`-th retry waits `delay · multiplier^(k−1)`,
+/// capped at `delay_max`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    /// Growth factor of each wait, > 0.
+    pub multiplier: f64,
+    /// Cap on each wait.
+    pub delay_max: Option<Duration>,
+}
+
+/// Random spread of each wait.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Jitter {
+    /// Whether jitter applies (`type = "full"`).
+    pub full: bool,
+    /// Fraction of the computed wait that is random, in 0..=1.
+    pub ratio: f64,
+}
+
+/// A token bucket that limits retries across all calls of a spec.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetSettings {
+    /// Tokens returned to the bucket by each successful call.
+    pub ratio: f64,
+    /// The bucket's size.
+    pub tokens_max: u32,
+    /// Tokens in the bucket at startup.
+    pub tokens_initial: u32,
+    /// Tokens added per second whatever the calls do.
+    pub min_tokens_per_second: f64,
+}
+
+impl RetrySettings {
+    /// Reads and validates a retry section, recording every problem found.
+    /// `None` when there was at least one.
+    pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        let enabled = s.bool("enabled", true);
+        let delay = s.duration("delay", true).flatten();
+        let attempts = s.int("attempts", None, 0, u64::from(u32::MAX));
+        let delay_step = s
+            .duration("delay_step", false)
+            .unwrap_or(Some(Duration::ZERO));
+        let backoff = s.table("backoff", |b| {
+            let _type = b.choice("type", &["exponential"], "exponential");
+            let multiplier = b.float("multiplier", Some(2.0), "must be a number > 0", |m| m > 0.0);
+            let delay_max = b.duration("delay_max", false);
+            if let (Some(Some(max)), Some(delay)) = (delay_max, delay) {
+                if max < delay {
+                    b.problem(
+                        "delay_max",
+                        format!(
+                            "must be ≥ `delay` ({}) or the cap would shorten even the first wait",
+                            humantime::format_duration(delay)
+                        ),
+                        None,
+                    );
+                    return None;
+                }
+            }
+            Some(Backoff {
+                multiplier: multiplier?,
+                delay_max: match delay_max {
+                    None => None,
+                    Some(d) => Some(d?),
+                },
+            })
+        });
+        let jitter = s
+            .table("jitter", |j| {
+                let kind = j.choice("type", &["none", "full"], "none");
+                let ratio = j.float("ratio", Some(1.0), "must be a number in 0..=1", |r| {
+                    (0.0..=1.0).contains(&r)
+                });
+                Some(Jitter {
+                    full: kind? == "full",
+                    ratio: ratio?,
+                })
+            })
+            .unwrap_or(Some(Jitter {
+                full: false,
+                ratio: 1.0,
+            }));
+        let timeout = match s.duration("timeout", false) {
+            Some(Some(d)) if d.is_zero() => {
+                s.problem(
+                    "timeout",
+                    "must be > 0 (leave it out for no overall limit)",
+                    None,
+                );
+                Some(None)
+            }
+            other => other,
+        };
+        let budget = s.table("retry_budget", |b| {
+            let enabled = b.bool("enabled", true);
+            let ratio = b.float("ratio", Some(0.1), "must be a number ≥ 0", |r| r >= 0.0);
+            let max = b.int("tokens_max", Some(100), 1, u64::from(u32::MAX));
+            let initial = b.int("tokens_initial", Some(10), 0, u64::from(u32::MAX));
+            let per_second = b.float(
+                "min_tokens_per_second",
+                Some(0.0),
+                "must be a number ≥ 0",
+                |r| r >= 0.0,
+            );
+            if let (Some(max), Some(initial)) = (max, initial) {
+                if initial > max {
+                    b.problem(
+                        "tokens_initial",
+                        format!("must be ≤ `tokens_max` ({max})"),
+                        Some(&crate::settings::Value::Int(i128::from(initial))),
+                    );
+                    return None;
+                }
+            }
+            let settings = BudgetSettings {
+                ratio: ratio?,
+                tokens_max: u32::try_from(max?).ok()?,
+                tokens_initial: u32::try_from(initial?).ok()?,
+                min_tokens_per_second: per_second?,
+            };
+            Some(enabled?.then_some(settings))
+        });
+        Some(Self {
+            enabled: enabled?,
+            delay: delay?,
+            attempts: u32::try_from(attempts?).ok()?,
+            delay_step: delay_step?,
+            backoff: match backoff {
+                None => None,
+                Some(b) => Some(b?),
+            },
+            jitter: jitter?,
+            timeout: match timeout {
+                None => None,
+                Some(t) => Some(t?),
+            },
+            budget: match budget {
+                None => None,
+                Some(b) => b?,
+            },
+        })
+    }
+
+    /// The wait before retry number `retry` (1 for the wait before the second
+    /// call), before jitter. Never overflows: it saturates at the backoff's
+    /// `delay_max`, or at [`Duration::MAX`].
+    pub fn base_delay(&self, retry: u32) -> Duration {
+        let k = retry.saturating_sub(1);
+        match self.backoff {
+            None => self
+                .delay_step
+                .checked_mul(k)
+                .and_then(|step| self.delay.checked_add(step))
+                .unwrap_or(Duration::MAX),
+            Some(Backoff {
+                multiplier,
+                delay_max,
+            }) => {
+                let cap = delay_max.unwrap_or(Duration::MAX);
+                let secs = self.delay.as_secs_f64() * multiplier.powf(f64::from(k));
+                match Duration::try_from_secs_f64(secs) {
+                    Ok(d) => d.min(cap),
+                    // Too large (or not finite): the cap is the answer.
+                    Err(_) => cap,
+                }
+            }
+        }
+    }
+
+    /// The wait before retry number `retry`, jitter applied. `random` maps a
+    /// bound to a uniform value in `0..=bound`.
+    pub(crate) fn delay(&self, retry: u32, random: impl FnOnce(u128) -> u128) -> Duration {
+        let computed = self.base_delay(retry);
+        if !self.jitter.full || self.jitter.ratio <= 0.0 {
+            return computed;
+        }
+        let nanos = computed.as_nanos();
+        // `as` saturates for floats, and ratio ≤ 1 keeps the bound ≤ nanos.
+        let bound = ((nanos as f64) * self.jitter.ratio) as u128;
+        let bound = bound.min(nanos);
+        if bound == 0 {
+            return computed;
+        }
+        let jittered = nanos - bound + random(bound).min(bound);
+        from_nanos(jittered)
+    }
+}
+
+fn from_nanos(nanos: u128) -> Duration {
+    let secs = nanos / 1_000_000_000;
+    match u64::try_from(secs) {
+        Ok(secs) => Duration::new(secs, (nanos % 1_000_000_000) as u32),
+        Err(_) => Duration::MAX,
+    }
+}

@@ -1,0 +1,421 @@
+//! Reading one spec's section of the configuration.
+//!
+//! This module owns the value tree that settings are read from, the [`Problem`]
+//! type that every validation rule reports, and [`Section`], the reader each
+//! mechanism's settings use. It does not know where values come from: the
+//! `resilient-config` crate turns a `config::Config` into a [`Value`] tree.
+//!
+//! A mechanism's `read` function asks the section for each key it knows, with
+//! the key's rule. Whatever key was never asked for is reported as unknown, with
+//! the nearest known key suggested, so the list of keys lives in one place.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// A configuration value, as read from a file or the environment.
+///
+/// Environment variables arrive as strings; numbers and booleans are therefore
+/// also accepted in their string form (`"3"`, `"true"`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A missing value (`config`'s `Nil`).
+    Nil,
+    /// `true` or `false`.
+    Bool(bool),
+    /// A whole number.
+    Int(i128),
+    /// A number with a fraction.
+    Float(f64),
+    /// A string, such as a duration (`"100ms"`).
+    Str(String),
+    /// A list of values.
+    List(Vec<Value>),
+    /// A table of keys to values.
+    Table(BTreeMap<String, Value>),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Nil => f.write_str("nothing"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x}"),
+            Value::Str(s) => write!(f, "{s:?}"),
+            Value::List(_) => f.write_str("a list"),
+            Value::Table(_) => f.write_str("a table"),
+        }
+    }
+}
+
+/// One thing wrong with one spec's configuration.
+///
+/// Its `Display` names the spec type, its path, the key, the rule that failed,
+/// and the value found, so that a user reading it knows what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The spec type's name, such as `PetRetry`.
+    pub spec: &'static str,
+    /// The spec's absolute config path, such as `resilient.retry.pet`.
+    pub path: &'static str,
+    /// The key below the path, dotted for nested keys (`backoff.multiplier`).
+    /// Empty when the problem is the whole section.
+    pub key: String,
+    /// What is expected, or what is wrong, in words.
+    pub rule: String,
+    /// The value found, if there was one.
+    pub found: Option<String>,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{} at `{}`: {}", self.spec, self.path, self.rule)?;
+        } else {
+            write!(
+                f,
+                "{} at `{}`: key `{}` {}",
+                self.spec, self.path, self.key, self.rule
+            )?;
+        }
+        if let Some(found) = &self.found {
+            write!(f, ", found {found}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A reader over one table of a spec's section that records every problem.
+///
+/// Each accessor takes the key and returns the value if it is present and valid;
+/// otherwise it records a [`Problem`] and returns `None`. [`Section::finish`]
+/// reports the keys nobody asked for.
+#[derive(Debug)]
+pub struct Section<'a> {
+    spec: &'static str,
+    path: &'static str,
+    prefix: String,
+    table: Option<&'a BTreeMap<String, Value>>,
+    known: Vec<&'static str>,
+    problems: &'a mut Vec<Problem>,
+}
+
+impl<'a> Section<'a> {
+    /// Starts reading the section of `spec` found at `path` in `root`.
+    ///
+    /// A missing section, or a value that is not a table, is recorded as a
+    /// problem; the reader then yields `None` for every key.
+    pub fn root(
+        spec: &'static str,
+        path: &'static str,
+        root: &'a Value,
+        problems: &'a mut Vec<Problem>,
+    ) -> Self {
+        let mut node = Some(root);
+        for part in path.split('.') {
+            node = match node {
+                Some(Value::Table(t)) => t.get(part),
+                _ => None,
+            };
+        }
+        let table = match node {
+            Some(Value::Table(t)) => Some(t),
+            None | Some(Value::Nil) => {
+                problems.push(Problem {
+                    spec,
+                    path,
+                    key: String::new(),
+                    rule: "has no section in the configuration; add one (every spec linked into the binary needs its own section, nothing is inherited)".into(),
+                    found: None,
+                });
+                None
+            }
+            Some(other) => {
+                problems.push(Problem {
+                    spec,
+                    path,
+                    key: String::new(),
+                    rule: "must be a table of settings".into(),
+                    found: Some(other.to_string()),
+                });
+                None
+            }
+        };
+        Self {
+            spec,
+            path,
+            prefix: String::new(),
+            table,
+            known: Vec::new(),
+            problems,
+        }
+    }
+
+    /// Records a problem with `key` (relative to this table).
+    pub fn problem(&mut self, key: &str, rule: impl Into<String>, found: Option<&Value>) {
+        let key = self.full_key(key);
+        self.problems.push(Problem {
+            spec: self.spec,
+            path: self.path,
+            key,
+            rule: rule.into(),
+            found: found.map(ToString::to_string),
+        });
+    }
+
+    fn full_key(&self, key: &str) -> String {
+        if self.prefix.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{}.{key}", self.prefix)
+        }
+    }
+
+    /// Whether the section itself was found.
+    pub fn exists(&self) -> bool {
+        self.table.is_some()
+    }
+
+    fn raw(&mut self, key: &'static str) -> Option<&'a Value> {
+        self.known.push(key);
+        match self.table?.get(key) {
+            None | Some(Value::Nil) => None,
+            Some(v) => Some(v),
+        }
+    }
+
+    /// Whether `key` is present (and not empty). Marks the key as known.
+    pub fn has(&mut self, key: &'static str) -> bool {
+        self.raw(key).is_some()
+    }
+
+    /// Records that `key` is required and missing.
+    fn missing(&mut self, key: &'static str, what: &str) {
+        if self.table.is_some() {
+            self.problem(key, format!("is required ({what})"), None);
+        }
+    }
+
+    /// Reads a boolean, `default` when absent.
+    pub fn bool(&mut self, key: &'static str, default: bool) -> Option<bool> {
+        match self.raw(key) {
+            None => Some(default),
+            Some(Value::Bool(b)) => Some(*b),
+            Some(v @ Value::Str(s)) => match s.trim().to_ascii_lowercase().as_str() {
+                "true" => Some(true),
+                "false" => Some(false),
+                _ => {
+                    self.problem(key, "must be `true` or `false`", Some(v));
+                    None
+                }
+            },
+            Some(v) => {
+                self.problem(key, "must be `true` or `false`", Some(v));
+                None
+            }
+        }
+    }
+
+    /// Reads a whole number in `min..=max`; `None` and a problem when absent
+    /// and `default` is `None`.
+    pub fn int(
+        &mut self,
+        key: &'static str,
+        default: Option<u64>,
+        min: u64,
+        max: u64,
+    ) -> Option<u64> {
+        let rule = if max == u64::MAX {
+            format!("must be a whole number ≥ {min}")
+        } else {
+            format!("must be a whole number in {min}..={max}")
+        };
+        let Some(v) = self.raw(key) else {
+            if default.is_none() {
+                self.missing(key, &rule);
+            }
+            return default;
+        };
+        let parsed: Option<i128> = match v {
+            Value::Int(i) => Some(*i),
+            Value::Float(x) if x.fract() == 0.0 && x.is_finite() => Some(*x as i128),
+            Value::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(i) if i >= i128::from(min) && i <= i128::from(max) => u64::try_from(i).ok(),
+            _ => {
+                self.problem(key, rule, Some(v));
+                None
+            }
+        }
+    }
+
+    /// Reads a finite number that `check` accepts; `rule` says what it accepts.
+    pub fn float(
+        &mut self,
+        key: &'static str,
+        default: Option<f64>,
+        rule: &str,
+        check: impl Fn(f64) -> bool,
+    ) -> Option<f64> {
+        let Some(v) = self.raw(key) else {
+            if default.is_none() {
+                self.missing(key, rule);
+            }
+            return default;
+        };
+        let parsed = match v {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(x) => Some(*x),
+            Value::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(x) if x.is_finite() && check(x) => Some(x),
+            _ => {
+                self.problem(key, rule.to_owned(), Some(v));
+                None
+            }
+        }
+    }
+
+    /// Reads a duration written as a string with a unit (`"100ms"`, `"2s"`,
+    /// `"1m"`). Outer `None`: absent (and recorded when `required`); inner
+    /// `None`: present but invalid (recorded).
+    pub fn duration(&mut self, key: &'static str, required: bool) -> Option<Option<Duration>> {
+        let Some(v) = self.raw(key) else {
+            if required {
+                self.missing(key, "a duration such as \"100ms\", \"2s\" or \"1m\"");
+            }
+            return None;
+        };
+        let rule = "must be a duration with a unit, such as \"100ms\", \"2s\" or \"1m\"";
+        match v {
+            Value::Str(s) => match humantime::parse_duration(s.trim()) {
+                Ok(d) => Some(Some(d)),
+                Err(_) => {
+                    self.problem(key, rule, Some(v));
+                    Some(None)
+                }
+            },
+            Value::Int(0) => Some(Some(Duration::ZERO)),
+            _ => {
+                self.problem(key, rule, Some(v));
+                Some(None)
+            }
+        }
+    }
+
+    /// Reads a string that must be one of `choices`; `default` when absent.
+    pub fn choice(
+        &mut self,
+        key: &'static str,
+        choices: &[&'static str],
+        default: &'static str,
+    ) -> Option<&'static str> {
+        let Some(v) = self.raw(key) else {
+            return Some(default);
+        };
+        let found = match v {
+            Value::Str(s) => choices.iter().find(|c| c.eq_ignore_ascii_case(s.trim())),
+            _ => None,
+        };
+        if found.is_none() {
+            let list = choices
+                .iter()
+                .map(|c| format!("\"{c}\""))
+                .collect::<Vec<_>>()
+                .join(" or ");
+            self.problem(key, format!("must be {list}"), Some(v));
+        }
+        found.copied()
+    }
+
+    /// Reads a nested table; `None` when absent. A value that is not a table is
+    /// recorded as a problem.
+    pub fn table<R>(
+        &mut self,
+        key: &'static str,
+        read: impl FnOnce(&mut Section<'_>) -> R,
+    ) -> Option<R> {
+        let v = self.raw(key)?;
+        let Value::Table(t) = v else {
+            self.problem(key, "must be a table", Some(v));
+            return None;
+        };
+        let mut inner = Section {
+            spec: self.spec,
+            path: self.path,
+            prefix: self.full_key(key),
+            table: Some(t),
+            known: Vec::new(),
+            problems: &mut *self.problems,
+        };
+        let out = read(&mut inner);
+        inner.finish();
+        Some(out)
+    }
+
+    /// Reports every key of this table that no accessor asked for, with the
+    /// nearest known key when one is close.
+    pub fn finish(self) {
+        let Some(table) = self.table else { return };
+        for (key, value) in table {
+            if self.known.contains(&key.as_str()) {
+                continue;
+            }
+            let rule = match suggest(key, &self.known) {
+                Some(near) => format!("is not a known setting; did you mean `{near}`?"),
+                None => format!(
+                    "is not a known setting; known settings here: {}",
+                    self.known
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            let full = if self.prefix.is_empty() {
+                key.clone()
+            } else {
+                format!("{}.{key}", self.prefix)
+            };
+            self.problems.push(Problem {
+                spec: self.spec,
+                path: self.path,
+                key: full,
+                rule,
+                found: Some(value.to_string()),
+            });
+        }
+    }
+}
+
+/// The known key closest to `key`, compared without case and underscores so
+/// that `delayStep` and `delaystep` (an environment override) find `delay_step`.
+fn suggest(key: &str, known: &[&'static str]) -> Option<&'static str> {
+    let squash = |s: &str| s.replace(['_', '-'], "").to_ascii_lowercase();
+    let key = squash(key);
+    known
+        .iter()
+        .map(|k| (strsim::normalized_damerau_levenshtein(&key, &squash(k)), *k))
+        .filter(|(score, _)| *score >= 0.6)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestion_ignores_case_and_underscores() {
+        let known = ["delay", "delay_step", "attempts"];
+        assert_eq!(suggest("delayStep", &known), Some("delay_step"));
+        assert_eq!(suggest("delaystep", &known), Some("delay_step"));
+        assert_eq!(suggest("atempts", &known), Some("attempts"));
+        assert_eq!(suggest("zzz", &known), None);
+    }
+}

@@ -1,0 +1,130 @@
+//! The chain model: which resilience attributes a fn carries, in order.
+//!
+//! Rust expands attribute macros from the top down, and the first one sees the
+//! others still on the item. So the first resilience attribute takes every
+//! resilience attribute of the fn at once, removes them (keeping every other
+//! attribute where it was), and builds the whole chain: top = outermost.
+
+use proc_macro2::{Span, TokenStream};
+use syn::spanned::Spanned;
+use syn::{Attribute, ItemFn, Meta, Path};
+
+use crate::diag::{self, Errors};
+use crate::{args, expand};
+
+/// A resilience mechanism, as named by its attribute.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    Retry,
+}
+
+impl Kind {
+    const ALL: [Kind; 1] = [Kind::Retry];
+
+    pub(crate) fn attr_name(self) -> &'static str {
+        match self {
+            Kind::Retry => "retryable",
+        }
+    }
+
+    pub(crate) fn derive_name(self) -> &'static str {
+        match self {
+            Kind::Retry => "RetrySpec",
+        }
+    }
+
+    pub(crate) fn example_spec(self) -> &'static str {
+        match self {
+            Kind::Retry => "PetRetry",
+        }
+    }
+
+    /// Whether the layer may run what is inside it more than once, so that the
+    /// body must be callable again with fresh arguments.
+    pub(crate) fn calls_again(self) -> bool {
+        match self {
+            Kind::Retry => true,
+        }
+    }
+
+    /// The mechanism an attribute names: a bare name or any path ending in it.
+    fn of(attr: &Attribute) -> Option<Kind> {
+        let last = attr.path().segments.last()?;
+        Kind::ALL.into_iter().find(|k| last.ident == k.attr_name())
+    }
+}
+
+/// One resilience attribute of the fn.
+pub(crate) struct Layer {
+    pub(crate) kind: Kind,
+    pub(crate) spec: Path,
+}
+
+/// Entry point of every resilience attribute.
+pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenStream {
+    let mut func: ItemFn = match syn::parse2(item.clone()) {
+        Ok(func) => func,
+        Err(_) => {
+            let name = kind.attr_name();
+            let e = syn::Error::new(
+                Span::call_site(),
+                format!(
+                    "`#[{name}]` goes on an `async fn` with a body (a free fn, a method, or a method of a trait impl)"
+                ),
+            );
+            return diag::with_item(item, e);
+        }
+    };
+    let mut errors = Errors::default();
+    let mut layers = Vec::new();
+    match args::parse_spec(kind, attr, Span::call_site()) {
+        Ok(spec) => layers.push(Layer { kind, spec }),
+        Err(e) => errors.push(e),
+    }
+    let mut siblings = Vec::new();
+    func.attrs.retain(|a| match Kind::of(a) {
+        Some(kind) => {
+            siblings.push((kind, a.clone()));
+            false
+        }
+        None => true,
+    });
+    let mut seen = vec![kind];
+    for (kind, attr) in siblings {
+        let name = kind.attr_name();
+        if seen.contains(&kind) {
+            errors.push(syn::Error::new(
+                attr.span(),
+                format!(
+                    "`#[{name}]` is given twice on this fn; each resilience attribute may appear once per fn (to nest two, annotate a second fn that calls this one)"
+                ),
+            ));
+            continue;
+        }
+        seen.push(kind);
+        let tokens = match &attr.meta {
+            Meta::List(list) => Ok(list.tokens.clone()),
+            Meta::Path(_) => Ok(TokenStream::new()),
+            Meta::NameValue(nv) => Err(syn::Error::new(
+                nv.eq_token.span,
+                format!(
+                    "`#[{name}]` takes the spec in parentheses: `#[{name}({})]`",
+                    kind.example_spec()
+                ),
+            )),
+        };
+        match tokens.and_then(|t| args::parse_spec(kind, t, attr.span())) {
+            Ok(spec) => layers.push(Layer { kind, spec }),
+            Err(e) => errors.push(e),
+        }
+    }
+    let checked = expand::check(&func, &layers);
+    if let Err(e) = checked {
+        errors.push(e);
+    }
+    if let Err(e) = errors.finish() {
+        // The fn without its resilience attributes: one error, no cascade.
+        return diag::with_item(quote::quote!(#func), e);
+    }
+    expand::expand(func, &layers)
+}

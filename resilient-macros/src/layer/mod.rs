@@ -1,0 +1,14 @@
+//! One file per mechanism: the call each layer expands to.
+
+mod retry;
+
+use proc_macro2::TokenStream;
+
+use crate::chain::{Kind, Layer};
+
+/// The future of `layer` around the future factory `inner`.
+pub(crate) fn call(layer: &Layer, inner: TokenStream) -> TokenStream {
+    match layer.kind {
+        Kind::Retry => retry::call(layer, inner),
+    }
+}

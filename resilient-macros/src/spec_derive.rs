@@ -1,0 +1,313 @@
+//! `#[derive(RetrySpec)]` and the `#[spec(..)]` attribute it reads.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::{Data, DeriveInput, Fields, Ident, LitStr, Token};
+
+use crate::diag::Errors;
+
+/// The mechanism a derive declares a spec for.
+#[derive(Clone, Copy)]
+pub(crate) enum SpecKind {
+    Retry,
+}
+
+impl SpecKind {
+    fn derive_name(self) -> &'static str {
+        match self {
+            SpecKind::Retry => "RetrySpec",
+        }
+    }
+
+    fn example_path(self) -> &'static str {
+        match self {
+            SpecKind::Retry => "resilient.retry.pet",
+        }
+    }
+}
+
+/// What `#[spec(..)]` says.
+struct SpecAttr {
+    path: LitStr,
+    classify_custom: bool,
+    last_failure: bool,
+}
+
+pub(crate) fn expand(kind: SpecKind, input: TokenStream) -> TokenStream {
+    let input: DeriveInput = match syn::parse2(input) {
+        Ok(input) => input,
+        Err(e) => return e.to_compile_error(),
+    };
+    match model(kind, &input) {
+        Ok(spec) => generate(kind, &input.ident, &spec),
+        Err(e) => e.to_compile_error(),
+    }
+}
+
+fn model(kind: SpecKind, input: &DeriveInput) -> syn::Result<SpecAttr> {
+    let derive = kind.derive_name();
+    let mut errors = Errors::default();
+    match &input.data {
+        Data::Struct(s) => match &s.fields {
+            Fields::Unit => {}
+            fields => errors.push(syn::Error::new(
+                fields.span(),
+                format!(
+                    "`#[derive({derive})]` needs a unit struct, but `{}` has fields; \
+                     a spec only names a config section, so declare it as `pub struct {};`",
+                    input.ident, input.ident
+                ),
+            )),
+        },
+        Data::Enum(e) => errors.push(syn::Error::new(
+            e.enum_token.span,
+            format!(
+                "`#[derive({derive})]` needs a unit struct, not an enum; \
+                 declare the spec as `pub struct {};`",
+                input.ident
+            ),
+        )),
+        Data::Union(u) => errors.push(syn::Error::new(
+            u.union_token.span,
+            format!(
+                "`#[derive({derive})]` needs a unit struct, not a union; \
+                 declare the spec as `pub struct {};`",
+                input.ident
+            ),
+        )),
+    }
+    if !input.generics.params.is_empty() || input.generics.where_clause.is_some() {
+        errors.push(syn::Error::new(
+            input.generics.span(),
+            format!(
+                "`#[derive({derive})]` needs a struct without generic parameters: \
+                 every spec type has exactly one shared instance; declare one spec type per config section"
+            ),
+        ));
+    }
+
+    let mut found: Option<SpecAttr> = None;
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident("spec")) {
+        if found.is_some() {
+            errors.push(syn::Error::new(
+                attr.span(),
+                "`#[spec]` is given more than once; a spec has one config path, so keep one `#[spec(\"..\")]`",
+            ));
+            continue;
+        }
+        if let syn::Meta::Path(p) = &attr.meta {
+            errors.push(syn::Error::new(
+                p.span(),
+                format!(
+                    "`#[spec]` needs the config path in parentheses: `#[spec(\"{}\")]`",
+                    kind.example_path()
+                ),
+            ));
+        } else {
+            match attr.parse_args_with(|input: ParseStream<'_>| parse_spec_args(kind, input)) {
+                Ok(spec) => {
+                    found = Some(spec);
+                    continue;
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        // Counted as given, so that a second `#[spec]` is still reported.
+        found = Some(SpecAttr {
+            path: LitStr::new("", Span::call_site()),
+            classify_custom: false,
+            last_failure: false,
+        });
+    }
+    let spec = match found {
+        Some(spec) => Some(spec),
+        None => {
+            errors.push(syn::Error::new(
+                input.ident.span(),
+                format!(
+                    "`#[derive({derive})]` needs the spec's config path: add `#[spec(\"{}\")]` to `{}`",
+                    kind.example_path(),
+                    input.ident
+                ),
+            ));
+            None
+        }
+    };
+    errors.finish()?;
+    spec.ok_or_else(|| syn::Error::new(Span::call_site(), "missing `#[spec]`"))
+}
+
+fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAttr> {
+    if input.is_empty() {
+        return Err(input.error(format!(
+            "`#[spec]` needs the config path: `#[spec(\"{}\")]`",
+            kind.example_path()
+        )));
+    }
+    let path: LitStr = if input.peek(LitStr) {
+        input.parse()?
+    } else {
+        let tokens: TokenStream = input.fork().parse()?;
+        return Err(syn::Error::new_spanned(
+            tokens,
+            format!(
+                "the config path must be a string literal, such as `#[spec(\"{}\")]`",
+                kind.example_path()
+            ),
+        ));
+    };
+    check_path(kind, &path)?;
+    let mut spec = SpecAttr {
+        path,
+        classify_custom: false,
+        last_failure: false,
+    };
+    let mut errors = Errors::default();
+    let mut seen: Vec<String> = Vec::new();
+    while !input.is_empty() {
+        input.parse::<Token![,]>()?;
+        if input.is_empty() {
+            break;
+        }
+        let opt: OptionArg = input.parse()?;
+        let key = opt.key.to_string();
+        if seen.contains(&key) {
+            errors.push(syn::Error::new(
+                opt.key.span(),
+                format!("`{key}` is given more than once; keep one"),
+            ));
+            continue;
+        }
+        seen.push(key.clone());
+        let value = opt.value.to_string();
+        match (key.as_str(), value.as_str()) {
+            ("classify", "custom") => spec.classify_custom = true,
+            ("classify", "all_errors") => spec.classify_custom = false,
+            ("classify", _) => errors.push(syn::Error::new(
+                opt.value.span(),
+                format!("unknown `classify` value `{value}`; accepted: `classify = custom` (you implement `resilient_core::Classify` for the spec) or `classify = all_errors` (the default)"),
+            )),
+            ("exhausted", "last_failure") => spec.last_failure = true,
+            ("exhausted", "error") => spec.last_failure = false,
+            ("exhausted", _) => errors.push(syn::Error::new(
+                opt.value.span(),
+                format!("unknown `exhausted` value `{value}`; accepted: `exhausted = error` (the default: `resilient_core::Error::RetryExhausted`) or `exhausted = last_failure` (the last failure, unchanged)"),
+            )),
+            _ => errors.push(syn::Error::new(
+                opt.key.span(),
+                format!("unknown `#[spec]` option `{key}`; accepted after the path: `classify = custom` and `exhausted = last_failure`; settings such as `attempts` belong in the config section"),
+            )),
+        }
+    }
+    errors.finish()?;
+    Ok(spec)
+}
+
+struct OptionArg {
+    key: Ident,
+    value: Ident,
+}
+
+impl Parse for OptionArg {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let key: Ident = input.parse()?;
+        input.parse::<Token![=]>()?;
+        let value: Ident = input.parse().map_err(|e| {
+            syn::Error::new(
+                e.span(),
+                format!("`{key}` takes a bare word, such as `{key} = custom`"),
+            )
+        })?;
+        Ok(Self { key, value })
+    }
+}
+
+fn check_path(kind: SpecKind, lit: &LitStr) -> syn::Result<()> {
+    let path = lit.value();
+    if path.trim().is_empty() {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "the config path is blank; write the absolute, dotted path of the spec's section, such as `\"{}\"`",
+                kind.example_path()
+            ),
+        ));
+    }
+    let bad_segment = path.split('.').any(|seg| {
+        seg.is_empty()
+            || !seg
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    });
+    if bad_segment {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`{path}` is not a valid config path; write dot-separated names of letters, digits, `_` or `-`, such as `\"{}\"`",
+                kind.example_path()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
+    let name = ident.to_string();
+    let path = &spec.path;
+    let p = quote!(::resilient_core::__private);
+    let kind_tokens = match kind {
+        SpecKind::Retry => quote!(#p::SpecKind::Retry),
+    };
+    let mechanism = match kind {
+        SpecKind::Retry => {
+            let exhausted = if spec.last_failure {
+                quote!(#p::ReturnLastFailure)
+            } else {
+                quote!(#p::ReturnError)
+            };
+            quote! {
+                impl #p::RetrySpec for #ident {
+                    type Exhausted = #exhausted;
+                }
+            }
+        }
+    };
+    let classify = if spec.classify_custom {
+        quote!()
+    } else {
+        quote! {
+            impl<__T, __E> #p::Classify<__T, __E> for #ident {
+                #[inline]
+                fn classify(outcome: &::core::result::Result<__T, __E>) -> #p::Verdict {
+                    match outcome {
+                        ::core::result::Result::Ok(_) => #p::Verdict::Success,
+                        ::core::result::Result::Err(_) => #p::Verdict::Failure,
+                    }
+                }
+            }
+        }
+    };
+    let span = ident.span();
+    let submit = quote_spanned! {span=>
+        #p::inventory::submit! {
+            #p::SpecEntry {
+                name: #name,
+                path: #path,
+                kind: #kind_tokens,
+                type_id: ::core::any::TypeId::of::<#ident>,
+            }
+        }
+    };
+    quote! {
+        impl #p::Spec for #ident {
+            const NAME: &'static str = #name;
+            const PATH: &'static str = #path;
+            const KIND: #p::SpecKind = #kind_tokens;
+        }
+        #mechanism
+        #classify
+        #submit
+    }
+}
