@@ -117,8 +117,6 @@
 
 #![warn(missing_docs)]
 
-#[cfg(test)]
-extern crate self as resilient_core;
 
 mod error;
 pub mod registry;

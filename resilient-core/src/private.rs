@@ -9,18 +9,27 @@ pub use crate::error::Error;
 pub use crate::retry::{Exhaustion, RetrySpec, ReturnError, ReturnLastFailure};
 pub use crate::spec::{Classify, Spec, SpecEntry, SpecKind, Verdict};
 
-/// Runs `f` under retry spec `S`; what `#[retryable(S)]` expands to.
-pub async fn retry<S, T, E, F, Fut>(f: F) -> Result<T, E>
+/// Runs `f` under retry spec `S`; what `#[retryable(S)]` expands to. `R` is
+/// the annotated fn's return type.
+///
+/// Each requirement is stated once, on a type the user wrote, and the later
+/// ones go through projections of the earlier ones: when one fails, the others
+/// involve an error type and are not reported, so one mistake gives one error.
+pub async fn retry<S, R, F, Fut>(f: F) -> Result<R::Ok, R::Err>
 where
-    S: RetrySpec + Classify<T, E>,
-    S::Exhausted: Exhaustion<T, E>,
-    E: From<Error>,
+    S: RetrySpec,
+    R: ResultType,
+    R::Err: ResilientError + Exhaustion<S::Exhausted>,
+    S::Classifier: Classify<R::Ok, R::Err>,
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
+    Fut: Future<Output = Result<R::Ok, R::Err>>,
 {
     match S::get() {
-        Ok(handle) => handle.call(f).await,
-        Err(e) => Err(E::from(e)),
+        Ok(handle) => {
+            crate::retry::run::<S, _, _, _, _>(handle.inner(), f, ResilientError::from_resilient)
+                .await
+        }
+        Err(e) => Err(R::Err::from_resilient(e)),
     }
 }
 
@@ -48,17 +57,16 @@ impl<T, E> ResultType for Result<T, E> {
     label = "`{Self}` does not implement `From<resilient_core::Error>`",
     note = "add a variant for it, for example `#[error(transparent)] Resilience(#[from] resilient_core::Error)` with thiserror"
 )]
-pub trait ResilientError: From<Error> {}
+pub trait ResilientError {
+    /// `From::from`, without making `From<Error>` a supertrait (which would
+    /// report a missing impl twice).
+    fn from_resilient(e: Error) -> Self;
+}
 
-impl<E: From<Error>> ResilientError for E {}
-
-/// Checks, at the return type's tokens, that it is a `Result` whose error can
-/// carry a resilience failure.
-pub const fn assert_return<R>()
-where
-    R: ResultType,
-    R::Err: ResilientError,
-{
+impl<E: From<Error>> ResilientError for E {
+    fn from_resilient(e: Error) -> Self {
+        E::from(e)
+    }
 }
 
 /// An argument that retry passes again to each attempt.

@@ -183,16 +183,25 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     } else {
         quote!(move || #body)
     };
-    let chain = nest(layers, factory, again);
-    let ret_span = ret.span();
-    let assert = quote_spanned! {ret_span=>
-        let _ = #p::assert_return::<#ret>;
+    // The return type, for the layers' bounds (errors about it point at it).
+    let ret_arg = if contains_impl_trait(&ret) {
+        quote!(_)
+    } else {
+        ret.to_token_stream()
     };
+    let chain = nest(layers, &ret_arg, factory, again);
+    // Keep the body's braces: the fn's span then stays in the user's code, so
+    // lints on the fn as a whole (`dead_code`) still fire.
+    // Awaited at the outermost spec: the future's bounds are then reported at
+    // the same tokens as the call's, once.
+    let outer = layers
+        .first()
+        .map_or_else(Span::call_site, |l| l.spec.span());
+    let awaited = quote_spanned!(outer=> #chain.await);
     let block: syn::Block = syn::parse_quote!({
-        #assert
-        #chain.await
+        #awaited
     });
-    *func.block = block;
+    func.block.stmts = block.stmts;
     quote!(#func)
 }
 
@@ -206,18 +215,18 @@ fn is_ref_type(ty: &Type) -> bool {
 }
 
 /// The future of `layers[0]` wrapping the rest, innermost around `factory`.
-fn nest(layers: &[Layer], factory: TokenStream, again: bool) -> TokenStream {
+fn nest(layers: &[Layer], ret: &TokenStream, factory: TokenStream, again: bool) -> TokenStream {
     match layers {
         [] => quote!((#factory)()),
-        [only] => layer::call(only, factory),
+        [only] => layer::call(only, ret, factory),
         [outer, rest @ ..] => {
-            let inner = nest(rest, factory, again);
+            let inner = nest(rest, ret, factory, again);
             let inner_factory = if again {
                 quote!(|| #inner)
             } else {
                 quote!(move || #inner)
             };
-            layer::call(outer, inner_factory)
+            layer::call(outer, ret, inner_factory)
         }
     }
 }

@@ -269,6 +269,7 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
             };
             quote! {
                 impl #p::RetrySpec for #ident {
+                    type Classifier = Self;
                     type Exhausted = #exhausted;
                 }
             }

@@ -28,28 +28,31 @@ pub enum ReturnError {}
 #[derive(Debug, Clone, Copy)]
 pub enum ReturnLastFailure {}
 
-/// An exhaustion mode for calls returning `Result<T, E>`: [`ReturnError`] or
-/// [`ReturnLastFailure`]. Not meant to be implemented outside this crate.
+/// An error type that retry can give up with under exhaustion mode `Mode`
+/// ([`ReturnError`] or [`ReturnLastFailure`]). Implemented for every error
+/// type that qualifies; not meant to be implemented by hand.
 #[diagnostic::on_unimplemented(
-    message = "a retry spec that gives up with `resilient_core::Error::RetryExhausted` cannot keep `{E}` as the source",
-    label = "`{E}` does not convert into `Box<dyn std::error::Error + Send + Sync>`",
-    note = "implement `std::error::Error` for `{E}` (for example with `thiserror`), or declare the spec with `#[spec(\"..\", exhausted = last_failure)]` to give up with the last failure unchanged"
+    message = "a retry spec that gives up with `resilient_core::Error::RetryExhausted` cannot keep `{Self}` as its source",
+    label = "`{Self}` does not convert into `Box<dyn std::error::Error + Send + Sync>`",
+    note = "implement `std::error::Error` for `{Self}` (for example with `thiserror`), or declare the spec with `#[spec(\"..\", exhausted = last_failure)]` to give up with the last failure unchanged"
 )]
-pub trait Exhaustion<T, E> {
+pub trait Exhaustion<Mode>: Sized {
     /// What the mode keeps of the failures before the last.
     type Trail: Default + Send;
 
     /// Keeps (or drops) a failure that will be retried.
-    fn keep(trail: &mut Self::Trail, spec: &'static str, failure: Result<T, E>);
+    fn keep<T>(trail: &mut Self::Trail, spec: &'static str, failure: Result<T, Self>);
 
-    /// The outcome of a call that gave up after `calls` calls.
-    fn give_up(
+    /// The outcome of a call that gave up after `calls` calls; `wrap` makes
+    /// this error type from a resilience error.
+    fn give_up<T>(
         trail: Self::Trail,
         spec: &'static str,
         calls: u32,
         reason: GaveUp,
-        last: Result<T, E>,
-    ) -> Result<T, E>;
+        last: Result<T, Self>,
+        wrap: fn(Error) -> Self,
+    ) -> Result<T, Self>;
 }
 
 fn boxed<T, E: Into<BoxError>>(spec: &'static str, failure: Result<T, E>) -> BoxError {
@@ -59,27 +62,25 @@ fn boxed<T, E: Into<BoxError>>(spec: &'static str, failure: Result<T, E>) -> Box
     }
 }
 
-impl<T, E> Exhaustion<T, E> for ReturnError
-where
-    E: From<Error> + Into<BoxError>,
-{
+impl<E: Into<BoxError>> Exhaustion<ReturnError> for E {
     type Trail = VecDeque<BoxError>;
 
-    fn keep(trail: &mut Self::Trail, spec: &'static str, failure: Result<T, E>) {
+    fn keep<T>(trail: &mut Self::Trail, spec: &'static str, failure: Result<T, E>) {
         if trail.len() == RETRY_TRAIL_MAX {
             trail.pop_front();
         }
         trail.push_back(boxed(spec, failure));
     }
 
-    fn give_up(
+    fn give_up<T>(
         trail: Self::Trail,
         spec: &'static str,
         calls: u32,
         reason: GaveUp,
         last: Result<T, E>,
+        wrap: fn(Error) -> E,
     ) -> Result<T, E> {
-        Err(E::from(Error::RetryExhausted {
+        Err(wrap(Error::RetryExhausted {
             spec,
             calls,
             reason,
@@ -89,12 +90,19 @@ where
     }
 }
 
-impl<T, E> Exhaustion<T, E> for ReturnLastFailure {
+impl<E> Exhaustion<ReturnLastFailure> for E {
     type Trail = ();
 
-    fn keep(_: &mut (), _: &'static str, _: Result<T, E>) {}
+    fn keep<T>(_: &mut (), _: &'static str, _: Result<T, E>) {}
 
-    fn give_up(_: (), _: &'static str, _: u32, _: GaveUp, last: Result<T, E>) -> Result<T, E> {
+    fn give_up<T>(
+        _: (),
+        _: &'static str,
+        _: u32,
+        _: GaveUp,
+        last: Result<T, E>,
+        _: fn(Error) -> E,
+    ) -> Result<T, E> {
         last
     }
 }

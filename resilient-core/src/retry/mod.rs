@@ -82,6 +82,10 @@ use budget::Budget;
     note = "declare one with `#[derive(RetrySpec)] #[spec(\"resilient.retry.name\")] pub struct Name;`"
 )]
 pub trait RetrySpec: Spec + Sized {
+    /// The type whose [`Classify`] implementations decide what a failure is;
+    /// the derive sets it to the spec itself.
+    type Classifier;
+
     /// What a call returns when retry gives up: [`ReturnError`] (the default)
     /// or [`ReturnLastFailure`].
     type Exhausted;
@@ -146,74 +150,93 @@ impl<S: RetrySpec> RetryHandle<S> {
 
     /// Calls `f` and awaits its future, again after each failure, as the
     /// spec's settings say (see the [module docs](self)).
-    pub async fn call<T, E, F, Fut>(&self, mut f: F) -> Result<T, E>
+    pub async fn call<T, E, F, Fut>(&self, f: F) -> Result<T, E>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        S: Classify<T, E>,
-        S::Exhausted: Exhaustion<T, E>,
+        S::Classifier: Classify<T, E>,
+        E: From<Error> + Exhaustion<S::Exhausted>,
     {
-        let retry = &*self.inner;
-        let s = &retry.settings;
-        if !s.enabled {
-            return f().await;
-        }
-        let started = s.timeout.map(|_| Instant::now());
-        let mut trail = <<S::Exhausted as Exhaustion<T, E>>::Trail>::default();
-        let mut calls: u32 = 0;
-        loop {
-            let outcome = f().await;
-            calls = calls.saturating_add(1);
-            match S::classify(&outcome) {
-                Verdict::Success => {
-                    if let Some(budget) = &retry.budget {
-                        budget.deposit();
-                    }
-                    return outcome;
+        run::<S, T, E, F, Fut>(&self.inner, f, E::from).await
+    }
+
+    pub(crate) fn inner(&self) -> &Retry {
+        &self.inner
+    }
+}
+
+/// The retry loop; `wrap` turns a resilience error into the caller's.
+pub(crate) async fn run<S, T, E, F, Fut>(
+    retry: &Retry,
+    mut f: F,
+    wrap: fn(Error) -> E,
+) -> Result<T, E>
+where
+    S: RetrySpec,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    S::Classifier: Classify<T, E>,
+    E: Exhaustion<S::Exhausted>,
+{
+    let s = &retry.settings;
+    if !s.enabled {
+        return f().await;
+    }
+    let started = s.timeout.map(|_| Instant::now());
+    let mut trail = <E as Exhaustion<S::Exhausted>>::Trail::default();
+    let mut calls: u32 = 0;
+    loop {
+        let outcome = f().await;
+        calls = calls.saturating_add(1);
+        match S::Classifier::classify(&outcome) {
+            Verdict::Success => {
+                if let Some(budget) = &retry.budget {
+                    budget.deposit();
                 }
-                Verdict::Ignore => return outcome,
-                Verdict::Failure => {}
-            }
-            if s.attempts == 0 {
                 return outcome;
             }
-            // `calls` is also the number of the retry that would come next.
-            if calls > s.attempts {
+            Verdict::Ignore => return outcome,
+            Verdict::Failure => {}
+        }
+        if s.attempts == 0 {
+            return outcome;
+        }
+        // `calls` is also the number of the retry that would come next.
+        if calls > s.attempts {
+            tracing::warn!(
+                target: "resilient::retry",
+                spec = S::NAME, path = S::PATH, calls,
+                "retry exhausted after {calls} calls"
+            );
+            return E::give_up(trail, S::NAME, calls, GaveUp::Attempts, outcome, wrap);
+        }
+        let delay = s.delay(calls, |bound| fastrand::u128(0..=bound));
+        if let (Some(limit), Some(started)) = (s.timeout, started) {
+            if started.elapsed().saturating_add(delay) > limit {
                 tracing::warn!(
                     target: "resilient::retry",
                     spec = S::NAME, path = S::PATH, calls,
-                    "retry exhausted after {calls} calls"
+                    "retry stopped: waiting {delay:?} would cross the overall timeout of {limit:?}"
                 );
-                return S::Exhausted::give_up(trail, S::NAME, calls, GaveUp::Attempts, outcome);
+                return E::give_up(trail, S::NAME, calls, GaveUp::Timeout, outcome, wrap);
             }
-            let delay = s.delay(calls, |bound| fastrand::u128(0..=bound));
-            if let (Some(limit), Some(started)) = (s.timeout, started) {
-                if started.elapsed().saturating_add(delay) > limit {
-                    tracing::warn!(
-                        target: "resilient::retry",
-                        spec = S::NAME, path = S::PATH, calls,
-                        "retry stopped: waiting {delay:?} would cross the overall timeout of {limit:?}"
-                    );
-                    return S::Exhausted::give_up(trail, S::NAME, calls, GaveUp::Timeout, outcome);
-                }
-            }
-            if let Some(budget) = &retry.budget {
-                if !budget.try_withdraw() {
-                    tracing::warn!(
-                        target: "resilient::retry",
-                        spec = S::NAME, path = S::PATH, calls,
-                        "retry budget empty: returning the failure without retrying"
-                    );
-                    return outcome;
-                }
-            }
-            tracing::debug!(
-                target: "resilient::retry",
-                spec = S::NAME, path = S::PATH, calls,
-                "call {calls} failed; retrying after {delay:?}"
-            );
-            S::Exhausted::keep(&mut trail, S::NAME, outcome);
-            tokio::time::sleep(delay).await;
         }
+        if let Some(budget) = &retry.budget {
+            if !budget.try_withdraw() {
+                tracing::warn!(
+                    target: "resilient::retry",
+                    spec = S::NAME, path = S::PATH, calls,
+                    "retry budget empty: returning the failure without retrying"
+                );
+                return outcome;
+            }
+        }
+        tracing::debug!(
+            target: "resilient::retry",
+            spec = S::NAME, path = S::PATH, calls,
+            "call {calls} failed; retrying after {delay:?}"
+        );
+        E::keep(&mut trail, S::NAME, outcome);
+        tokio::time::sleep(delay).await;
     }
 }

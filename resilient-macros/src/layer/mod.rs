@@ -7,8 +7,9 @@ use proc_macro2::TokenStream;
 use crate::chain::{Kind, Layer};
 
 /// The future of `layer` around the future factory `inner`.
-pub(crate) fn call(layer: &Layer, inner: TokenStream) -> TokenStream {
+/// `ret` is the annotated fn's return type (or `_`).
+pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> TokenStream {
     match layer.kind {
-        Kind::Retry => retry::call(layer, inner),
+        Kind::Retry => retry::call(layer, ret, inner),
     }
 }

@@ -6,10 +6,11 @@ use syn::spanned::Spanned;
 
 use crate::chain::Layer;
 
-pub(crate) fn call(layer: &Layer, inner: TokenStream) -> TokenStream {
+pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> TokenStream {
     let spec = &layer.spec;
-    // Spanned at the spec so that "`X` is not a retry spec" points at `X`.
+    // The whole call is spanned at the spec, so that an unmet bound is reported
+    // once, at the spec (or the return type) it is about.
     quote_spanned! {spec.span()=>
-        ::resilient_core::__private::retry::<#spec, _, _, _, _>(#inner)
+        ::resilient_core::__private::retry::<#spec, #ret, _, _>(#inner)
     }
 }
