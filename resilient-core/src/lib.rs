@@ -117,7 +117,6 @@
 
 #![warn(missing_docs)]
 
-
 mod error;
 pub mod registry;
 pub mod retry;

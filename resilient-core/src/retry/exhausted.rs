@@ -15,7 +15,7 @@ pub const RETRY_TRAIL_MAX: usize = 16;
 /// The caller can always tell "retried and gave up" (this variant) from "failed
 /// once and was not retryable" (the body's own error, unchanged). Needs the
 /// body's error type to convert into a boxed `std::error::Error`, as every
-/// `thiserror` type and `anyhow::Error` do.
+/// `std::error::Error + Send + Sync + 'static` type does.
 #[derive(Debug, Clone, Copy)]
 pub enum ReturnError {}
 

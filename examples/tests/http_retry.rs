@@ -1,0 +1,87 @@
+//! Retry against a real HTTP server on 127.0.0.1: the server counts the
+//! requests it received, so a missing or extra retry cannot hide behind the
+//! outcome.
+
+use examples::http::Server;
+use examples::petstore::{PetClient, PetError, PetRetry};
+use resilient_core::{Error, GaveUp, Registry};
+
+fn registry(section: &str) -> Result<Registry, Box<dyn std::error::Error>> {
+    let toml = format!("[resilient.retry.pet]\n{section}");
+    let settings = config::Config::builder()
+        .add_source(config::File::from_str(&toml, config::FileFormat::Toml))
+        .build()?;
+    Ok(resilient_config::build(
+        Registry::builder().spec::<PetRetry>(),
+        &settings,
+    )?)
+}
+
+#[tokio::test]
+async fn server_always_answering_500_gets_one_plus_attempts_requests(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let registry = registry("delay = \"1ms\"\nattempts = 3")?;
+    let server = Server::start(|_| (500, "down".to_owned())).await?;
+    let client = PetClient::new(server.addr());
+
+    let out = registry.scope(client.find(1)).await;
+
+    assert_eq!(server.hits(), 1 + 3);
+    match out {
+        Err(PetError::Resilience(Error::RetryExhausted {
+            calls: 4,
+            reason: GaveUp::Attempts,
+            ..
+        })) => {}
+        other => panic!("expected exhaustion after 4 calls, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn server_failing_twice_then_answering_gets_three_requests(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let registry = registry("delay = \"1ms\"\nattempts = 5")?;
+    let server = Server::failing_first(2, "rex").await?;
+    let client = PetClient::new(server.addr());
+
+    let pet = registry.scope(client.find(7)).await?;
+
+    assert_eq!(server.hits(), 3);
+    assert_eq!((pet.status, pet.body.as_str()), (200, "rex"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn zero_attempts_send_exactly_one_request_and_return_the_503_as_is(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let registry = registry("delay = \"1ms\"\nattempts = 0")?;
+    let server = Server::failing_first(10, "rex").await?;
+    let client = PetClient::new(server.addr());
+
+    let response = registry.scope(client.find(7)).await?;
+
+    assert_eq!(server.hits(), 1);
+    assert_eq!(response.status, 503);
+    Ok(())
+}
+
+#[tokio::test]
+async fn unreachable_server_is_retried_as_a_transport_failure(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let registry = registry("delay = \"1ms\"\nattempts = 2")?;
+    // Bind, learn the port, and close it again: connections are refused.
+    let addr = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.local_addr()?
+    };
+    let out = registry.scope(PetClient::new(addr).find(1)).await;
+    match out {
+        Err(PetError::Resilience(Error::RetryExhausted { calls, last, .. })) => {
+            assert_eq!(calls, 3);
+            assert!(last.to_string().contains("unreachable"), "{last}");
+        }
+        other => panic!("expected exhaustion, got {other:?}"),
+    }
+    Ok(())
+}
