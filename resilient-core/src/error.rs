@@ -46,7 +46,7 @@ pub enum Error {
     /// would have crossed the spec's overall `timeout`.
     ///
     /// Returned only by specs whose exhaustion mode is the default,
-    /// [`Exhausted::Error`](crate::retry::Exhausted::Error).
+    /// [`ReturnError`](crate::retry::ReturnError).
     #[error("`{spec}` gave up after {calls} calls ({reason}): {last}")]
     RetryExhausted {
         /// The retry spec's name.

@@ -21,7 +21,7 @@
 //!
 //! - `attempts` counts retries, not calls. `attempts = 0` (or `enabled =
 //!   false`) makes exactly one call, whose outcome passes through unwrapped.
-//! - The spec's [`Classify`](crate::Classify) implementation decides what is a
+//! - The spec's [`Classify`] implementation decides what is a
 //!   failure. A failure it does not retry ([`Verdict::Ignore`](crate::Verdict))
 //!   passes through at once, unchanged, and uses no budget token.
 //! - Before each retry: the attempts check, then the overall `timeout` check
@@ -74,7 +74,7 @@ use budget::Budget;
 ///
 /// The derive accepts, besides the path, two options:
 /// `#[spec("path", classify = custom)]` (you implement
-/// [`Classify`](crate::Classify) for the spec yourself) and
+/// [`Classify`] for the spec yourself) and
 /// `#[spec("path", exhausted = last_failure)]` (see [`ReturnLastFailure`]).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a retry spec",

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::settings::Section;
+use crate::settings::{Section, Value};
 
 /// The settings of one retry spec, read from its section.
 ///
@@ -21,7 +21,7 @@ use crate::settings::Section;
 /// | `retry_budget.enabled` | `true` | the budget exists only if the section does |
 /// | `retry_budget.ratio` | `0.1` | number ≥ 0: tokens returned by each successful call |
 /// | `retry_budget.tokens_max` | `100` | whole number ≥ 1 |
-/// | `retry_budget.tokens_initial` | `10` | whole number ≤ `tokens_max` |
+/// | `retry_budget.tokens_initial` | `10` (or `tokens_max` if smaller) | whole number ≤ `tokens_max` |
 /// | `retry_budget.min_tokens_per_second` | `0.0` | number ≥ 0: steady refill |
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetrySettings {
@@ -97,7 +97,7 @@ impl RetrySettings {
                             "must be ≥ `delay` ({}) or the cap would shorten even the first wait",
                             humantime::format_duration(delay)
                         ),
-                        None,
+                        Some(&as_value(max)),
                     );
                     return None;
                 }
@@ -130,7 +130,7 @@ impl RetrySettings {
                 s.problem(
                     "timeout",
                     "must be > 0 (leave it out for no overall limit)",
-                    None,
+                    Some(&as_value(d)),
                 );
                 Some(None)
             }
@@ -140,7 +140,14 @@ impl RetrySettings {
             let enabled = b.bool("enabled", true);
             let ratio = b.float("ratio", Some(0.1), "must be a number ≥ 0", |r| r >= 0.0);
             let max = b.int("tokens_max", Some(100), 1, u64::from(u32::MAX));
-            let initial = b.int("tokens_initial", Some(10), 0, u64::from(u32::MAX));
+            // The default start is 10 tokens, or a full bucket if it is smaller.
+            let default_initial = max.map_or(10, |max| max.min(10));
+            let initial = b.int(
+                "tokens_initial",
+                Some(default_initial),
+                0,
+                u64::from(u32::MAX),
+            );
             let per_second = b.float(
                 "min_tokens_per_second",
                 Some(0.0),
@@ -152,7 +159,7 @@ impl RetrySettings {
                     b.problem(
                         "tokens_initial",
                         format!("must be ≤ `tokens_max` ({max})"),
-                        Some(&crate::settings::Value::Int(i128::from(initial))),
+                        Some(&Value::Int(i128::from(initial))),
                     );
                     return None;
                 }
@@ -229,6 +236,11 @@ impl RetrySettings {
         let jittered = nanos - bound + random(bound).min(bound);
         from_nanos(jittered)
     }
+}
+
+/// A duration as a config value, for a problem's "found".
+fn as_value(d: Duration) -> Value {
+    Value::Str(humantime::format_duration(d).to_string())
 }
 
 fn from_nanos(nanos: u128) -> Duration {

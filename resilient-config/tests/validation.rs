@@ -1,0 +1,989 @@
+//! Startup validation of retry specs through the public API: a
+//! `config::Config` read from TOML (and overrides, as the environment gives
+//! them) is turned into a registry with `resilient_config::build`, and every
+//! rule of `RetrySettings::read` is checked through the `ConfigError` it gives.
+//!
+//! Every test names the specs it builds with `Registry::builder().spec::<X>()`,
+//! so it needs no section for the other specs of this file. Only
+//! `init_validates_every_linked_spec_and_installs_once` calls `init`, with a
+//! valid section for every spec declared here.
+
+use std::error::Error;
+use std::time::Duration;
+
+use resilient_config::ConfigError;
+use resilient_core::retry::{Backoff, BudgetSettings, Jitter, RetrySettings};
+use resilient_core::settings::Problem;
+use resilient_core::{Registry, RegistryBuilder, RetrySpec};
+
+/// The spec most tests configure.
+#[derive(RetrySpec)]
+#[spec("resilient.retry.pet")]
+pub struct PetRetry;
+
+/// A second spec, for configurations with several specs.
+#[derive(RetrySpec)]
+#[spec("resilient.retry.order")]
+pub struct OrderRetry;
+
+/// A third spec, for configurations with several specs.
+#[derive(RetrySpec)]
+#[spec("resilient.retry.stock")]
+pub struct StockRetry;
+
+const PET: &str = "PetRetry";
+const PET_PATH: &str = "resilient.retry.pet";
+
+type TestResult = Result<(), Box<dyn Error>>;
+
+/// A `config::Config` holding `toml`.
+fn config(toml: &str) -> config::Config {
+    match config::Config::builder()
+        .add_source(config::File::from_str(toml, config::FileFormat::Toml))
+        .build()
+    {
+        Ok(config) => config,
+        Err(e) => panic!("the test's TOML does not parse: {e}\n{toml}"),
+    }
+}
+
+/// The error of building `builder` from `toml`; panics if it builds.
+fn build_err(builder: RegistryBuilder, toml: &str) -> ConfigError {
+    let Err(err) = resilient_config::build(builder, &config(toml)) else {
+        panic!("expected a ConfigError for:\n{toml}");
+    };
+    err
+}
+
+/// The error of building [`PetRetry`] from `toml`.
+fn pet_err(toml: &str) -> ConfigError {
+    build_err(Registry::builder().spec::<PetRetry>(), toml)
+}
+
+/// `[resilient.retry.pet]` followed by `body`.
+fn pet(body: &str) -> String {
+    format!("[resilient.retry.pet]\n{body}\n")
+}
+
+/// The only problem of `err`; panics if there are none or several.
+fn only(err: &ConfigError) -> &Problem {
+    match err.problems() {
+        [problem] => problem,
+        other => panic!("expected exactly one problem, got {}:\n{err}", other.len()),
+    }
+}
+
+/// The problem of `err` with key `key`; panics if there is none.
+fn with_key<'e>(err: &'e ConfigError, key: &str) -> &'e Problem {
+    match err.problems().iter().find(|p| p.key == key) {
+        Some(problem) => problem,
+        None => panic!("no problem with key `{key}`:\n{err}"),
+    }
+}
+
+/// Checks every field of `problem`, and that its message names the spec, the
+/// path, the key, the rule and the value found.
+#[track_caller]
+fn check(problem: &Problem, spec: &str, path: &str, key: &str, rule: &str, found: Option<&str>) {
+    assert_eq!(problem.spec, spec, "{problem}");
+    assert_eq!(problem.path, path, "{problem}");
+    assert_eq!(problem.key, key, "{problem}");
+    assert!(
+        problem.rule.contains(rule),
+        "rule {:?} does not contain {rule:?}",
+        problem.rule
+    );
+    assert_eq!(problem.found.as_deref(), found, "{problem}");
+
+    let message = problem.to_string();
+    assert!(
+        message.starts_with(&format!("{spec} at `{path}`: ")),
+        "message does not name spec and path: {message}"
+    );
+    if !key.is_empty() {
+        assert!(
+            message.contains(&format!(": key `{key}` ")),
+            "message does not name the key: {message}"
+        );
+    }
+    assert!(message.contains(rule), "message lacks the rule: {message}");
+    match found {
+        Some(found) => assert!(
+            message.ends_with(&format!(", found {found}")),
+            "message does not name the value found: {message}"
+        ),
+        None => assert!(
+            !message.contains(", found "),
+            "message names a value although none was found: {message}"
+        ),
+    }
+}
+
+/// Checks the only problem of [`PetRetry`]'s section `body`.
+#[track_caller]
+fn check_pet(body: &str, key: &str, rule: &str, found: Option<&str>) {
+    let err = pet_err(&pet(body));
+    check(only(&err), PET, PET_PATH, key, rule, found);
+}
+
+/// [`PetRetry`]'s settings, read back with `PetRetry::get()` in a scope.
+async fn pet_settings(config: &config::Config) -> Result<RetrySettings, Box<dyn Error>> {
+    let registry = resilient_config::build(Registry::builder().spec::<PetRetry>(), config)?;
+    assert!(registry.contains::<PetRetry>());
+    assert_eq!(registry.len(), 1);
+    let settings = registry
+        .scope(async { PetRetry::get().map(|handle| handle.settings().clone()) })
+        .await?;
+    Ok(settings)
+}
+
+/// The settings of a section with only `delay = "100ms"` and `attempts = 2`.
+fn minimal() -> RetrySettings {
+    RetrySettings {
+        enabled: true,
+        delay: Duration::from_millis(100),
+        attempts: 2,
+        delay_step: Duration::ZERO,
+        backoff: None,
+        jitter: Jitter {
+            full: false,
+            ratio: 1.0,
+        },
+        timeout: None,
+        budget: None,
+    }
+}
+
+const MINIMAL: &str = "delay = \"100ms\"\nattempts = 2";
+
+const WHOLE: &str = "must be a whole number in 0..=4294967295";
+const DURATION: &str = "must be a duration with a unit, such as \"100ms\", \"2s\" or \"1m\"";
+
+// ---------------------------------------------------------------------------
+// The section itself
+// ---------------------------------------------------------------------------
+
+#[test]
+fn section_is_required() {
+    let err = pet_err("[resilient.retry.other]\ndelay = \"1s\"\nattempts = 1\n");
+    check(
+        only(&err),
+        PET,
+        PET_PATH,
+        "",
+        "has no section in the configuration",
+        None,
+    );
+
+    // An empty configuration too.
+    let err = pet_err("");
+    check(only(&err), PET, PET_PATH, "", "has no section", None);
+}
+
+#[test]
+fn section_must_be_a_table() {
+    let err = pet_err("[resilient.retry]\npet = \"fast\"\n");
+    check(
+        only(&err),
+        PET,
+        PET_PATH,
+        "",
+        "must be a table of settings",
+        Some("\"fast\""),
+    );
+
+    let err = pet_err("[resilient.retry]\npet = 5\n");
+    check(
+        only(&err),
+        PET,
+        PET_PATH,
+        "",
+        "must be a table of settings",
+        Some("5"),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// delay, attempts, delay_step
+// ---------------------------------------------------------------------------
+
+#[test]
+fn delay_is_required() {
+    check_pet(
+        "attempts = 2",
+        "delay",
+        "is required (a duration such as \"100ms\", \"2s\" or \"1m\")",
+        None,
+    );
+}
+
+#[test]
+fn attempts_is_required() {
+    check_pet(
+        "delay = \"100ms\"",
+        "attempts",
+        &format!("is required ({WHOLE})"),
+        None,
+    );
+}
+
+#[test]
+fn attempts_must_not_be_negative() {
+    check_pet(
+        "delay = \"100ms\"\nattempts = -1",
+        "attempts",
+        WHOLE,
+        Some("-1"),
+    );
+}
+
+#[test]
+fn attempts_must_be_a_whole_number() {
+    check_pet(
+        "delay = \"100ms\"\nattempts = 1.5",
+        "attempts",
+        WHOLE,
+        Some("1.5"),
+    );
+    check_pet(
+        "delay = \"100ms\"\nattempts = \"many\"",
+        "attempts",
+        WHOLE,
+        Some("\"many\""),
+    );
+    check_pet(
+        "delay = \"100ms\"\nattempts = true",
+        "attempts",
+        WHOLE,
+        Some("true"),
+    );
+}
+
+#[test]
+fn attempts_must_fit_in_u32() -> TestResult {
+    check_pet(
+        "delay = \"100ms\"\nattempts = 4294967296",
+        "attempts",
+        WHOLE,
+        Some("4294967296"),
+    );
+    // u32::MAX itself is accepted.
+    let config = config(&pet("delay = \"100ms\"\nattempts = 4294967295"));
+    let registry = resilient_config::build(Registry::builder().spec::<PetRetry>(), &config)?;
+    assert!(registry.contains::<PetRetry>());
+    Ok(())
+}
+
+#[test]
+fn delay_must_be_a_duration() {
+    check_pet(
+        "delay = \"fast\"\nattempts = 2",
+        "delay",
+        DURATION,
+        Some("\"fast\""),
+    );
+    // A bare number has no unit.
+    check_pet("delay = 100\nattempts = 2", "delay", DURATION, Some("100"));
+    check_pet(
+        "delay = \"100\"\nattempts = 2",
+        "delay",
+        DURATION,
+        Some("\"100\""),
+    );
+}
+
+#[test]
+fn delay_step_must_be_a_duration() {
+    check_pet(
+        &format!("{MINIMAL}\ndelay_step = \"soon\""),
+        "delay_step",
+        DURATION,
+        Some("\"soon\""),
+    );
+    check_pet(
+        &format!("{MINIMAL}\ndelay_step = 10"),
+        "delay_step",
+        DURATION,
+        Some("10"),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Unknown keys
+// ---------------------------------------------------------------------------
+
+#[test]
+fn unknown_key_suggests_the_nearest_known_key() {
+    // A typo: the real key is then missing too.
+    let err = pet_err(&pet("delay = \"100ms\"\natempts = 2"));
+    assert_eq!(err.problems().len(), 2, "{err}");
+    check(
+        with_key(&err, "atempts"),
+        PET,
+        PET_PATH,
+        "atempts",
+        "is not a known setting; did you mean `attempts`?",
+        Some("2"),
+    );
+    check(
+        with_key(&err, "attempts"),
+        PET,
+        PET_PATH,
+        "attempts",
+        "is required",
+        None,
+    );
+
+    // camelCase finds the snake_case key.
+    check_pet(
+        &format!("{MINIMAL}\ndelayStep = \"10ms\""),
+        "delayStep",
+        "is not a known setting; did you mean `delay_step`?",
+        Some("\"10ms\""),
+    );
+    // So does a lower-cased key, as an environment override gives it.
+    check_pet(
+        &format!("{MINIMAL}\ndelaystep = \"10ms\""),
+        "delaystep",
+        "did you mean `delay_step`?",
+        Some("\"10ms\""),
+    );
+}
+
+#[test]
+fn unknown_key_without_a_near_match_lists_the_known_keys() {
+    let err = pet_err(&pet(&format!("{MINIMAL}\nzzz = 1")));
+    let problem = only(&err);
+    check(
+        problem,
+        PET,
+        PET_PATH,
+        "zzz",
+        "is not a known setting; known settings here: ",
+        Some("1"),
+    );
+    assert!(!problem.rule.contains("did you mean"), "{problem}");
+    for key in [
+        "enabled",
+        "delay",
+        "attempts",
+        "delay_step",
+        "backoff",
+        "jitter",
+        "timeout",
+        "retry_budget",
+    ] {
+        assert!(
+            problem.rule.contains(&format!("`{key}`")),
+            "`{key}` is not listed: {problem}"
+        );
+    }
+}
+
+#[test]
+fn unknown_key_in_backoff_is_reported_with_its_dotted_key() {
+    let err = pet_err(&pet(&format!(
+        "{MINIMAL}\nbackoff = {{ type = \"exponential\", xyz = 1 }}"
+    )));
+    let problem = only(&err);
+    check(
+        problem,
+        PET,
+        PET_PATH,
+        "backoff.xyz",
+        "is not a known setting; known settings here: ",
+        Some("1"),
+    );
+    for key in ["type", "multiplier", "delay_max"] {
+        assert!(
+            problem.rule.contains(&format!("`{key}`")),
+            "`{key}` is not listed: {problem}"
+        );
+    }
+    // Only the backoff's keys are listed, not those of the section.
+    assert!(!problem.rule.contains("`attempts`"), "{problem}");
+
+    // A near match inside a nested table is suggested too.
+    check_pet(
+        &format!("{MINIMAL}\nbackoff = {{ multipler = 3 }}"),
+        "backoff.multipler",
+        "did you mean `multiplier`?",
+        Some("3"),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// backoff
+// ---------------------------------------------------------------------------
+
+#[test]
+fn backoff_type_must_be_exponential() {
+    check_pet(
+        &format!("{MINIMAL}\nbackoff = {{ type = \"linear\" }}"),
+        "backoff.type",
+        "must be \"exponential\"",
+        Some("\"linear\""),
+    );
+}
+
+#[test]
+fn backoff_must_be_a_table() {
+    check_pet(
+        &format!("{MINIMAL}\nbackoff = \"exponential\""),
+        "backoff",
+        "must be a table",
+        Some("\"exponential\""),
+    );
+}
+
+#[test]
+fn backoff_multiplier_must_be_positive() {
+    for (value, found) in [
+        ("0", "0"),
+        ("-1.5", "-1.5"),
+        ("0.0", "0"),
+        ("\"x\"", "\"x\""),
+    ] {
+        check_pet(
+            &format!("{MINIMAL}\nbackoff = {{ multiplier = {value} }}"),
+            "backoff.multiplier",
+            "must be a number > 0",
+            Some(found),
+        );
+    }
+}
+
+#[test]
+fn backoff_delay_max_must_be_a_duration() {
+    check_pet(
+        &format!("{MINIMAL}\nbackoff = {{ delay_max = \"soon\" }}"),
+        "backoff.delay_max",
+        DURATION,
+        Some("\"soon\""),
+    );
+}
+
+#[test]
+fn backoff_delay_max_must_not_be_below_delay() {
+    // The rule holds; the value found is checked by
+    // `backoff_delay_max_below_delay_names_the_value_found`.
+    let err = pet_err(&pet(
+        "delay = \"1s\"\nattempts = 2\nbackoff = { delay_max = \"500ms\" }",
+    ));
+    let problem = only(&err);
+    assert_eq!(problem.spec, PET);
+    assert_eq!(problem.path, PET_PATH);
+    assert_eq!(problem.key, "backoff.delay_max");
+    assert!(problem.rule.contains("must be ≥ `delay` (1s)"), "{problem}");
+    let message = problem.to_string();
+    assert!(
+        message.starts_with(
+            "PetRetry at `resilient.retry.pet`: key `backoff.delay_max` must be ≥ `delay` (1s)"
+        ),
+        "{message}"
+    );
+
+    // Equal to delay is fine.
+    let config = config(&pet(
+        "delay = \"1s\"\nattempts = 2\nbackoff = { delay_max = \"1s\" }",
+    ));
+    assert!(resilient_config::build(Registry::builder().spec::<PetRetry>(), &config).is_ok());
+}
+
+#[test]
+fn backoff_delay_max_below_delay_names_the_value_found() {
+    check_pet(
+        "delay = \"1s\"\nattempts = 2\nbackoff = { delay_max = \"500ms\" }",
+        "backoff.delay_max",
+        "must be ≥ `delay` (1s)",
+        Some("\"500ms\""),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// jitter
+// ---------------------------------------------------------------------------
+
+#[test]
+fn jitter_type_must_be_none_or_full() {
+    check_pet(
+        &format!("{MINIMAL}\njitter = {{ type = \"half\" }}"),
+        "jitter.type",
+        "must be \"none\" or \"full\"",
+        Some("\"half\""),
+    );
+}
+
+#[test]
+fn jitter_ratio_must_be_between_0_and_1() {
+    for (value, found) in [("1.5", "1.5"), ("-0.1", "-0.1"), ("2", "2")] {
+        check_pet(
+            &format!("{MINIMAL}\njitter = {{ type = \"full\", ratio = {value} }}"),
+            "jitter.ratio",
+            "must be a number in 0..=1",
+            Some(found),
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// timeout, enabled
+// ---------------------------------------------------------------------------
+
+#[test]
+fn timeout_must_be_positive() {
+    // The rule holds; the value found is checked by
+    // `timeout_of_zero_names_the_value_found`.
+    for value in ["\"0s\"", "\"0ms\"", "0"] {
+        let err = pet_err(&pet(&format!("{MINIMAL}\ntimeout = {value}")));
+        let problem = only(&err);
+        assert_eq!(problem.spec, PET);
+        assert_eq!(problem.path, PET_PATH);
+        assert_eq!(problem.key, "timeout");
+        assert!(problem.rule.contains("must be > 0"), "{problem}");
+        assert!(
+            problem
+                .to_string()
+                .starts_with("PetRetry at `resilient.retry.pet`: key `timeout` must be > 0"),
+            "{problem}"
+        );
+    }
+    check_pet(
+        &format!("{MINIMAL}\ntimeout = \"never\""),
+        "timeout",
+        DURATION,
+        Some("\"never\""),
+    );
+}
+
+#[test]
+fn timeout_of_zero_names_the_value_found() {
+    check_pet(
+        &format!("{MINIMAL}\ntimeout = \"0s\""),
+        "timeout",
+        "must be > 0",
+        Some("\"0s\""),
+    );
+}
+
+#[test]
+fn enabled_must_be_a_bool() {
+    for (value, found) in [("\"yes\"", "\"yes\""), ("1", "1")] {
+        check_pet(
+            &format!("{MINIMAL}\nenabled = {value}"),
+            "enabled",
+            "must be `true` or `false`",
+            Some(found),
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// retry_budget
+// ---------------------------------------------------------------------------
+
+#[test]
+fn retry_budget_ratio_must_not_be_negative() {
+    check_pet(
+        &format!("{MINIMAL}\nretry_budget = {{ ratio = -0.5 }}"),
+        "retry_budget.ratio",
+        "must be a number ≥ 0",
+        Some("-0.5"),
+    );
+}
+
+#[test]
+fn retry_budget_tokens_max_must_be_at_least_1() {
+    check_pet(
+        &format!("{MINIMAL}\nretry_budget = {{ tokens_max = 0, tokens_initial = 0 }}"),
+        "retry_budget.tokens_max",
+        "must be a whole number in 1..=4294967295",
+        Some("0"),
+    );
+}
+
+#[test]
+fn retry_budget_tokens_initial_must_not_exceed_tokens_max() {
+    check_pet(
+        &format!("{MINIMAL}\nretry_budget = {{ tokens_max = 5, tokens_initial = 6 }}"),
+        "retry_budget.tokens_initial",
+        "must be ≤ `tokens_max` (5)",
+        Some("6"),
+    );
+}
+
+#[test]
+fn retry_budget_min_tokens_per_second_must_not_be_negative() {
+    check_pet(
+        &format!("{MINIMAL}\nretry_budget = {{ min_tokens_per_second = -1 }}"),
+        "retry_budget.min_tokens_per_second",
+        "must be a number ≥ 0",
+        Some("-1"),
+    );
+}
+
+#[test]
+fn retry_budget_is_validated_even_when_disabled() {
+    check_pet(
+        &format!("{MINIMAL}\nretry_budget = {{ enabled = false, ratio = -1 }}"),
+        "retry_budget.ratio",
+        "must be a number ≥ 0",
+        Some("-1"),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Several problems
+// ---------------------------------------------------------------------------
+
+#[test]
+fn every_problem_of_every_spec_is_reported_at_once() {
+    let toml = r#"
+        [resilient.retry.pet]
+        delay = "100ms"
+
+        [resilient.retry.order]
+        delay = "fast"
+        attempts = -1
+        jitter = { type = "half" }
+        atempts = 1
+    "#;
+    let err = build_err(
+        Registry::builder()
+            .spec::<PetRetry>()
+            .spec::<OrderRetry>()
+            .spec::<StockRetry>(),
+        toml,
+    );
+    let problems = err.problems();
+    assert_eq!(problems.len(), 6, "{err}");
+
+    // Sorted by path, then key.
+    let order = "resilient.retry.order";
+    check(
+        &problems[0],
+        "OrderRetry",
+        order,
+        "atempts",
+        "did you mean `attempts`?",
+        Some("1"),
+    );
+    check(
+        &problems[1],
+        "OrderRetry",
+        order,
+        "attempts",
+        WHOLE,
+        Some("-1"),
+    );
+    check(
+        &problems[2],
+        "OrderRetry",
+        order,
+        "delay",
+        DURATION,
+        Some("\"fast\""),
+    );
+    check(
+        &problems[3],
+        "OrderRetry",
+        order,
+        "jitter.type",
+        "must be \"none\" or \"full\"",
+        Some("\"half\""),
+    );
+    check(&problems[4], PET, PET_PATH, "attempts", "is required", None);
+    check(
+        &problems[5],
+        "StockRetry",
+        "resilient.retry.stock",
+        "",
+        "has no section",
+        None,
+    );
+
+    let message = err.to_string();
+    assert!(
+        message.starts_with("invalid resilient configuration (6 problems):"),
+        "{message}"
+    );
+    for problem in problems {
+        assert!(message.contains(&format!("\n  - {problem}")), "{message}");
+    }
+}
+
+#[test]
+fn config_error_display_lists_each_problem_and_the_count() {
+    let err = pet_err(&pet("attempts = -1"));
+    assert_eq!(err.problems().len(), 2, "{err}");
+    let attempts = "PetRetry at `resilient.retry.pet`: key `attempts` must be a whole number in 0..=4294967295, found -1";
+    let delay = "PetRetry at `resilient.retry.pet`: key `delay` is required (a duration such as \"100ms\", \"2s\" or \"1m\")";
+    let message = err.to_string();
+    assert!(message.contains("(2 problems)"), "{message}");
+    assert!(message.contains(attempts), "{message}");
+    assert!(message.contains(delay), "{message}");
+    assert_eq!(
+        message,
+        format!("invalid resilient configuration (2 problems):\n  - {attempts}\n  - {delay}")
+    );
+    assert!(err.source().is_none());
+
+    // One problem: singular.
+    let err = pet_err(&pet("delay = \"100ms\""));
+    assert!(
+        err.to_string()
+            .starts_with("invalid resilient configuration (1 problem):\n  - PetRetry at"),
+        "{err}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Valid sections, read back
+// ---------------------------------------------------------------------------
+
+// Paused: the budget refills by `min_tokens_per_second` as time passes.
+#[tokio::test(start_paused = true)]
+async fn full_section_builds_and_reads_back() -> TestResult {
+    let toml = pet(r#"
+        enabled = true
+        delay = "100ms"
+        attempts = 4
+        delay_step = "50ms"
+        timeout = "10s"
+
+        [resilient.retry.pet.backoff]
+        type = "exponential"
+        multiplier = 1.5
+        delay_max = "2s"
+
+        [resilient.retry.pet.jitter]
+        type = "full"
+        ratio = 0.5
+
+        [resilient.retry.pet.retry_budget]
+        enabled = true
+        ratio = 0.2
+        tokens_max = 50
+        tokens_initial = 20
+        min_tokens_per_second = 1.5
+    "#);
+    let registry = resilient_config::build(Registry::builder().spec::<PetRetry>(), &config(&toml))?;
+    let (settings, tokens) = registry
+        .scope(async {
+            PetRetry::get().map(|handle| (handle.settings().clone(), handle.budget_tokens()))
+        })
+        .await?;
+
+    assert!(settings.enabled);
+    assert_eq!(settings.delay, Duration::from_millis(100));
+    assert_eq!(settings.attempts, 4);
+    assert_eq!(settings.delay_step, Duration::from_millis(50));
+    assert_eq!(
+        settings.backoff,
+        Some(Backoff {
+            multiplier: 1.5,
+            delay_max: Some(Duration::from_secs(2)),
+        })
+    );
+    assert_eq!(
+        settings.jitter,
+        Jitter {
+            full: true,
+            ratio: 0.5,
+        }
+    );
+    assert_eq!(settings.timeout, Some(Duration::from_secs(10)));
+    assert_eq!(
+        settings.budget,
+        Some(BudgetSettings {
+            ratio: 0.2,
+            tokens_max: 50,
+            tokens_initial: 20,
+            min_tokens_per_second: 1.5,
+        })
+    );
+    assert_eq!(tokens, Some(20.0));
+    Ok(())
+}
+
+#[tokio::test]
+async fn defaults_of_a_minimal_section() -> TestResult {
+    let settings = pet_settings(&config(&pet(MINIMAL))).await?;
+    assert_eq!(settings, minimal());
+    Ok(())
+}
+
+#[tokio::test]
+async fn defaults_of_an_empty_retry_budget() -> TestResult {
+    let settings = pet_settings(&config(&pet(&format!("{MINIMAL}\nretry_budget = {{}}")))).await?;
+    assert_eq!(
+        settings.budget,
+        Some(BudgetSettings {
+            ratio: 0.1,
+            tokens_max: 100,
+            tokens_initial: 10,
+            min_tokens_per_second: 0.0,
+        })
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn default_tokens_initial_is_capped_at_a_smaller_tokens_max() -> TestResult {
+    let settings = pet_settings(&config(&pet(&format!(
+        "{MINIMAL}\nretry_budget = {{ tokens_max = 4 }}"
+    ))))
+    .await?;
+    let budget = settings.budget.ok_or("a budget")?;
+    assert_eq!((budget.tokens_max, budget.tokens_initial), (4, 4));
+    Ok(())
+}
+
+#[tokio::test]
+async fn disabled_retry_budget_gives_no_budget() -> TestResult {
+    let settings = pet_settings(&config(&pet(&format!(
+        "{MINIMAL}\nretry_budget = {{ enabled = false }}"
+    ))))
+    .await?;
+    assert_eq!(settings, minimal());
+    Ok(())
+}
+
+#[tokio::test]
+async fn defaults_of_empty_backoff_and_jitter() -> TestResult {
+    let settings = pet_settings(&config(&pet(&format!(
+        "{MINIMAL}\nbackoff = {{}}\njitter = {{ type = \"full\" }}"
+    ))))
+    .await?;
+    assert_eq!(
+        settings.backoff,
+        Some(Backoff {
+            multiplier: 2.0,
+            delay_max: None,
+        })
+    );
+    assert_eq!(
+        settings.jitter,
+        Jitter {
+            full: true,
+            ratio: 1.0,
+        }
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Environment-style overrides
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn values_given_as_strings_are_accepted() -> TestResult {
+    // `config::Environment` yields every value as a string.
+    let config = config::Config::builder()
+        .add_source(config::File::from_str(
+            &pet("delay = \"100ms\"\nattempts = 1"),
+            config::FileFormat::Toml,
+        ))
+        .set_override("resilient.retry.pet.attempts", "3")?
+        .set_override("resilient.retry.pet.enabled", "false")?
+        .set_override("resilient.retry.pet.delay_step", "10ms")?
+        .set_override("resilient.retry.pet.backoff.multiplier", "1.5")?
+        .set_override("resilient.retry.pet.jitter.ratio", "0.25")?
+        .set_override("resilient.retry.pet.retry_budget.enabled", "TRUE")?
+        .set_override("resilient.retry.pet.retry_budget.tokens_max", "40")?
+        .set_override("resilient.retry.pet.retry_budget.tokens_initial", " 4 ")?
+        .set_override("resilient.retry.pet.retry_budget.ratio", "0.5")?
+        .build()?;
+    let settings = pet_settings(&config).await?;
+    assert!(!settings.enabled);
+    assert_eq!(settings.attempts, 3);
+    assert_eq!(settings.delay_step, Duration::from_millis(10));
+    assert_eq!(
+        settings.backoff,
+        Some(Backoff {
+            multiplier: 1.5,
+            delay_max: None,
+        })
+    );
+    assert_eq!(
+        settings.jitter,
+        Jitter {
+            full: false,
+            ratio: 0.25,
+        }
+    );
+    assert_eq!(
+        settings.budget,
+        Some(BudgetSettings {
+            ratio: 0.5,
+            tokens_max: 40,
+            tokens_initial: 4,
+            min_tokens_per_second: 0.0,
+        })
+    );
+
+    // A string that is not a number is still reported, quoted.
+    let config = config::Config::builder()
+        .set_override("resilient.retry.pet.delay", "100ms")?
+        .set_override("resilient.retry.pet.attempts", "three")?
+        .build()?;
+    let Err(err) = resilient_config::build(Registry::builder().spec::<PetRetry>(), &config) else {
+        panic!("attempts = \"three\" must be rejected");
+    };
+    check(
+        only(&err),
+        PET,
+        PET_PATH,
+        "attempts",
+        WHOLE,
+        Some("\"three\""),
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// init: the only test that calls it
+// ---------------------------------------------------------------------------
+
+#[test]
+fn init_validates_every_linked_spec_and_installs_once() -> TestResult {
+    // Without a builder, every spec linked into this binary is validated.
+    let partial = r#"
+        [resilient.retry.pet]
+        delay = "100ms"
+        attempts = 2
+
+        [resilient.retry.order]
+        delay = "100ms"
+        attempts = 2
+    "#;
+    let Err(err) = resilient_config::init(&config(partial)) else {
+        panic!("init must reject a configuration without StockRetry's section");
+    };
+    check(
+        only(&err),
+        "StockRetry",
+        "resilient.retry.stock",
+        "",
+        "has no section",
+        None,
+    );
+
+    // Valid sections for every spec declared in this file.
+    let valid = format!("{partial}\n[resilient.retry.stock]\ndelay = \"1s\"\nattempts = 7\n");
+    resilient_config::init(&config(&valid))?;
+
+    // The installed registry answers outside any scope.
+    assert_eq!(PetRetry::get()?.settings(), &minimal());
+    assert_eq!(StockRetry::get()?.settings().attempts, 7);
+
+    // A second init is refused, with no problems listed.
+    let Err(err) = resilient_config::init(&config(&valid)) else {
+        panic!("a second init must fail");
+    };
+    assert!(matches!(err, ConfigError::AlreadyInstalled(_)), "{err:?}");
+    assert!(err.problems().is_empty());
+    assert!(err.to_string().contains("already installed"), "{err}");
+    assert!(err.source().is_some());
+    Ok(())
+}
