@@ -1,6 +1,8 @@
 //! Retry semantics on tokio's paused clock: every test counts the calls the
 //! body received and measures the exact gaps between them.
 
+#![allow(clippy::expect_used)] // a test that panics on an unexpected outcome is the point
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

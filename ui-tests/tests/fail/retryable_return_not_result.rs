@@ -1,0 +1,9 @@
+//! `#[retryable]` on a fn returning `u32`: failures need an error type.
+use resilient_core::retryable;
+
+#[retryable(ui_tests::UiRetry)]
+pub async fn count() -> u32 {
+    1
+}
+
+fn main() {}
