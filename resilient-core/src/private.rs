@@ -6,30 +6,34 @@ use std::future::Future;
 pub use inventory;
 
 pub use crate::error::Error;
-pub use crate::retry::{Exhaustion, RetrySpec, ReturnError, ReturnLastFailure};
+pub use crate::retry::{Exhaustion, OpsOf, RetryOps, RetrySpec, ReturnError, ReturnLastFailure};
 pub use crate::spec::{Classify, Spec, SpecEntry, SpecKind, Verdict};
 
-/// Runs `f` under retry spec `S`; what `#[retryable(S)]` expands to. `R` is
-/// the annotated fn's return type.
-///
-/// Each requirement is stated once, on a type the user wrote, and the later
-/// ones go through projections of the earlier ones: when one fails, the others
-/// involve an error type and are not reported, so one mistake gives one error.
-pub async fn retry<S, R, F, Fut>(f: F) -> Result<R::Ok, R::Err>
+/// The retry operations of spec `S` for a fn returning `R`: where
+/// `#[retryable(S)]` states every requirement, each once, on a type the user
+/// wrote. Later requirements go through projections of earlier ones, so when
+/// one fails the rest involve an error type and are not reported.
+pub fn retry_ops<S, R>() -> OpsOf<S, R::Ok, R::Err>
 where
     S: RetrySpec,
     R: ResultType,
     R::Err: ResilientError + Exhaustion<S::Exhausted>,
     S::Classifier: Classify<R::Ok, R::Err>,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<R::Ok, R::Err>>,
 {
-    match S::get() {
-        Ok(handle) => {
-            crate::retry::run::<S, _, _, _, _>(handle.inner(), f, ResilientError::from_resilient)
-                .await
-        }
-        Err(e) => Err(R::Err::from_resilient(e)),
+    crate::retry::ops::<S, R::Ok, R::Err>(ResilientError::from_resilient)
+}
+
+/// Runs `f` under the retry operations `ops`; no bound here can fail for a
+/// body whose type matches the fn, so nothing is reported twice.
+pub async fn retry<T, E, Tr, F, Fut>(ops: RetryOps<T, E, Tr>, f: F) -> Result<T, E>
+where
+    Tr: Default,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    match crate::registry::lookup_retry(ops.name, ops.path, ops.type_id) {
+        Ok(instance) => crate::retry::run(&ops, &instance, f).await,
+        Err(e) => Err((ops.wrap)(e)),
     }
 }
 

@@ -47,6 +47,15 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
         }
         if !input.is_empty() {
             input.parse::<Token![,]>()?;
+            if input.peek(syn::Ident) && input.peek2(Token![=]) {
+                let key: syn::Ident = input.parse()?;
+                return Err(syn::Error::new(
+                    key.span(),
+                    format!(
+                        "`#[{name}]` has no argument `{key}`: it takes only the spec type, such as `#[{name}({example})]`; settings belong in the spec's config section"
+                    ),
+                ));
+            }
             if !input.is_empty() {
                 let rest: TokenStream = input.parse()?;
                 return Err(syn::Error::new_spanned(

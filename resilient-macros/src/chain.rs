@@ -93,8 +93,8 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
     for (kind, attr) in siblings {
         let name = kind.attr_name();
         if seen.contains(&kind) {
-            errors.push(syn::Error::new(
-                attr.span(),
+            errors.push(syn::Error::new_spanned(
+                &attr,
                 format!(
                     "`#[{name}]` is given twice on this fn; each resilience attribute may appear once per fn (to nest two, annotate a second fn that calls this one)"
                 ),
@@ -124,6 +124,14 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
     }
     if let Err(e) = errors.finish() {
         // The fn without its resilience attributes: one error, no cascade.
+        // The specs stay named in the body, so their imports are still used.
+        for layer in &layers {
+            let spec = &layer.spec;
+            func.block.stmts.insert(
+                0,
+                syn::parse_quote!(let _ = ::core::marker::PhantomData::<#spec>;),
+            );
+        }
         return diag::with_item(quote::quote!(#func), e);
     }
     expand::expand(func, &layers)

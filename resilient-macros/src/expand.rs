@@ -185,7 +185,7 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     };
     // The return type, for the layers' bounds (errors about it point at it).
     let ret_arg = if contains_impl_trait(&ret) {
-        quote!(_)
+        quote!(::core::result::Result<_, _>)
     } else {
         ret.to_token_stream()
     };
@@ -262,4 +262,12 @@ fn rename_self(tokens: TokenStream, with: &Ident) -> TokenStream {
         }
     }
     out.into_iter().collect()
+}
+
+/// Where to report a problem with a spec: its last segment (`PetRetry` in
+/// `crate::specs::PetRetry`), since stable Rust cannot join the segments.
+pub(crate) fn spec_span(spec: &syn::Path) -> Span {
+    spec.segments
+        .last()
+        .map_or_else(|| spec.span(), |s| s.ident.span())
 }

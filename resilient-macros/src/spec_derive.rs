@@ -79,8 +79,8 @@ fn model(kind: SpecKind, input: &DeriveInput) -> syn::Result<SpecAttr> {
         )),
     }
     if !input.generics.params.is_empty() || input.generics.where_clause.is_some() {
-        errors.push(syn::Error::new(
-            input.generics.span(),
+        errors.push(syn::Error::new_spanned(
+            &input.generics,
             format!(
                 "`#[derive({derive})]` needs a struct without generic parameters: \
                  every spec type has exactly one shared instance; declare one spec type per config section"
@@ -91,8 +91,8 @@ fn model(kind: SpecKind, input: &DeriveInput) -> syn::Result<SpecAttr> {
     let mut found: Option<SpecAttr> = None;
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("spec")) {
         if found.is_some() {
-            errors.push(syn::Error::new(
-                attr.span(),
+            errors.push(syn::Error::new_spanned(
+                attr,
                 "`#[spec]` is given more than once; a spec has one config path, so keep one `#[spec(\"..\")]`",
             ));
             continue;
@@ -181,46 +181,68 @@ fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAt
             continue;
         }
         seen.push(key.clone());
-        let value = opt.value.to_string();
-        match (key.as_str(), value.as_str()) {
-            ("classify", "custom") => spec.classify_custom = true,
-            ("classify", "all_errors") => spec.classify_custom = false,
-            ("classify", _) => errors.push(syn::Error::new(
-                opt.value.span(),
-                format!("unknown `classify` value `{value}`; accepted: `classify = custom` (you implement `resilient_core::Classify` for the spec) or `classify = all_errors` (the default)"),
-            )),
-            ("exhausted", "last_failure") => spec.last_failure = true,
-            ("exhausted", "error") => spec.last_failure = false,
-            ("exhausted", _) => errors.push(syn::Error::new(
-                opt.value.span(),
-                format!("unknown `exhausted` value `{value}`; accepted: `exhausted = error` (the default: `resilient_core::Error::RetryExhausted`) or `exhausted = last_failure` (the last failure, unchanged)"),
-            )),
-            _ => errors.push(syn::Error::new(
-                opt.key.span(),
-                format!("unknown `#[spec]` option `{key}`; accepted after the path: `classify = custom` and `exhausted = last_failure`; settings such as `attempts` belong in the config section"),
-            )),
+        let accepted = match key.as_str() {
+            "classify" => "`classify = custom` (you implement `resilient_core::Classify` for the spec) or `classify = all_errors` (the default)",
+            "exhausted" => "`exhausted = error` (the default: `resilient_core::Error::RetryExhausted`) or `exhausted = last_failure` (the last failure, unchanged)",
+            _ => {
+                errors.push(syn::Error::new(
+                    opt.key.span(),
+                    format!("unknown `#[spec]` option `{key}`; accepted after the path: `classify = custom` and `exhausted = last_failure`; settings such as `attempts` belong in the config section"),
+                ));
+                continue;
+            }
+        };
+        match (key.as_str(), opt.word().as_deref()) {
+            ("classify", Some("custom")) => spec.classify_custom = true,
+            ("classify", Some("all_errors")) => spec.classify_custom = false,
+            ("exhausted", Some("last_failure")) => spec.last_failure = true,
+            ("exhausted", Some("error")) => spec.last_failure = false,
+            (_, word) => {
+                let found = word.map_or_else(
+                    || {
+                        {
+                            let v = &opt.value;
+                            quote::quote!(#v)
+                        }
+                        .to_string()
+                    },
+                    ToOwned::to_owned,
+                );
+                errors.push(syn::Error::new_spanned(
+                    &opt.value,
+                    format!("unknown `{key}` value `{found}`; accepted: {accepted}"),
+                ));
+            }
         }
     }
     errors.finish()?;
     Ok(spec)
 }
 
+/// `key = value`; the value is any expression, so that the key is checked
+/// before the value's form (`attempts = 3` is an unknown option, not a bad
+/// value).
 struct OptionArg {
     key: Ident,
-    value: Ident,
+    value: syn::Expr,
 }
 
 impl Parse for OptionArg {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let key: Ident = input.parse()?;
         input.parse::<Token![=]>()?;
-        let value: Ident = input.parse().map_err(|e| {
-            syn::Error::new(
-                e.span(),
-                format!("`{key}` takes a bare word, such as `{key} = custom`"),
-            )
-        })?;
+        let value = input.parse()?;
         Ok(Self { key, value })
+    }
+}
+
+impl OptionArg {
+    /// The value as a bare word (`custom`), if it is one.
+    fn word(&self) -> Option<String> {
+        match &self.value {
+            syn::Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(ToString::to_string),
+            _ => None,
+        }
     }
 }
 
@@ -279,9 +301,9 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
         quote!()
     } else {
         quote! {
-            impl<__T, __E> #p::Classify<__T, __E> for #ident {
+            impl<T, E> #p::Classify<T, E> for #ident {
                 #[inline]
-                fn classify(outcome: &::core::result::Result<__T, __E>) -> #p::Verdict {
+                fn classify(outcome: &::core::result::Result<T, E>) -> #p::Verdict {
                     match outcome {
                         ::core::result::Result::Ok(_) => #p::Verdict::Success,
                         ::core::result::Result::Err(_) => #p::Verdict::Failure,

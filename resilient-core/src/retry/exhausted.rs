@@ -31,11 +31,6 @@ pub enum ReturnLastFailure {}
 /// An error type that retry can give up with under exhaustion mode `Mode`
 /// ([`ReturnError`] or [`ReturnLastFailure`]). Implemented for every error
 /// type that qualifies; not meant to be implemented by hand.
-#[diagnostic::on_unimplemented(
-    message = "a retry spec that gives up with `resilient_core::Error::RetryExhausted` cannot keep `{Self}` as its source",
-    label = "`{Self}` does not convert into `Box<dyn std::error::Error + Send + Sync>`",
-    note = "implement `std::error::Error` for `{Self}` (for example with `thiserror`), or declare the spec with `#[spec(\"..\", exhausted = last_failure)]` to give up with the last failure unchanged"
-)]
 pub trait Exhaustion<Mode>: Sized {
     /// What the mode keeps of the failures before the last.
     type Trail: Default + Send;
@@ -62,7 +57,17 @@ fn boxed<T, E: Into<BoxError>>(spec: &'static str, failure: Result<T, E>) -> Box
     }
 }
 
-impl<E: Into<BoxError>> Exhaustion<ReturnError> for E {
+/// An error that [`Error::RetryExhausted`] can keep as its source.
+#[diagnostic::on_unimplemented(
+    message = "a retry spec that gives up with `resilient_core::Error::RetryExhausted` cannot keep `{Self}` as its source",
+    label = "`{Self}` does not convert into `Box<dyn std::error::Error + Send + Sync>`",
+    note = "implement `std::error::Error` for `{Self}` (for example with `thiserror`), or declare the spec with `#[spec(\"..\", exhausted = last_failure)]` to give up with the last failure unchanged"
+)]
+pub trait IntoBoxError: Into<BoxError> {}
+
+impl<E: Into<BoxError>> IntoBoxError for E {}
+
+impl<E: IntoBoxError> Exhaustion<ReturnError> for E {
     type Trail = VecDeque<BoxError>;
 
     fn keep<T>(trail: &mut Self::Trail, spec: &'static str, failure: Result<T, E>) {

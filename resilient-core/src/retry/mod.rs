@@ -57,13 +57,14 @@ mod budget;
 mod exhausted;
 mod settings;
 
+use std::any::TypeId;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
-pub use exhausted::{Exhaustion, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX};
+pub use exhausted::{Exhaustion, IntoBoxError, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX};
 pub use settings::{Backoff, BudgetSettings, Jitter, RetrySettings};
 
 use crate::error::{Error, GaveUp};
@@ -157,38 +158,74 @@ impl<S: RetrySpec> RetryHandle<S> {
         S::Classifier: Classify<T, E>,
         E: From<Error> + Exhaustion<S::Exhausted>,
     {
-        run::<S, T, E, F, Fut>(&self.inner, f, E::from).await
-    }
-
-    pub(crate) fn inner(&self) -> &Retry {
-        &self.inner
+        run(&ops::<S, T, E>(E::from), &self.inner, f).await
     }
 }
 
-/// The retry loop; `wrap` turns a resilience error into the caller's.
-pub(crate) async fn run<S, T, E, F, Fut>(
-    retry: &Retry,
-    mut f: F,
-    wrap: fn(Error) -> E,
-) -> Result<T, E>
+/// What retry needs to know of one spec and one result type, resolved where
+/// the types are known: the generated code builds it in one place (where a
+/// missing bound is reported once) and hands it to a loop that needs no bound.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct RetryOps<T, E, Tr> {
+    pub(crate) name: &'static str,
+    pub(crate) path: &'static str,
+    pub(crate) type_id: TypeId,
+    classify: fn(&Result<T, E>) -> Verdict,
+    keep: fn(&mut Tr, &'static str, Result<T, E>),
+    give_up: GiveUp<T, E, Tr>,
+    pub(crate) wrap: fn(Error) -> E,
+}
+
+/// The [`RetryOps`] of spec `S` for `Result<T, E>`.
+#[doc(hidden)]
+pub type OpsOf<S, T, E> = RetryOps<T, E, <E as Exhaustion<<S as RetrySpec>::Exhausted>>::Trail>;
+
+type GiveUp<T, E, Tr> =
+    fn(Tr, &'static str, u32, GaveUp, Result<T, E>, fn(Error) -> E) -> Result<T, E>;
+
+/// The operations of spec `S` for `Result<T, E>`; `wrap` turns a resilience
+/// error into `E`.
+pub(crate) fn ops<S, T, E>(wrap: fn(Error) -> E) -> OpsOf<S, T, E>
 where
     S: RetrySpec,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
     S::Classifier: Classify<T, E>,
     E: Exhaustion<S::Exhausted>,
 {
+    RetryOps {
+        name: S::NAME,
+        path: S::PATH,
+        type_id: TypeId::of::<S>(),
+        classify: <S::Classifier as Classify<T, E>>::classify,
+        keep: <E as Exhaustion<S::Exhausted>>::keep::<T>,
+        give_up: <E as Exhaustion<S::Exhausted>>::give_up::<T>,
+        wrap,
+    }
+}
+
+/// The retry loop.
+pub(crate) async fn run<T, E, Tr, F, Fut>(
+    ops: &RetryOps<T, E, Tr>,
+    retry: &Retry,
+    mut f: F,
+) -> Result<T, E>
+where
+    Tr: Default,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let (spec, path) = (ops.name, ops.path);
     let s = &retry.settings;
     if !s.enabled {
         return f().await;
     }
     let started = s.timeout.map(|_| Instant::now());
-    let mut trail = <E as Exhaustion<S::Exhausted>>::Trail::default();
+    let mut trail = Tr::default();
     let mut calls: u32 = 0;
     loop {
         let outcome = f().await;
         calls = calls.saturating_add(1);
-        match S::Classifier::classify(&outcome) {
+        match (ops.classify)(&outcome) {
             Verdict::Success => {
                 if let Some(budget) = &retry.budget {
                     budget.deposit();
@@ -205,27 +242,27 @@ where
         if calls > s.attempts {
             tracing::warn!(
                 target: "resilient::retry",
-                spec = S::NAME, path = S::PATH, calls,
+                spec, path, calls,
                 "retry exhausted after {calls} calls"
             );
-            return E::give_up(trail, S::NAME, calls, GaveUp::Attempts, outcome, wrap);
+            return (ops.give_up)(trail, spec, calls, GaveUp::Attempts, outcome, ops.wrap);
         }
         let delay = s.delay(calls, |bound| fastrand::u128(0..=bound));
         if let (Some(limit), Some(started)) = (s.timeout, started) {
             if started.elapsed().saturating_add(delay) > limit {
                 tracing::warn!(
                     target: "resilient::retry",
-                    spec = S::NAME, path = S::PATH, calls,
+                    spec, path, calls,
                     "retry stopped: waiting {delay:?} would cross the overall timeout of {limit:?}"
                 );
-                return E::give_up(trail, S::NAME, calls, GaveUp::Timeout, outcome, wrap);
+                return (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, ops.wrap);
             }
         }
         if let Some(budget) = &retry.budget {
             if !budget.try_withdraw() {
                 tracing::warn!(
                     target: "resilient::retry",
-                    spec = S::NAME, path = S::PATH, calls,
+                    spec, path, calls,
                     "retry budget empty: returning the failure without retrying"
                 );
                 return outcome;
@@ -233,10 +270,10 @@ where
         }
         tracing::debug!(
             target: "resilient::retry",
-            spec = S::NAME, path = S::PATH, calls,
+            spec, path, calls,
             "call {calls} failed; retrying after {delay:?}"
         );
-        E::keep(&mut trail, S::NAME, outcome);
+        (ops.keep)(&mut trail, spec, outcome);
         tokio::time::sleep(delay).await;
     }
 }

@@ -2,15 +2,19 @@
 
 use proc_macro2::TokenStream;
 use quote::quote_spanned;
-use syn::spanned::Spanned;
 
 use crate::chain::Layer;
+use crate::expand::spec_span;
 
 pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> TokenStream {
     let spec = &layer.spec;
-    // The whole call is spanned at the spec, so that an unmet bound is reported
-    // once, at the spec (or the return type) it is about.
-    quote_spanned! {spec.span()=>
-        ::resilient_core::__private::retry::<#spec, #ret, _, _>(#inner)
+    // Every requirement is checked by `retry_ops`, at the spec and the return
+    // type; the call itself has none that can fail, so each mistake is
+    // reported once.
+    quote_spanned! {spec_span(spec)=>
+        ::resilient_core::__private::retry(
+            ::resilient_core::__private::retry_ops::<#spec, #ret>(),
+            #inner,
+        )
     }
 }

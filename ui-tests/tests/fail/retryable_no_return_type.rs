@@ -1,7 +1,7 @@
 //! `#[retryable]` on a fn without a return type: failures need an error type.
 use resilient_core::retryable;
 
-#[retryable(ui_tests::UiRetry)]
+#[retryable(UiRetry)]
 pub async fn ping() {}
 
 fn main() {}

@@ -1,7 +1,7 @@
 //! `#[retryable]` on a fn returning `u32`: failures need an error type.
 use resilient_core::retryable;
 
-#[retryable(ui_tests::UiRetry)]
+#[retryable(UiRetry)]
 pub async fn count() -> u32 {
     1
 }

@@ -1,9 +1,9 @@
 //! `#[retryable]` given twice on one fn.
 use resilient_core::retryable;
-use ui_tests::UiError;
+use ui_tests::{UiError, UiRetry};
 
-#[retryable(ui_tests::UiRetry)]
-#[retryable(ui_tests::UiRetry)]
+#[retryable(UiRetry)]
+#[retryable(UiRetry)]
 pub async fn find(id: u64) -> Result<u64, UiError> {
     Ok(id)
 }
