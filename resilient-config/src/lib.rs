@@ -55,7 +55,10 @@ use resilient_core::settings::{Problem, Value};
 use resilient_core::{Registry, RegistryBuilder};
 
 /// Why the settings could not be installed.
-#[derive(Debug)]
+///
+/// Its `Debug` output is its `Display` output, the list of problems, so that
+/// `fn main() -> Result<(), Box<dyn Error>>` prints a readable report when
+/// `init(&settings)?` fails.
 #[non_exhaustive]
 pub enum ConfigError {
     /// One or more specs have missing or invalid settings; every problem of
@@ -82,6 +85,12 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::AlreadyInstalled(e) => e.fmt(f),
         }
+    }
+}
+
+impl fmt::Debug for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

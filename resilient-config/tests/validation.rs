@@ -109,11 +109,11 @@ fn check(problem: &Problem, spec: &str, path: &str, key: &str, rule: &str, found
     assert!(message.contains(rule), "message lacks the rule: {message}");
     match found {
         Some(found) => assert!(
-            message.ends_with(&format!(", found {found}")),
+            message.ends_with(&format!(" (found {found})")),
             "message does not name the value found: {message}"
         ),
         None => assert!(
-            !message.contains(", found "),
+            !message.contains(" (found "),
             "message names a value although none was found: {message}"
         ),
     }
@@ -314,24 +314,17 @@ fn delay_step_must_be_a_duration() {
 
 #[test]
 fn unknown_key_suggests_the_nearest_known_key() {
-    // A typo: the real key is then missing too.
+    // A typo of a required key is one problem, not two: the suggestion says
+    // the key meant is required, and no separate "is required" is reported.
     let err = pet_err(&pet("delay = \"100ms\"\natempts = 2"));
-    assert_eq!(err.problems().len(), 2, "{err}");
+    assert_eq!(err.problems().len(), 1, "{err}");
     check(
         with_key(&err, "atempts"),
         PET,
         PET_PATH,
         "atempts",
-        "is not a known setting; did you mean `attempts`?",
+        "is not a known setting; did you mean `attempts`? (`attempts` is required)",
         Some("2"),
-    );
-    check(
-        with_key(&err, "attempts"),
-        PET,
-        PET_PATH,
-        "attempts",
-        "is required",
-        None,
     );
 
     // camelCase finds the snake_case key.
@@ -512,6 +505,21 @@ fn jitter_type_must_be_none_or_full() {
         "must be \"none\" or \"full\"",
         Some("\"half\""),
     );
+}
+
+#[test]
+fn jitter_ratio_needs_type_full() {
+    check_pet(
+        &format!("{MINIMAL}\njitter = {{ ratio = 0.5 }}"),
+        "jitter.ratio",
+        "has no effect without `type = \"full\"`",
+        None,
+    );
+    // Turned off on purpose, the ratio may stay.
+    let config = config(&pet(&format!(
+        "{MINIMAL}\njitter = {{ type = \"none\", ratio = 0.5 }}"
+    )));
+    assert!(resilient_config::build(Registry::builder().spec::<PetRetry>(), &config).is_ok());
 }
 
 #[test]
@@ -716,7 +724,7 @@ fn every_problem_of_every_spec_is_reported_at_once() {
 fn config_error_display_lists_each_problem_and_the_count() {
     let err = pet_err(&pet("attempts = -1"));
     assert_eq!(err.problems().len(), 2, "{err}");
-    let attempts = "PetRetry at `resilient.retry.pet`: key `attempts` must be a whole number in 0..=4294967295, found -1";
+    let attempts = "PetRetry at `resilient.retry.pet`: key `attempts` must be a whole number in 0..=4294967295 (found -1)";
     let delay = "PetRetry at `resilient.retry.pet`: key `delay` is required (a duration such as \"100ms\", \"2s\" or \"1m\")";
     let message = err.to_string();
     assert!(message.contains("(2 problems)"), "{message}");
@@ -888,6 +896,7 @@ async fn values_given_as_strings_are_accepted() -> TestResult {
         .set_override("resilient.retry.pet.enabled", "false")?
         .set_override("resilient.retry.pet.delay_step", "10ms")?
         .set_override("resilient.retry.pet.backoff.multiplier", "1.5")?
+        .set_override("resilient.retry.pet.jitter.type", "full")?
         .set_override("resilient.retry.pet.jitter.ratio", "0.25")?
         .set_override("resilient.retry.pet.retry_budget.enabled", "TRUE")?
         .set_override("resilient.retry.pet.retry_budget.tokens_max", "40")?
@@ -908,7 +917,7 @@ async fn values_given_as_strings_are_accepted() -> TestResult {
     assert_eq!(
         settings.jitter,
         Jitter {
-            full: false,
+            full: true,
             ratio: 0.25,
         }
     );

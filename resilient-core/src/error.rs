@@ -47,12 +47,12 @@ pub enum Error {
     ///
     /// Returned only by specs whose exhaustion mode is the default,
     /// [`ReturnError`](crate::retry::ReturnError).
-    #[error("`{spec}` gave up after {calls} calls ({reason}): {last}")]
+    #[error("`{spec}` gave up after {calls} calls ({reason})")]
     RetryExhausted {
         /// The retry spec's name.
         spec: &'static str,
         /// Calls made, the first one included.
-        calls: u32,
+        calls: u64,
         /// Why retry stopped.
         reason: GaveUp,
         /// The last failure.

@@ -80,7 +80,7 @@ impl fmt::Display for Problem {
             )?;
         }
         if let Some(found) = &self.found {
-            write!(f, ", found {found}")?;
+            write!(f, " (found {found})")?;
         }
         Ok(())
     }
@@ -367,7 +367,25 @@ impl<'a> Section<'a> {
                 continue;
             }
             let rule = match suggest(key, &self.known) {
-                Some(near) => format!("is not a known setting; did you mean `{near}`?"),
+                Some(near) => {
+                    // A misspelt required key is one mistake: drop the
+                    // separate "is required" problem for the key meant.
+                    let meant = self.full_key(near);
+                    let before = self.problems.len();
+                    self.problems.retain(|p| {
+                        !(p.spec == self.spec
+                            && p.path == self.path
+                            && p.key == meant
+                            && p.rule.starts_with("is required"))
+                    });
+                    if self.problems.len() < before {
+                        format!(
+                            "is not a known setting; did you mean `{near}`? (`{near}` is required)"
+                        )
+                    } else {
+                        format!("is not a known setting; did you mean `{near}`?")
+                    }
+                }
                 None => format!(
                     "is not a known setting; known settings here: {}",
                     self.known

@@ -86,10 +86,16 @@ impl Budget {
         if amount == 0 {
             return;
         }
+        // The mark moves by the time paid for, not to `now`, so that the
+        // fraction of a micro-token not yet added is not lost.
+        let paid = u128::from(amount) * 1_000_000_000 / u128::from(self.per_second);
+        let mark = last
+            .saturating_add(u64::try_from(paid).unwrap_or(u64::MAX))
+            .min(now);
         // Only the caller that moves the refill mark adds the tokens.
         if self
             .refilled_at
-            .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(last, mark, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
             self.add(amount);
@@ -148,6 +154,23 @@ mod tests {
         assert!(!b.try_withdraw());
         tokio::time::advance(std::time::Duration::from_secs(10)).await;
         assert_eq!(b.tokens(), 20.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn frequent_refills_lose_no_fraction_of_a_token() {
+        let b = budget(0, 100, 0.0, 1.0);
+        // 1 token/s checked every 1999 ns: each check pays 1 micro-token and
+        // leaves 999 ns unpaid, which must carry over to the next check.
+        for _ in 0..2000 {
+            tokio::time::advance(std::time::Duration::from_nanos(1999)).await;
+            b.refill();
+        }
+        let expected = 2000.0 * 1999.0 / 1e9;
+        assert!(
+            (b.tokens() - expected).abs() < 2e-6,
+            "{} vs {expected}",
+            b.tokens()
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,7 +43,7 @@ pub trait Exhaustion<Mode>: Sized {
     fn give_up<T>(
         trail: Self::Trail,
         spec: &'static str,
-        calls: u32,
+        calls: u64,
         reason: GaveUp,
         last: Result<T, Self>,
         wrap: fn(Error) -> Self,
@@ -80,7 +80,7 @@ impl<E: IntoBoxError> Exhaustion<ReturnError> for E {
     fn give_up<T>(
         trail: Self::Trail,
         spec: &'static str,
-        calls: u32,
+        calls: u64,
         reason: GaveUp,
         last: Result<T, E>,
         wrap: fn(Error) -> E,
@@ -103,7 +103,7 @@ impl<E> Exhaustion<ReturnLastFailure> for E {
     fn give_up<T>(
         _: (),
         _: &'static str,
-        _: u32,
+        _: u64,
         _: GaveUp,
         last: Result<T, E>,
         _: fn(Error) -> E,

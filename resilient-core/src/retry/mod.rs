@@ -26,7 +26,8 @@
 //!   passes through at once, unchanged, and uses no budget token.
 //! - Before each retry: the attempts check, then the overall `timeout` check
 //!   (a retry whose wait would cross the limit is not started), then the retry
-//!   budget (an empty bucket ends the call at once with the original failure).
+//!   budget (an empty bucket ends the call at once with the latest failure,
+//!   unchanged).
 //! - When retry gives up, the call ends as the spec's exhaustion mode says:
 //!   [`Error::RetryExhausted`] by default ([`ReturnError`]), or the last
 //!   failure unchanged with `#[spec("..", exhausted = last_failure)]`
@@ -182,7 +183,7 @@ pub struct RetryOps<T, E, Tr> {
 pub type OpsOf<S, T, E> = RetryOps<T, E, <E as Exhaustion<<S as RetrySpec>::Exhausted>>::Trail>;
 
 type GiveUp<T, E, Tr> =
-    fn(Tr, &'static str, u32, GaveUp, Result<T, E>, fn(Error) -> E) -> Result<T, E>;
+    fn(Tr, &'static str, u64, GaveUp, Result<T, E>, fn(Error) -> E) -> Result<T, E>;
 
 /// The operations of spec `S` for `Result<T, E>`; `wrap` turns a resilience
 /// error into `E`.
@@ -221,10 +222,11 @@ where
     }
     let started = s.timeout.map(|_| Instant::now());
     let mut trail = Tr::default();
-    let mut calls: u32 = 0;
+    // u64: with `attempts = u32::MAX` the count must still pass it.
+    let mut calls: u64 = 0;
     loop {
         let outcome = f().await;
-        calls = calls.saturating_add(1);
+        calls += 1;
         match (ops.classify)(&outcome) {
             Verdict::Success => {
                 if let Some(budget) = &retry.budget {
@@ -239,7 +241,7 @@ where
             return outcome;
         }
         // `calls` is also the number of the retry that would come next.
-        if calls > s.attempts {
+        if calls > u64::from(s.attempts) {
             tracing::warn!(
                 target: "resilient::retry",
                 spec, path, calls,
@@ -247,7 +249,8 @@ where
             );
             return (ops.give_up)(trail, spec, calls, GaveUp::Attempts, outcome, ops.wrap);
         }
-        let delay = s.delay(calls, |bound| fastrand::u128(0..=bound));
+        let retry_number = u32::try_from(calls).unwrap_or(u32::MAX);
+        let delay = s.delay(retry_number, |bound| fastrand::u128(0..=bound));
         if let (Some(limit), Some(started)) = (s.timeout, started) {
             if started.elapsed().saturating_add(delay) > limit {
                 tracing::warn!(

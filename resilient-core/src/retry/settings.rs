@@ -14,15 +14,15 @@ use crate::settings::{Section, Value};
 /// | `delay_step` | `"0s"` | duration added to each further wait (ignored with `backoff`) |
 /// | `backoff.type` | `"exponential"` | the only type |
 /// | `backoff.multiplier` | `2.0` | number > 0 |
-/// | `backoff.delay_max` | none | duration ≥ `delay`: cap on each wait |
+/// | `backoff.delay_max` | none | duration ≥ `delay`: cap on each wait (without it, waits grow until they saturate at the largest duration: set it, or an overall `timeout`) |
 /// | `jitter.type` | `"none"` | `"none"` or `"full"` |
-/// | `jitter.ratio` | `1.0` | number in 0..=1: a wait is uniform in [computed·(1 − ratio), computed] |
+/// | `jitter.ratio` | `1.0` | number in 0..=1: a wait is uniform in [computed·(1 − ratio), computed]; needs `type = "full"` |
 /// | `timeout` | none | duration > 0: overall limit for all calls and waits |
 /// | `retry_budget.enabled` | `true` | the budget exists only if the section does |
-/// | `retry_budget.ratio` | `0.1` | number ≥ 0: tokens returned by each successful call |
+/// | `retry_budget.ratio` | `0.1` | number ≥ 0: tokens returned by each successful call (counted in millionths of a token) |
 /// | `retry_budget.tokens_max` | `100` | whole number ≥ 1 |
 /// | `retry_budget.tokens_initial` | `10` (or `tokens_max` if smaller) | whole number ≤ `tokens_max` |
-/// | `retry_budget.min_tokens_per_second` | `0.0` | number ≥ 0: steady refill |
+/// | `retry_budget.min_tokens_per_second` | `0.0` | number ≥ 0: steady refill (counted in millionths of a token) |
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetrySettings {
     /// `false` turns the spec into a pass-through.
@@ -112,7 +112,16 @@ impl RetrySettings {
         });
         let jitter = s
             .table("jitter", |j| {
+                let typed = j.has("type");
                 let kind = j.choice("type", &["none", "full"], "none");
+                if !typed && j.has("ratio") {
+                    j.problem(
+                        "ratio",
+                        "has no effect without `type = \"full\"` (jitter is off by default); add `type = \"full\"`, or remove `ratio`",
+                        None,
+                    );
+                    return None;
+                }
                 let ratio = j.float("ratio", Some(1.0), "must be a number in 0..=1", |r| {
                     (0.0..=1.0).contains(&r)
                 });
@@ -198,6 +207,9 @@ impl RetrySettings {
     /// `delay_max`, or at [`Duration::MAX`].
     pub fn base_delay(&self, retry: u32) -> Duration {
         let k = retry.saturating_sub(1);
+        if self.delay.is_zero() && (self.backoff.is_some() || self.delay_step.is_zero()) {
+            return Duration::ZERO;
+        }
         match self.backoff {
             None => self
                 .delay_step
@@ -209,6 +221,9 @@ impl RetrySettings {
                 delay_max,
             }) => {
                 let cap = delay_max.unwrap_or(Duration::MAX);
+                if k == 0 {
+                    return self.delay.min(cap);
+                }
                 let secs = self.delay.as_secs_f64() * multiplier.powf(f64::from(k));
                 match Duration::try_from_secs_f64(secs) {
                     Ok(d) => d.min(cap),
