@@ -118,6 +118,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod outcome;
 pub mod registry;
 pub mod retry;
 pub mod settings;

@@ -6,6 +6,7 @@ use std::future::Future;
 pub use inventory;
 
 pub use crate::error::Error;
+pub use crate::outcome::Fail;
 pub use crate::retry::{Exhaustion, OpsOf, RetryOps, RetrySpec, ReturnError, ReturnLastFailure};
 pub use crate::spec::{Classify, Spec, SpecEntry, SpecKind, Verdict};
 
@@ -17,24 +18,49 @@ pub fn retry_ops<S, R>() -> OpsOf<S, R::Ok, R::Err>
 where
     S: RetrySpec,
     R: ResultType,
-    R::Err: ResilientError + Exhaustion<S::Exhausted>,
+    R::Err: Exhaustion<S::Exhausted>,
     S::Classifier: Classify<R::Ok, R::Err>,
 {
-    crate::retry::ops::<S, R::Ok, R::Err>(ResilientError::from_resilient)
+    crate::retry::ops::<S, R::Ok, R::Err>()
 }
 
 /// Runs `f` under the retry operations `ops`; no bound here can fail for a
 /// body whose type matches the fn, so nothing is reported twice.
-pub async fn retry<T, E, Tr, F, Fut>(ops: RetryOps<T, E, Tr>, f: F) -> Result<T, E>
+pub async fn retry<T, E, Tr, F, Fut>(ops: RetryOps<T, E, Tr>, f: F) -> Result<T, Fail<E>>
 where
     Tr: Default,
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
+    Fut: Future<Output = Result<T, Fail<E>>>,
 {
     match crate::registry::lookup_retry(ops.name, ops.path, ops.type_id) {
         Ok(instance) => crate::retry::run(&ops, &instance, f).await,
-        Err(e) => Err((ops.wrap)(e)),
+        Err(e) => Err(Fail::Resilience(e)),
     }
+}
+
+/// The body's outcome (of the fn's return type `R`), entering the chain.
+#[inline]
+pub fn body<R: ResultType>(outcome: R) -> Result<R::Ok, Fail<R::Err>> {
+    outcome.into_result().map_err(Fail::Body)
+}
+
+/// How a resilience error becomes the error of a fn returning `R`. Checked
+/// apart from the chain, so that a missing `From` impl is reported once, at
+/// the return type.
+#[inline]
+pub fn error_wrap<R>() -> fn(Error) -> R::Err
+where
+    R: ResultType,
+    R::Err: ResilientError,
+{
+    <R::Err as ResilientError>::from_resilient
+}
+
+/// The chain's outcome, leaving it: a resilience error becomes the fn's error
+/// through `wrap`.
+#[inline]
+pub fn finish<T, E>(outcome: Result<T, Fail<E>>, wrap: fn(Error) -> E) -> Result<T, E> {
+    outcome.map_err(|fail| fail.into_error(wrap))
 }
 
 /// The return type of an annotated fn.
@@ -48,11 +74,17 @@ pub trait ResultType {
     type Ok;
     /// The error type.
     type Err;
+    /// The value as a `Result`.
+    fn into_result(self) -> Result<Self::Ok, Self::Err>;
 }
 
 impl<T, E> ResultType for Result<T, E> {
     type Ok = T;
     type Err = E;
+    #[inline]
+    fn into_result(self) -> Self {
+        self
+    }
 }
 
 /// An error type that can carry a resilience failure.

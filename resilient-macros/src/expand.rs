@@ -167,27 +167,30 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     }
     // The body's `?` and `return` need the output type: a typed binding gives
     // it to the async block (not possible when it mentions `impl Trait`).
-    let body = if contains_impl_trait(&ret) {
-        quote!(async move #body)
+    // The return type, for the layers' bounds (errors about it point at it).
+    let ret_arg = if contains_impl_trait(&ret) {
+        quote!(::core::result::Result<_, _>)
     } else {
-        quote! {
-            async move {
-                #[allow(clippy::let_and_return)]
-                let __resilient_out: #ret = #body;
-                __resilient_out
-            }
+        ret.to_token_stream()
+    };
+    // The body runs in an async block of its own, typed as the fn's output,
+    // so that its `return` and `?` mean what they meant in the fn; its
+    // outcome then enters the chain.
+    let typed = if contains_impl_trait(&ret) {
+        quote!()
+    } else {
+        quote!(: #ret)
+    };
+    let body = quote! {
+        async move {
+            let __resilient_out #typed = async move #body.await;
+            #p::body::<#ret_arg>(__resilient_out)
         }
     };
     let factory = if again {
         quote!(|| { #(#rebind)* #body })
     } else {
         quote!(move || #body)
-    };
-    // The return type, for the layers' bounds (errors about it point at it).
-    let ret_arg = if contains_impl_trait(&ret) {
-        quote!(::core::result::Result<_, _>)
-    } else {
-        ret.to_token_stream()
     };
     let chain = nest(layers, &ret_arg, factory, again);
     // Keep the body's braces: the fn's span then stays in the user's code, so
@@ -196,10 +199,11 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     // the same tokens as the call's, once.
     let outer = layers
         .first()
-        .map_or_else(Span::call_site, |l| l.spec.span());
+        .map_or_else(Span::call_site, |l| spec_span(&l.spec));
     let awaited = quote_spanned!(outer=> #chain.await);
     let block: syn::Block = syn::parse_quote!({
-        #awaited
+        let __resilient_wrap = #p::error_wrap::<#ret_arg>();
+        #p::finish(#awaited, __resilient_wrap)
     });
     func.block.stmts = block.stmts;
     quote!(#func)

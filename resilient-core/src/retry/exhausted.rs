@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 
 use crate::error::{BoxError, Error, FailedValue, GaveUp};
+use crate::outcome::Fail;
 
 /// How many failures before the last one [`Error::RetryExhausted`] keeps.
 /// A spec with a million attempts must not hold a million errors.
@@ -36,24 +37,23 @@ pub trait Exhaustion<Mode>: Sized {
     type Trail: Default + Send;
 
     /// Keeps (or drops) a failure that will be retried.
-    fn keep<T>(trail: &mut Self::Trail, spec: &'static str, failure: Result<T, Self>);
+    fn keep<T>(trail: &mut Self::Trail, spec: &'static str, failure: Result<T, Fail<Self>>);
 
-    /// The outcome of a call that gave up after `calls` calls; `wrap` makes
-    /// this error type from a resilience error.
+    /// The outcome of a call that gave up after `calls` calls.
     fn give_up<T>(
         trail: Self::Trail,
         spec: &'static str,
         calls: u64,
         reason: GaveUp,
-        last: Result<T, Self>,
-        wrap: fn(Error) -> Self,
-    ) -> Result<T, Self>;
+        last: Result<T, Fail<Self>>,
+    ) -> Result<T, Fail<Self>>;
 }
 
-fn boxed<T, E: Into<BoxError>>(spec: &'static str, failure: Result<T, E>) -> BoxError {
+fn boxed<T, E: Into<BoxError>>(spec: &'static str, failure: Result<T, Fail<E>>) -> BoxError {
     match failure {
         Ok(_) => Box::new(FailedValue { spec }),
-        Err(e) => e.into(),
+        Err(Fail::Body(e)) => e.into(),
+        Err(Fail::Resilience(e)) => Box::new(e),
     }
 }
 
@@ -70,7 +70,7 @@ impl<E: Into<BoxError>> IntoBoxError for E {}
 impl<E: IntoBoxError> Exhaustion<ReturnError> for E {
     type Trail = VecDeque<BoxError>;
 
-    fn keep<T>(trail: &mut Self::Trail, spec: &'static str, failure: Result<T, E>) {
+    fn keep<T>(trail: &mut Self::Trail, spec: &'static str, failure: Result<T, Fail<E>>) {
         if trail.len() == RETRY_TRAIL_MAX {
             trail.pop_front();
         }
@@ -82,10 +82,9 @@ impl<E: IntoBoxError> Exhaustion<ReturnError> for E {
         spec: &'static str,
         calls: u64,
         reason: GaveUp,
-        last: Result<T, E>,
-        wrap: fn(Error) -> E,
-    ) -> Result<T, E> {
-        Err(wrap(Error::RetryExhausted {
+        last: Result<T, Fail<E>>,
+    ) -> Result<T, Fail<E>> {
+        Err(Fail::Resilience(Error::RetryExhausted {
             spec,
             calls,
             reason,
@@ -98,16 +97,15 @@ impl<E: IntoBoxError> Exhaustion<ReturnError> for E {
 impl<E> Exhaustion<ReturnLastFailure> for E {
     type Trail = ();
 
-    fn keep<T>(_: &mut (), _: &'static str, _: Result<T, E>) {}
+    fn keep<T>(_: &mut (), _: &'static str, _: Result<T, Fail<E>>) {}
 
     fn give_up<T>(
         _: (),
         _: &'static str,
         _: u64,
         _: GaveUp,
-        last: Result<T, E>,
-        _: fn(Error) -> E,
-    ) -> Result<T, E> {
+        last: Result<T, Fail<E>>,
+    ) -> Result<T, Fail<E>> {
         last
     }
 }

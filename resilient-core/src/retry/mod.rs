@@ -69,6 +69,7 @@ pub use exhausted::{Exhaustion, IntoBoxError, ReturnError, ReturnLastFailure, RE
 pub use settings::{Backoff, BudgetSettings, Jitter, RetrySettings};
 
 use crate::error::{Error, GaveUp};
+use crate::outcome::{self, Fail};
 use crate::spec::{Classify, Spec, Verdict};
 use budget::Budget;
 
@@ -152,14 +153,20 @@ impl<S: RetrySpec> RetryHandle<S> {
 
     /// Calls `f` and awaits its future, again after each failure, as the
     /// spec's settings say (see the [module docs](self)).
-    pub async fn call<T, E, F, Fut>(&self, f: F) -> Result<T, E>
+    pub async fn call<T, E, F, Fut>(&self, mut f: F) -> Result<T, E>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         S::Classifier: Classify<T, E>,
         E: From<Error> + Exhaustion<S::Exhausted>,
     {
-        run(&ops::<S, T, E>(E::from), &self.inner, f).await
+        let body = || {
+            let fut = f();
+            async move { fut.await.map_err(Fail::Body) }
+        };
+        run(&ops::<S, T, E>(), &self.inner, body)
+            .await
+            .map_err(|fail| fail.into_error(E::from))
     }
 }
 
@@ -173,21 +180,18 @@ pub struct RetryOps<T, E, Tr> {
     pub(crate) path: &'static str,
     pub(crate) type_id: TypeId,
     classify: fn(&Result<T, E>) -> Verdict,
-    keep: fn(&mut Tr, &'static str, Result<T, E>),
+    keep: fn(&mut Tr, &'static str, Result<T, Fail<E>>),
     give_up: GiveUp<T, E, Tr>,
-    pub(crate) wrap: fn(Error) -> E,
 }
 
 /// The [`RetryOps`] of spec `S` for `Result<T, E>`.
 #[doc(hidden)]
 pub type OpsOf<S, T, E> = RetryOps<T, E, <E as Exhaustion<<S as RetrySpec>::Exhausted>>::Trail>;
 
-type GiveUp<T, E, Tr> =
-    fn(Tr, &'static str, u64, GaveUp, Result<T, E>, fn(Error) -> E) -> Result<T, E>;
+type GiveUp<T, E, Tr> = fn(Tr, &'static str, u64, GaveUp, Result<T, Fail<E>>) -> Result<T, Fail<E>>;
 
-/// The operations of spec `S` for `Result<T, E>`; `wrap` turns a resilience
-/// error into `E`.
-pub(crate) fn ops<S, T, E>(wrap: fn(Error) -> E) -> OpsOf<S, T, E>
+/// The operations of spec `S` for `Result<T, E>`.
+pub(crate) fn ops<S, T, E>() -> OpsOf<S, T, E>
 where
     S: RetrySpec,
     S::Classifier: Classify<T, E>,
@@ -200,7 +204,16 @@ where
         classify: <S::Classifier as Classify<T, E>>::classify,
         keep: <E as Exhaustion<S::Exhausted>>::keep::<T>,
         give_up: <E as Exhaustion<S::Exhausted>>::give_up::<T>,
-        wrap,
+    }
+}
+
+/// How retry treats a resilience error raised by a layer inside it.
+fn on_resilience(_settings: &RetrySettings, error: &Error) -> Verdict {
+    match error {
+        // Nothing to retry: the spec has no settings.
+        Error::NotConfigured { .. } => Verdict::Ignore,
+        // A retry inside gave up: the outer retry may try the whole again.
+        Error::RetryExhausted { .. } => Verdict::Failure,
     }
 }
 
@@ -209,11 +222,11 @@ pub(crate) async fn run<T, E, Tr, F, Fut>(
     ops: &RetryOps<T, E, Tr>,
     retry: &Retry,
     mut f: F,
-) -> Result<T, E>
+) -> Result<T, Fail<E>>
 where
     Tr: Default,
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
+    Fut: Future<Output = Result<T, Fail<E>>>,
 {
     let (spec, path) = (ops.name, ops.path);
     let s = &retry.settings;
@@ -225,9 +238,10 @@ where
     // u64: with `attempts = u32::MAX` the count must still pass it.
     let mut calls: u64 = 0;
     loop {
-        let outcome = f().await;
+        let (outcome, verdict) =
+            outcome::classify(f().await, ops.classify, |e| on_resilience(s, e));
         calls += 1;
-        match (ops.classify)(&outcome) {
+        match verdict {
             Verdict::Success => {
                 if let Some(budget) = &retry.budget {
                     budget.deposit();
@@ -247,7 +261,7 @@ where
                 spec, path, calls,
                 "retry exhausted after {calls} calls"
             );
-            return (ops.give_up)(trail, spec, calls, GaveUp::Attempts, outcome, ops.wrap);
+            return (ops.give_up)(trail, spec, calls, GaveUp::Attempts, outcome);
         }
         let retry_number = u32::try_from(calls).unwrap_or(u32::MAX);
         let delay = s.delay(retry_number, |bound| fastrand::u128(0..=bound));
@@ -258,7 +272,7 @@ where
                     spec, path, calls,
                     "retry stopped: waiting {delay:?} would cross the overall timeout of {limit:?}"
                 );
-                return (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, ops.wrap);
+                return (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome);
             }
         }
         if let Some(budget) = &retry.budget {

@@ -1,0 +1,50 @@
+//! Outcomes inside a chain of resilience layers.
+//!
+//! Between the layers of one annotated fn, a failure is either the body's own
+//! error or a resilience mechanism's [`Error`], kept apart so that each layer
+//! can treat the two differently (a retry placed outside a circuit breaker
+//! must not retry the breaker's rejection) without asking anything of the
+//! user's error type. The outermost layer turns a resilience error into the
+//! fn's error type.
+
+use crate::error::Error;
+use crate::spec::Verdict;
+
+/// A failure inside a chain: the body's error, or a resilience error.
+#[derive(Debug)]
+pub enum Fail<E> {
+    /// The body's own error.
+    Body(E),
+    /// A resilience mechanism ended the call.
+    Resilience(Error),
+}
+
+impl<E> Fail<E> {
+    /// The fn's error: the body's as is, a resilience error through `wrap`.
+    pub fn into_error(self, wrap: impl FnOnce(Error) -> E) -> E {
+        match self {
+            Fail::Body(e) => e,
+            Fail::Resilience(e) => wrap(e),
+        }
+    }
+}
+
+/// Classifies one outcome: the body's by the spec's classification, a
+/// resilience error by `on_resilience`. Takes the outcome by value so that the
+/// spec's classification sees a plain `&Result<T, E>`.
+pub(crate) fn classify<T, E>(
+    outcome: Result<T, Fail<E>>,
+    classify: fn(&Result<T, E>) -> Verdict,
+    on_resilience: impl FnOnce(&Error) -> Verdict,
+) -> (Result<T, Fail<E>>, Verdict) {
+    let plain: Result<T, E> = match outcome {
+        Ok(v) => Ok(v),
+        Err(Fail::Body(e)) => Err(e),
+        Err(Fail::Resilience(e)) => {
+            let verdict = on_resilience(&e);
+            return (Err(Fail::Resilience(e)), verdict);
+        }
+    };
+    let verdict = classify(&plain);
+    (plain.map_err(Fail::Body), verdict)
+}
