@@ -151,6 +151,7 @@ fn minimal() -> RetrySettings {
         },
         timeout: None,
         budget: None,
+        retry_call_not_permitted: false,
     }
 }
 
@@ -758,6 +759,7 @@ async fn full_section_builds_and_reads_back() -> TestResult {
         attempts = 4
         delay_step = "50ms"
         timeout = "10s"
+        retry_call_not_permitted = true
 
         [resilient.retry.pet.backoff]
         type = "exponential"
@@ -801,6 +803,7 @@ async fn full_section_builds_and_reads_back() -> TestResult {
         }
     );
     assert_eq!(settings.timeout, Some(Duration::from_secs(10)));
+    assert!(settings.retry_call_not_permitted);
     assert_eq!(
         settings.budget,
         Some(BudgetSettings {

@@ -42,6 +42,16 @@ pub enum Error {
         path: &'static str,
     },
 
+    /// A circuit breaker rejected the call without running it.
+    #[error("`{spec}` is {state}: call not permitted")]
+    CallNotPermitted {
+        /// The circuit breaker spec's name.
+        spec: &'static str,
+        /// The state that rejected the call: open, half-open with every probe
+        /// taken, or forced open.
+        state: crate::circuit_breaker::State,
+    },
+
     /// Retry gave up: every attempt it was allowed failed, or the next wait
     /// would have crossed the spec's overall `timeout`.
     ///

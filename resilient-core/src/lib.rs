@@ -117,6 +117,7 @@
 
 #![warn(missing_docs)]
 
+pub mod circuit_breaker;
 mod error;
 mod outcome;
 pub mod registry;
@@ -128,6 +129,7 @@ mod spec;
 #[path = "private.rs"]
 pub mod __private;
 
+pub use circuit_breaker::{CircuitBreakerHandle, CircuitBreakerSpec, Permit};
 pub use error::{BoxError, Error, FailedValue, GaveUp};
 pub use registry::{AlreadyInstalled, Registry, RegistryBuilder};
 pub use retry::{RetryHandle, RetrySpec};
@@ -144,6 +146,21 @@ pub use spec::{Classify, Spec, SpecEntry, SpecKind, Verdict};
 /// See the [crate docs](crate#order) for how several resilience attributes on
 /// one fn nest.
 pub use resilient_macros::retryable;
+
+/// Runs an `async fn` through a circuit breaker: `#[circuit_breakable(PetBreaker)]`.
+///
+/// The fn keeps its exact signature and must return `Result<T, E>` with
+/// `E: From<resilient_core::Error>`; a rejected call returns
+/// [`Error::CallNotPermitted`] through `E` without running the body. See
+/// [`circuit_breaker`] for the states and settings.
+pub use resilient_macros::circuit_breakable;
+
+/// Declares a circuit breaker spec:
+/// `#[derive(CircuitBreakerSpec)] #[spec("resilient.circuitbreaker.pet")]`.
+///
+/// Option after the path: `classify = custom` (implement [`Classify`]
+/// yourself).
+pub use resilient_macros::CircuitBreakerSpec;
 
 /// Declares a retry spec: `#[derive(RetrySpec)] #[spec("resilient.retry.pet")]`.
 ///

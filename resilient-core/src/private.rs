@@ -5,6 +5,7 @@ use std::future::Future;
 
 pub use inventory;
 
+pub use crate::circuit_breaker::{BreakerOps, CircuitBreakerSpec};
 pub use crate::error::Error;
 pub use crate::outcome::Fail;
 pub use crate::retry::{Exhaustion, OpsOf, RetryOps, RetrySpec, ReturnError, ReturnLastFailure};
@@ -34,6 +35,29 @@ where
 {
     match crate::registry::lookup_retry(ops.name, ops.path, ops.type_id) {
         Ok(instance) => crate::retry::run(&ops, &instance, f).await,
+        Err(e) => Err(Fail::Resilience(e)),
+    }
+}
+
+/// The breaker operations of spec `S` for a fn returning `R`; see
+/// [`retry_ops`].
+pub fn breaker_ops<S, R>() -> BreakerOps<R::Ok, R::Err>
+where
+    S: CircuitBreakerSpec,
+    R: ResultType,
+    S::Classifier: Classify<R::Ok, R::Err>,
+{
+    crate::circuit_breaker::ops::<S, R::Ok, R::Err>()
+}
+
+/// Runs `f` through the breaker of `ops`.
+pub async fn circuit_breaker<T, E, F, Fut>(ops: BreakerOps<T, E>, f: F) -> Result<T, Fail<E>>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, Fail<E>>>,
+{
+    match crate::registry::lookup_breaker(ops.name, ops.path, ops.type_id) {
+        Ok(breaker) => crate::circuit_breaker::run(&ops, &breaker, f).await,
         Err(e) => Err(Fail::Resilience(e)),
     }
 }

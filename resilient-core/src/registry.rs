@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
+use crate::circuit_breaker::{Breaker, CircuitBreakerSettings};
 use crate::error::Error;
 use crate::retry::{Retry, RetrySettings};
 use crate::settings::{Problem, Section, Value};
@@ -24,6 +25,7 @@ tokio::task_local! {
 #[derive(Debug)]
 enum Instance {
     Retry(Arc<Retry>),
+    CircuitBreaker(Arc<Breaker>),
 }
 
 /// The shared instances of a set of specs; cheap to clone.
@@ -94,6 +96,9 @@ impl RegistryBuilder {
             let instance = match entry.kind {
                 SpecKind::Retry => RetrySettings::read(&mut section)
                     .map(|s| Instance::Retry(Arc::new(Retry::new(s)))),
+                SpecKind::CircuitBreaker => CircuitBreakerSettings::read(&mut section).map(|s| {
+                    Instance::CircuitBreaker(Arc::new(Breaker::new(entry.name, entry.path, s)))
+                }),
             };
             section.finish();
             if let Some(instance) = instance {
@@ -157,19 +162,42 @@ impl Registry {
     }
 }
 
+/// The instance `pick` takes from the registry in use: the scoped one if a
+/// scope is active, else the installed one.
+fn lookup<T>(
+    spec: &'static str,
+    path: &'static str,
+    type_id: TypeId,
+    pick: impl Fn(&Instance) -> Option<&Arc<T>>,
+) -> Result<Arc<T>, Error> {
+    let find = |r: &Registry| r.instance(type_id).and_then(&pick).map(Arc::clone);
+    let found = match SCOPED.try_with(find) {
+        Ok(found) => found,
+        Err(_) => INSTALLED.get().and_then(find),
+    };
+    found.ok_or(Error::NotConfigured { spec, path })
+}
+
 /// The retry instance of a spec from the registry in use.
 pub(crate) fn lookup_retry(
     spec: &'static str,
     path: &'static str,
     type_id: TypeId,
 ) -> Result<Arc<Retry>, Error> {
-    let find = |r: &Registry| match r.instance(type_id) {
-        Some(Instance::Retry(retry)) => Some(Arc::clone(retry)),
-        None => None,
-    };
-    let found = match SCOPED.try_with(find) {
-        Ok(found) => found,
-        Err(_) => INSTALLED.get().and_then(find),
-    };
-    found.ok_or(Error::NotConfigured { spec, path })
+    lookup(spec, path, type_id, |i| match i {
+        Instance::Retry(r) => Some(r),
+        Instance::CircuitBreaker(_) => None,
+    })
+}
+
+/// The breaker of a spec from the registry in use.
+pub(crate) fn lookup_breaker(
+    spec: &'static str,
+    path: &'static str,
+    type_id: TypeId,
+) -> Result<Arc<Breaker>, Error> {
+    lookup(spec, path, type_id, |i| match i {
+        Instance::CircuitBreaker(b) => Some(b),
+        Instance::Retry(_) => None,
+    })
 }

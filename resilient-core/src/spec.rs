@@ -14,12 +14,15 @@ use std::fmt;
 pub enum SpecKind {
     /// `#[derive(RetrySpec)]`, used by `#[retryable]`.
     Retry,
+    /// `#[derive(CircuitBreakerSpec)]`, used by `#[circuit_breakable]`.
+    CircuitBreaker,
 }
 
 impl fmt::Display for SpecKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             SpecKind::Retry => "retry",
+            SpecKind::CircuitBreaker => "circuit breaker",
         })
     }
 }

@@ -9,12 +9,21 @@ fn table_rows(text: &str, strip: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn readme_retry_table_matches_the_settings_docs() {
-    let docs = table_rows(include_str!("../src/retry/settings.rs"), "///");
+fn check(docs: &str, at_least: usize) {
+    let docs = table_rows(docs, "///");
     let readme = table_rows(include_str!("../../README.md"), "");
-    assert!(docs.len() >= 15, "the settings docs lost their table");
+    assert!(docs.len() >= at_least, "the settings docs lost their table");
     for row in &docs {
         assert!(readme.contains(row), "README lacks the settings row: {row}");
     }
+}
+
+#[test]
+fn readme_retry_table_matches_the_settings_docs() {
+    check(include_str!("../src/retry/settings.rs"), 16);
+}
+
+#[test]
+fn readme_circuit_breaker_table_matches_the_settings_docs() {
+    check(include_str!("../src/circuit_breaker/settings.rs"), 14);
 }

@@ -16,26 +16,30 @@ use crate::{args, expand};
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Kind {
     Retry,
+    CircuitBreaker,
 }
 
 impl Kind {
-    const ALL: [Kind; 1] = [Kind::Retry];
+    const ALL: [Kind; 2] = [Kind::Retry, Kind::CircuitBreaker];
 
     pub(crate) fn attr_name(self) -> &'static str {
         match self {
             Kind::Retry => "retryable",
+            Kind::CircuitBreaker => "circuit_breakable",
         }
     }
 
     pub(crate) fn derive_name(self) -> &'static str {
         match self {
             Kind::Retry => "RetrySpec",
+            Kind::CircuitBreaker => "CircuitBreakerSpec",
         }
     }
 
     pub(crate) fn example_spec(self) -> &'static str {
         match self {
             Kind::Retry => "PetRetry",
+            Kind::CircuitBreaker => "PetBreaker",
         }
     }
 
@@ -44,6 +48,7 @@ impl Kind {
     pub(crate) fn calls_again(self) -> bool {
         match self {
             Kind::Retry => true,
+            Kind::CircuitBreaker => false,
         }
     }
 

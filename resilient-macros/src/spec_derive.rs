@@ -12,18 +12,21 @@ use crate::diag::Errors;
 #[derive(Clone, Copy)]
 pub(crate) enum SpecKind {
     Retry,
+    CircuitBreaker,
 }
 
 impl SpecKind {
     fn derive_name(self) -> &'static str {
         match self {
             SpecKind::Retry => "RetrySpec",
+            SpecKind::CircuitBreaker => "CircuitBreakerSpec",
         }
     }
 
     fn example_path(self) -> &'static str {
         match self {
             SpecKind::Retry => "resilient.retry.pet",
+            SpecKind::CircuitBreaker => "resilient.circuitbreaker.pet",
         }
     }
 }
@@ -181,13 +184,24 @@ fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAt
             continue;
         }
         seen.push(key.clone());
+        let options = match kind {
+            SpecKind::Retry => "`classify = custom` and `exhausted = last_failure`",
+            SpecKind::CircuitBreaker => "`classify = custom`",
+        };
         let accepted = match key.as_str() {
+            "exhausted" if !matches!(kind, SpecKind::Retry) => {
+                errors.push(syn::Error::new(
+                    opt.key.span(),
+                    format!("`exhausted` applies to retry specs only; accepted after the path here: {options}"),
+                ));
+                continue;
+            }
             "classify" => "`classify = custom` (you implement `resilient_core::Classify` for the spec) or `classify = all_errors` (the default)",
             "exhausted" => "`exhausted = error` (the default: `resilient_core::Error::RetryExhausted`) or `exhausted = last_failure` (the last failure, unchanged)",
             _ => {
                 errors.push(syn::Error::new(
                     opt.key.span(),
-                    format!("unknown `#[spec]` option `{key}`; accepted after the path: `classify = custom` and `exhausted = last_failure`; settings such as `attempts` belong in the config section"),
+                    format!("unknown `#[spec]` option `{key}`; accepted after the path: {options}; settings such as `{key}` belong in the config section"),
                 ));
                 continue;
             }
@@ -281,6 +295,7 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
     let p = quote!(::resilient_core::__private);
     let kind_tokens = match kind {
         SpecKind::Retry => quote!(#p::SpecKind::Retry),
+        SpecKind::CircuitBreaker => quote!(#p::SpecKind::CircuitBreaker),
     };
     let mechanism = match kind {
         SpecKind::Retry => {
@@ -296,6 +311,11 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
                 }
             }
         }
+        SpecKind::CircuitBreaker => quote! {
+            impl #p::CircuitBreakerSpec for #ident {
+                type Classifier = Self;
+            }
+        },
     };
     let classify = if spec.classify_custom {
         quote!()

@@ -208,8 +208,12 @@ where
 }
 
 /// How retry treats a resilience error raised by a layer inside it.
-fn on_resilience(_settings: &RetrySettings, error: &Error) -> Verdict {
+fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
     match error {
+        // An open breaker inside: retrying would hammer it, unless the spec
+        // asks for it.
+        Error::CallNotPermitted { .. } if settings.retry_call_not_permitted => Verdict::Failure,
+        Error::CallNotPermitted { .. } => Verdict::Ignore,
         // Nothing to retry: the spec has no settings.
         Error::NotConfigured { .. } => Verdict::Ignore,
         // A retry inside gave up: the outer retry may try the whole again.

@@ -18,6 +18,7 @@ use crate::settings::{Section, Value};
 /// | `jitter.type` | `"none"` | `"none"` or `"full"` |
 /// | `jitter.ratio` | `1.0` | number in 0..=1: a wait is uniform in [computed·(1 − ratio), computed]; needs `type = "full"` |
 /// | `timeout` | none | duration > 0: overall limit for all calls and waits |
+/// | `retry_call_not_permitted` | `false` | `true` retries a call that a circuit breaker inside the retry rejected (by default the rejection ends the call at once) |
 /// | `retry_budget.enabled` | `true` | the budget exists only if the section does |
 /// | `retry_budget.ratio` | `0.1` | number ≥ 0: tokens returned by each successful call (counted in millionths of a token) |
 /// | `retry_budget.tokens_max` | `100` | whole number ≥ 1 |
@@ -41,6 +42,8 @@ pub struct RetrySettings {
     pub timeout: Option<Duration>,
     /// The retry budget, if its section exists and is enabled.
     pub budget: Option<BudgetSettings>,
+    /// Whether a circuit breaker's rejection from inside the retry is retried.
+    pub retry_call_not_permitted: bool,
 }
 
 /// Exponential backoff: the `k`-th retry waits `delay · multiplier^(k−1)`,
@@ -134,6 +137,7 @@ impl RetrySettings {
                 full: false,
                 ratio: 1.0,
             }));
+        let retry_call_not_permitted = s.bool("retry_call_not_permitted", false);
         let timeout = match s.duration("timeout", false) {
             Some(Some(d)) if d.is_zero() => {
                 s.problem(
@@ -199,6 +203,7 @@ impl RetrySettings {
                 None => None,
                 Some(b) => b?,
             },
+            retry_call_not_permitted: retry_call_not_permitted?,
         })
     }
 

@@ -1,5 +1,6 @@
 //! One file per mechanism: the call each layer expands to.
 
+mod circuit_breaker;
 mod retry;
 
 use proc_macro2::TokenStream;
@@ -11,5 +12,6 @@ use crate::chain::{Kind, Layer};
 pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> TokenStream {
     match layer.kind {
         Kind::Retry => retry::call(layer, ret, inner),
+        Kind::CircuitBreaker => circuit_breaker::call(layer, ret, inner),
     }
 }

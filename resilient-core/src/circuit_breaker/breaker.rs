@@ -1,0 +1,385 @@
+//! The breaker's state machine: one atomic word, no lock.
+//!
+//! The word's top two bits are the state. Every transition bumps a 14-bit
+//! generation, so that a permit taken in one half-open period cannot give its
+//! place back in a later one. An open breaker keeps the instant it opened (in
+//! microseconds since the breaker was built, rounded up, so that it never
+//! lets probes through early); a half-open one counts the probes it let
+//! through and the successes among them.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::settings::CircuitBreakerSettings;
+use super::window::{Counts, Record, Window};
+use super::{Metrics, State};
+
+const TAG_SHIFT: u32 = 62;
+const CLOSED: u64 = 0b10;
+const HALF_OPEN: u64 = 0b01;
+const OPEN: u64 = 0b00;
+const GEN_SHIFT: u32 = 48;
+const GEN_MASK: u64 = (1 << 14) - 1;
+const LOW48: u64 = (1 << 48) - 1;
+const U16: u64 = 0xFFFF;
+
+fn tag(w: u64) -> u64 {
+    w >> TAG_SHIFT
+}
+fn generation(w: u64) -> u64 {
+    (w >> GEN_SHIFT) & GEN_MASK
+}
+fn closed(gen: u64) -> u64 {
+    (CLOSED << TAG_SHIFT) | ((gen & GEN_MASK) << GEN_SHIFT)
+}
+fn open(gen: u64, at_us: u64) -> u64 {
+    (OPEN << TAG_SHIFT) | ((gen & GEN_MASK) << GEN_SHIFT) | (at_us & LOW48)
+}
+fn half_open(gen: u64, acquired: u64, successes: u64) -> u64 {
+    (HALF_OPEN << TAG_SHIFT)
+        | ((gen & GEN_MASK) << GEN_SHIFT)
+        | (acquired & U16)
+        | ((successes & U16) << 16)
+}
+fn acquired(w: u64) -> u64 {
+    w & U16
+}
+fn successes(w: u64) -> u64 {
+    (w >> 16) & U16
+}
+
+const NORMAL: u8 = 0;
+const FORCED_OPEN: u8 = 1;
+const DISABLED: u8 = 2;
+
+/// What a permit was taken in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// The breaker was closed.
+    Closed,
+    /// A probe of the half-open period with this generation.
+    Probe(u64),
+    /// The breaker is disabled: nothing is recorded.
+    Free,
+}
+
+/// How a call ended, for the breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    Success,
+    Failure,
+    /// Neither: an ignored error, or a call dropped before it ended.
+    Neither,
+}
+
+#[derive(Debug)]
+pub(crate) struct Breaker {
+    pub(crate) name: &'static str,
+    pub(crate) path: &'static str,
+    settings: CircuitBreakerSettings,
+    state: AtomicU64,
+    mode: AtomicU8,
+    /// Generation (top 16 bits) and start (µs) of the current half-open period.
+    half_open_since: AtomicU64,
+    window: Window,
+    origin: Instant,
+    wait_us: u64,
+    max_wait_us: Option<u64>,
+    opened: AtomicU64,
+    half_opened: AtomicU64,
+    closed: AtomicU64,
+    rejected: AtomicU64,
+}
+
+fn ceil_us(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
+}
+
+impl Breaker {
+    pub(crate) fn new(
+        name: &'static str,
+        path: &'static str,
+        settings: CircuitBreakerSettings,
+    ) -> Self {
+        let mode = if settings.enabled { NORMAL } else { DISABLED };
+        Self {
+            name,
+            path,
+            window: Window::new(&settings.window),
+            wait_us: ceil_us(settings.wait_duration_in_open_state),
+            max_wait_us: settings.max_wait_in_half_open.map(ceil_us),
+            settings,
+            state: AtomicU64::new(closed(0)),
+            mode: AtomicU8::new(mode),
+            half_open_since: AtomicU64::new(0),
+            origin: Instant::now(),
+            opened: AtomicU64::new(0),
+            half_opened: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn settings(&self) -> &CircuitBreakerSettings {
+        &self.settings
+    }
+
+    pub(crate) fn slow_threshold(&self) -> Option<Duration> {
+        self.settings.slow_call.map(|s| s.duration_threshold)
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Now in whole µs, rounded down (for "has it been long enough").
+    fn now_us_floor(&self) -> u64 {
+        self.now_ns() / 1_000
+    }
+
+    /// Now in µs, rounded up (for the instant a period starts).
+    fn now_us_ceil(&self) -> u64 {
+        self.now_ns().div_ceil(1_000)
+    }
+
+    /// A permit, or the state that refused it.
+    pub(crate) fn try_acquire(&self) -> Result<Taken, State> {
+        match self.mode.load(Ordering::Acquire) {
+            DISABLED => return Ok(Taken::Free),
+            FORCED_OPEN => return Err(self.reject(State::ForcedOpen)),
+            _ => {}
+        }
+        loop {
+            let w = self.state.load(Ordering::Acquire);
+            let gen = generation(w);
+            match tag(w) {
+                CLOSED => return Ok(Taken::Closed),
+                OPEN => {
+                    let now = self.now_us_floor();
+                    if now.saturating_sub(w & LOW48) < self.wait_us {
+                        return Err(self.reject(State::Open));
+                    }
+                    let next = gen + 1;
+                    // The call that moves the breaker to half-open takes the
+                    // first probe.
+                    if self.cas(w, half_open(next, 1, 0)) {
+                        self.half_open_since.store(
+                            ((next & GEN_MASK) << GEN_SHIFT) | (now & LOW48),
+                            Ordering::Release,
+                        );
+                        self.half_opened.fetch_add(1, Ordering::Relaxed);
+                        self.transition(State::Open, State::HalfOpen);
+                        return Ok(Taken::Probe(next & GEN_MASK));
+                    }
+                }
+                _ => {
+                    let taken = acquired(w);
+                    if taken < u64::from(self.settings.permitted_calls_in_half_open_state) {
+                        if self.cas(w, half_open(gen, taken + 1, successes(w))) {
+                            return Ok(Taken::Probe(gen));
+                        }
+                        continue;
+                    }
+                    if self.probes_overdue(gen) {
+                        if self.cas(w, open(gen + 1, self.now_us_ceil())) {
+                            self.window.clear();
+                            self.opened.fetch_add(1, Ordering::Relaxed);
+                            self.transition(State::HalfOpen, State::Open);
+                        }
+                        continue;
+                    }
+                    return Err(self.reject(State::HalfOpen));
+                }
+            }
+        }
+    }
+
+    /// Whether the half-open period `gen` has waited `max_wait_in_half_open`.
+    fn probes_overdue(&self, gen: u64) -> bool {
+        let Some(max_wait) = self.max_wait_us else {
+            return false;
+        };
+        let since = self.half_open_since.load(Ordering::Acquire);
+        generation(since) == gen && self.now_us_floor().saturating_sub(since & LOW48) >= max_wait
+    }
+
+    fn reject(&self, state: State) -> State {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            target: "resilient::circuit_breaker",
+            spec = self.name, path = self.path, ?state,
+            "call not permitted"
+        );
+        state
+    }
+
+    fn cas(&self, from: u64, to: u64) -> bool {
+        self.state
+            .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    fn transition(&self, from: State, to: State) {
+        tracing::info!(
+            target: "resilient::circuit_breaker",
+            spec = self.name, path = self.path, ?from, ?to,
+            "circuit breaker {from:?} -> {to:?}"
+        );
+    }
+
+    /// Records how a call that held a permit `taken` ended; `slow` when it
+    /// took longer than the slow-call threshold.
+    pub(crate) fn release(&self, taken: Taken, end: End, slow: bool) {
+        if taken == Taken::Free || self.mode.load(Ordering::Acquire) == DISABLED {
+            return;
+        }
+        let record = match end {
+            End::Neither => {
+                if let Taken::Probe(gen) = taken {
+                    self.give_back(gen);
+                }
+                return;
+            }
+            End::Success => Record {
+                failed: false,
+                slow,
+            },
+            End::Failure => Record { failed: true, slow },
+        };
+        loop {
+            let w = self.state.load(Ordering::Acquire);
+            let gen = generation(w);
+            match tag(w) {
+                CLOSED => {
+                    let now = if self.window.needs_clock() {
+                        self.now_ns()
+                    } else {
+                        0
+                    };
+                    if let Some(counts) = self.window.record(record, now) {
+                        if self.should_open(counts)
+                            && self.cas(w, open(gen + 1, self.now_us_ceil()))
+                        {
+                            self.window.clear();
+                            self.opened.fetch_add(1, Ordering::Relaxed);
+                            self.transition(State::Closed, State::Open);
+                        }
+                    }
+                    return;
+                }
+                HALF_OPEN => {
+                    if record.is_bad() {
+                        // Any failed (or slow) probe opens the breaker again.
+                        if self.cas(w, open(gen + 1, self.now_us_ceil())) {
+                            self.window.clear();
+                            self.opened.fetch_add(1, Ordering::Relaxed);
+                            self.transition(State::HalfOpen, State::Open);
+                            return;
+                        }
+                        continue;
+                    }
+                    let done = successes(w) + 1;
+                    if done >= u64::from(self.settings.permitted_calls_in_half_open_state) {
+                        if self.cas(w, closed(gen + 1)) {
+                            self.window.clear();
+                            self.closed.fetch_add(1, Ordering::Relaxed);
+                            self.transition(State::HalfOpen, State::Closed);
+                            return;
+                        }
+                        continue;
+                    }
+                    if self.cas(w, half_open(gen, acquired(w), done)) {
+                        return;
+                    }
+                }
+                // Open: an outcome that arrives late changes nothing.
+                _ => return,
+            }
+        }
+    }
+
+    /// A probe of period `gen` that ended with no outcome frees its place.
+    fn give_back(&self, gen: u64) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (tag(w) == HALF_OPEN && generation(w) == gen && acquired(w) > 0)
+                    .then(|| half_open(gen, acquired(w) - 1, successes(w)))
+            });
+    }
+
+    fn should_open(&self, c: Counts) -> bool {
+        if c.total < u64::from(self.settings.minimum_required_calls) {
+            return false;
+        }
+        let failing =
+            Counts::percent(c.failures, c.total) >= u64::from(self.settings.failure_rate_threshold);
+        let slow = self
+            .settings
+            .slow_call
+            .is_some_and(|s| Counts::percent(c.slow, c.total) >= u64::from(s.rate_threshold));
+        failing || slow
+    }
+
+    pub(crate) fn state(&self) -> State {
+        match self.mode.load(Ordering::Acquire) {
+            DISABLED => return State::Disabled,
+            FORCED_OPEN => return State::ForcedOpen,
+            _ => {}
+        }
+        match tag(self.state.load(Ordering::Acquire)) {
+            CLOSED => State::Closed,
+            HALF_OPEN => State::HalfOpen,
+            _ => State::Open,
+        }
+    }
+
+    pub(crate) fn metrics(&self) -> Metrics {
+        let w = self.state.load(Ordering::Acquire);
+        let counts = if tag(w) == CLOSED {
+            self.window.snapshot(self.now_ns())
+        } else {
+            Counts::default()
+        };
+        Metrics {
+            state: self.state(),
+            window: counts,
+            failure_rate: (counts.total > 0)
+                .then(|| Counts::percent(counts.failures, counts.total) as u8),
+            slow_rate: (counts.total > 0).then(|| Counts::percent(counts.slow, counts.total) as u8),
+            probes_in_flight: if tag(w) == HALF_OPEN {
+                acquired(w) as u16
+            } else {
+                0
+            },
+            opened: self.opened.load(Ordering::Relaxed),
+            half_opened: self.half_opened.load(Ordering::Relaxed),
+            closed: self.closed.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn force_open(&self) {
+        self.mode.store(FORCED_OPEN, Ordering::Release);
+        self.transition(self.state(), State::ForcedOpen);
+    }
+
+    pub(crate) fn disable(&self) {
+        self.mode.store(DISABLED, Ordering::Release);
+        self.transition(self.state(), State::Disabled);
+    }
+
+    pub(crate) fn reset(&self) {
+        let from = self.state();
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                Some(closed(generation(w) + 1))
+            });
+        self.window.clear();
+        self.mode.store(NORMAL, Ordering::Release);
+        self.transition(from, State::Closed);
+    }
+}

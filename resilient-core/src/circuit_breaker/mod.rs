@@ -1,0 +1,393 @@
+//! Circuit breaker: stop calling a dependency that keeps failing, and let a
+//! few probes through after a wait to find out whether it has recovered.
+//!
+//! A circuit breaker spec is a unit struct with `#[derive(CircuitBreakerSpec)]`
+//! and the absolute path of its settings (see [`CircuitBreakerSettings`]):
+//!
+//! ```
+//! use resilient_core::CircuitBreakerSpec;
+//!
+//! #[derive(CircuitBreakerSpec)]
+//! #[spec("resilient.circuitbreaker.pet")]
+//! pub struct PetBreaker;
+//! ```
+//!
+//! ```toml
+//! [resilient.circuitbreaker.pet]
+//! failure_rate_threshold = 50
+//! minimum_required_calls = 10
+//! wait_duration_in_open_state = "25s"
+//! permitted_calls_in_half_open_state = 3
+//! count_based = { window_size = 100 }
+//! ```
+//!
+//! # States
+//!
+//! - **Closed**: calls go through and their outcomes are counted in the
+//!   window. The breaker opens when a failure (or slow call) is recorded, the
+//!   window holds at least `minimum_required_calls`, and the failure rate (or
+//!   slow-call rate) is at least its threshold.
+//! - **Open**: every call is rejected with [`Error::CallNotPermitted`] without
+//!   running the body. The first call once `wait_duration_in_open_state` has
+//!   passed moves the breaker to half-open and is its first probe.
+//! - **Half-open**: at most `permitted_calls_in_half_open_state` probes run.
+//!   The breaker closes when the last of them succeeds and opens again on any
+//!   failure. With `max_wait_in_half_open`, probes that never finish cannot
+//!   keep it half-open forever.
+//!
+//! An outcome the spec's [`Classify`] marks [`Verdict::Ignore`] changes
+//! nothing, and in half-open gives its probe's place back. A call whose future
+//! is dropped before it ends (cancelled, timed out outside the breaker, or
+//! panicking) releases its permit and counts as neither success nor failure:
+//! the [`Permit`] is a guard.
+//!
+//! # Windows
+//!
+//! | `type` | counts | notes |
+//! |---|---|---|
+//! | `striped_approx` (default) | the last `window_size` calls, in stripes | each thread fills the stripes in turn, so a single caller fills the whole window |
+//! | `ring_buffer` | exactly the last `window_size` calls | one stripe |
+//! | `fixed_window` | tumbling windows of `window_size` calls | counts restart when the window is full |
+//! | `time_based` | the calls of the last `window_duration` | reads the clock for every call |
+//!
+//! No window takes a lock or allocates when it records a call; the
+//! count-based ones read no clock unless `slow_call` is set.
+//!
+//! # Imperative use
+//!
+//! ```
+//! # use resilient_core::CircuitBreakerSpec;
+//! # #[derive(CircuitBreakerSpec)] #[spec("resilient.circuitbreaker.pet")] pub struct PetBreaker;
+//! # fn demo() -> Result<(), resilient_core::Error> {
+//! let breaker = PetBreaker::get()?;
+//! match breaker.try_acquire() {
+//!     Some(permit) => {
+//!         // ... call the dependency ...
+//!         permit.success();
+//!     }
+//!     None => { /* rejected: serve something else */ }
+//! }
+//! # Ok(()) }
+//! ```
+
+mod breaker;
+mod settings;
+mod window;
+
+use std::any::TypeId;
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+pub use settings::{CircuitBreakerSettings, SlowCall, WindowSettings};
+pub use window::Counts;
+
+pub(crate) use breaker::Breaker;
+use breaker::{End, Taken};
+
+use crate::error::Error;
+use crate::outcome::{self, Fail};
+use crate::spec::{Classify, Spec, Verdict};
+
+/// A circuit breaker spec: implemented by `#[derive(CircuitBreakerSpec)]`.
+///
+/// The derive accepts `#[spec("path", classify = custom)]`: you implement
+/// [`Classify`] for the spec yourself.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a circuit breaker spec",
+    label = "`#[circuit_breakable]` needs a type declared with `#[derive(CircuitBreakerSpec)]`",
+    note = "declare one with `#[derive(CircuitBreakerSpec)] #[spec(\"resilient.circuitbreaker.name\")] pub struct Name;`"
+)]
+pub trait CircuitBreakerSpec: Spec + Sized {
+    /// The type whose [`Classify`] implementations decide what a failure is;
+    /// the derive sets it to the spec itself.
+    type Classifier;
+
+    /// The spec's shared breaker, from the registry in use.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotConfigured`] when the registry in use has no settings for
+    /// this spec.
+    fn get() -> Result<CircuitBreakerHandle<Self>, Error> {
+        crate::registry::lookup_breaker(Self::NAME, Self::PATH, TypeId::of::<Self>()).map(|inner| {
+            CircuitBreakerHandle {
+                inner,
+                _spec: PhantomData,
+            }
+        })
+    }
+}
+
+/// A breaker's state, as [`Error::CallNotPermitted`] and
+/// [`CircuitBreakerHandle::state`] report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum State {
+    /// Calls go through and are counted.
+    Closed,
+    /// Calls are rejected until the wait is over.
+    Open,
+    /// A few probes go through.
+    HalfOpen,
+    /// Opened by hand ([`CircuitBreakerHandle::force_open`]): every call is
+    /// rejected until [`CircuitBreakerHandle::reset`].
+    ForcedOpen,
+    /// Turned off (by config or [`CircuitBreakerHandle::disable`]): every call
+    /// goes through and nothing is counted.
+    Disabled,
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half-open",
+            State::ForcedOpen => "forced open",
+            State::Disabled => "disabled",
+        })
+    }
+}
+
+/// A snapshot of a breaker's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// The state now.
+    pub state: State,
+    /// The window's counts (empty unless closed: every transition clears it).
+    pub window: Counts,
+    /// Failures in the window, in whole percent; `None` for an empty window.
+    pub failure_rate: Option<u8>,
+    /// Slow calls in the window, in whole percent; `None` for an empty window.
+    pub slow_rate: Option<u8>,
+    /// Probes running now (half-open only).
+    pub probes_in_flight: u16,
+    /// Times the breaker opened.
+    pub opened: u64,
+    /// Times it moved to half-open.
+    pub half_opened: u64,
+    /// Times it closed after half-open.
+    pub closed: u64,
+    /// Calls it rejected.
+    pub rejected: u64,
+}
+
+/// Access to a circuit breaker spec's shared breaker; cheap to clone.
+#[derive(Debug)]
+pub struct CircuitBreakerHandle<S> {
+    inner: Arc<Breaker>,
+    _spec: PhantomData<fn() -> S>,
+}
+
+impl<S> Clone for CircuitBreakerHandle<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            _spec: PhantomData,
+        }
+    }
+}
+
+impl<S: CircuitBreakerSpec> CircuitBreakerHandle<S> {
+    /// The spec's validated settings.
+    pub fn settings(&self) -> &CircuitBreakerSettings {
+        self.inner.settings()
+    }
+
+    /// A permit for one call, or `None` when the breaker rejects it.
+    #[must_use = "a permit that is dropped at once releases the call as cancelled"]
+    pub fn try_acquire(&self) -> Option<Permit<'_>> {
+        Permit::new(&self.inner).ok()
+    }
+
+    /// A permit for one call.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CallNotPermitted`] when the breaker rejects the call.
+    pub fn acquire(&self) -> Result<Permit<'_>, Error> {
+        Permit::new(&self.inner).map_err(|state| Error::CallNotPermitted {
+            spec: S::NAME,
+            state,
+        })
+    }
+
+    /// Runs `f` if the breaker permits, and records its outcome as the spec
+    /// classifies it.
+    pub async fn call<T, E, F, Fut>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        S::Classifier: Classify<T, E>,
+        E: From<Error>,
+    {
+        let body = || {
+            let fut = f();
+            async move { fut.await.map_err(Fail::Body) }
+        };
+        run(&ops::<S, T, E>(), &self.inner, body)
+            .await
+            .map_err(|fail| fail.into_error(E::from))
+    }
+
+    /// The state now.
+    pub fn state(&self) -> State {
+        self.inner.state()
+    }
+
+    /// A snapshot of the counts.
+    pub fn metrics(&self) -> Metrics {
+        self.inner.metrics()
+    }
+
+    /// Rejects every call until [`reset`](Self::reset).
+    pub fn force_open(&self) {
+        self.inner.force_open();
+    }
+
+    /// Closes the breaker with an empty window, undoing
+    /// [`force_open`](Self::force_open) and [`disable`](Self::disable) (and
+    /// `enabled = false` in the config).
+    pub fn reset(&self) {
+        self.inner.reset();
+    }
+
+    /// Lets every call through and counts nothing until
+    /// [`reset`](Self::reset).
+    pub fn disable(&self) {
+        self.inner.disable();
+    }
+}
+
+/// Leave to make one call through a breaker; complete it with
+/// [`success`](Self::success), [`failure`](Self::failure) or
+/// [`ignore`](Self::ignore).
+///
+/// Dropping it uncompleted (the call was cancelled, or panicked) releases it
+/// as if ignored: it counts as neither success nor failure, and a half-open
+/// probe's place is freed.
+#[derive(Debug)]
+#[must_use = "complete the permit with success(), failure() or ignore()"]
+pub struct Permit<'a> {
+    breaker: &'a Breaker,
+    taken: Taken,
+    started: Option<Instant>,
+    done: bool,
+}
+
+impl<'a> Permit<'a> {
+    fn new(breaker: &'a Breaker) -> Result<Self, State> {
+        let taken = breaker.try_acquire()?;
+        let started = match taken {
+            Taken::Free => None,
+            _ => breaker.slow_threshold().map(|_| Instant::now()),
+        };
+        Ok(Self {
+            breaker,
+            taken,
+            started,
+            done: false,
+        })
+    }
+
+    /// The call succeeded.
+    pub fn success(self) {
+        self.end(End::Success);
+    }
+
+    /// The call failed.
+    pub fn failure(self) {
+        self.end(End::Failure);
+    }
+
+    /// The call's outcome does not count: nothing changes, and a half-open
+    /// probe's place is freed.
+    pub fn ignore(self) {
+        self.end(End::Neither);
+    }
+
+    fn end(mut self, end: End) {
+        self.done = true;
+        let slow = match (self.started, self.breaker.slow_threshold()) {
+            (Some(started), Some(threshold)) => started.elapsed() > threshold,
+            _ => false,
+        };
+        self.breaker.release(self.taken, end, slow);
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.breaker.release(self.taken, End::Neither, false);
+        }
+    }
+}
+
+/// What a breaker needs to know of one spec and one result type.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct BreakerOps<T, E> {
+    pub(crate) name: &'static str,
+    pub(crate) path: &'static str,
+    pub(crate) type_id: TypeId,
+    classify: fn(&Result<T, E>) -> Verdict,
+}
+
+/// The operations of spec `S` for `Result<T, E>`.
+pub(crate) fn ops<S, T, E>() -> BreakerOps<T, E>
+where
+    S: CircuitBreakerSpec,
+    S::Classifier: Classify<T, E>,
+{
+    BreakerOps {
+        name: S::NAME,
+        path: S::PATH,
+        type_id: TypeId::of::<S>(),
+        classify: <S::Classifier as Classify<T, E>>::classify,
+    }
+}
+
+/// How a breaker counts a resilience error raised inside it.
+fn on_resilience(error: &Error) -> Verdict {
+    match error {
+        // Another mechanism's rejection says nothing of the dependency.
+        Error::NotConfigured { .. } | Error::CallNotPermitted { .. } => Verdict::Ignore,
+        // Retry gave up on the dependency: one failed call.
+        Error::RetryExhausted { .. } => Verdict::Failure,
+    }
+}
+
+/// One call through `breaker`.
+pub(crate) async fn run<T, E, F, Fut>(
+    ops: &BreakerOps<T, E>,
+    breaker: &Breaker,
+    f: F,
+) -> Result<T, Fail<E>>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, Fail<E>>>,
+{
+    let permit = match Permit::new(breaker) {
+        Ok(permit) => permit,
+        Err(state) => {
+            return Err(Fail::Resilience(Error::CallNotPermitted {
+                spec: ops.name,
+                state,
+            }))
+        }
+    };
+    // If this future is dropped while `f` runs, the permit's drop releases it.
+    let (outcome, verdict) = outcome::classify(f().await, ops.classify, on_resilience);
+    match verdict {
+        Verdict::Success => permit.success(),
+        Verdict::Failure => permit.failure(),
+        Verdict::Ignore => permit.ignore(),
+    }
+    outcome
+}

@@ -1,0 +1,292 @@
+//! Circuit breaker settings: their keys, defaults and validation rules.
+
+use std::time::Duration;
+
+use crate::settings::{Section, Value};
+
+/// The settings of one circuit breaker spec, read from its section.
+///
+/// | key | default | rule |
+/// |---|---|---|
+/// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
+/// | `type` | `"striped_approx"` | `"striped_approx"`, `"fixed_window"`, `"ring_buffer"` or `"time_based"` |
+/// | `failure_rate_threshold` | required | whole number in 1..=100: the failure rate, in percent, that opens the breaker |
+/// | `minimum_required_calls` | required | whole number ≥ 1, ≤ `count_based.window_size`: calls in the window before the rate counts |
+/// | `wait_duration_in_open_state` | required | duration ≥ 0: how long an open breaker rejects calls before it lets probes through |
+/// | `permitted_calls_in_half_open_state` | required | whole number in 1..=65535: probes in half-open; all must succeed to close |
+/// | `count_based.window_size` | required unless `time_based` | whole number ≥ 1: the last calls counted (at most 2097151 for `fixed_window`, 4194304 for `ring_buffer`, `stripes`·65535 for `striped_approx`) |
+/// | `count_based.striped_approx.stripes` | `16` | whole number in 1..=64: independent parts of the window, to spread contention |
+/// | `time_based.window_duration` | required for `time_based` | duration > 0: the time the window covers |
+/// | `time_based.sample_count` | `16` | whole number in 1..=1024: buckets the window is cut into |
+/// | `time_based.counter_stripes` | `16` | whole number in 1..=64: counters per bucket, to spread contention |
+/// | `slow_call.duration_threshold` | none | duration > 0: a call slower than this is slow |
+/// | `slow_call.rate_threshold` | required with `slow_call` | whole number in 1..=100: the slow-call rate, in percent, that opens the breaker |
+/// | `max_wait_in_half_open` | none | duration > 0: a half-open breaker whose probes have not all completed by then opens again |
+#[derive(Debug, Clone, PartialEq)]
+pub struct CircuitBreakerSettings {
+    /// `false` turns the spec into a pass-through.
+    pub enabled: bool,
+    /// What the breaker counts, and over which window.
+    pub window: WindowSettings,
+    /// The failure rate, in percent, that opens the breaker.
+    pub failure_rate_threshold: u8,
+    /// Calls the window must hold before a rate counts.
+    pub minimum_required_calls: u32,
+    /// How long an open breaker rejects calls.
+    pub wait_duration_in_open_state: Duration,
+    /// Probes admitted in half-open.
+    pub permitted_calls_in_half_open_state: u16,
+    /// Slow-call detection, if configured.
+    pub slow_call: Option<SlowCall>,
+    /// How long half-open may wait for its probes.
+    pub max_wait_in_half_open: Option<Duration>,
+}
+
+/// The window a breaker counts outcomes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowSettings {
+    /// The last `window_size` calls, in `stripes` independent parts.
+    StripedApprox {
+        /// Calls counted.
+        window_size: u32,
+        /// Independent parts of the window.
+        stripes: u32,
+    },
+    /// Tumbling windows of `window_size` calls: counts restart when full.
+    FixedWindow {
+        /// Calls per window.
+        window_size: u32,
+    },
+    /// Exactly the last `window_size` calls.
+    RingBuffer {
+        /// Calls counted.
+        window_size: u32,
+    },
+    /// The calls of the last `window_duration`, in `sample_count` buckets.
+    TimeBased {
+        /// The time covered.
+        window_duration: Duration,
+        /// Buckets.
+        sample_count: u32,
+        /// Counters per bucket.
+        counter_stripes: u32,
+    },
+}
+
+/// Slow-call detection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlowCall {
+    /// A call slower than this is slow.
+    pub duration_threshold: Duration,
+    /// The slow-call rate, in percent, that opens the breaker.
+    pub rate_threshold: u8,
+}
+
+/// Window sizes the packed counters can hold.
+pub(crate) const FIXED_WINDOW_MAX: u64 = (1 << 21) - 1;
+pub(crate) const RING_BUFFER_MAX: u64 = 1 << 22;
+const STRIPE_MAX: u64 = 65_535;
+
+fn as_value(d: Duration) -> Value {
+    Value::Str(humantime::format_duration(d).to_string())
+}
+
+impl CircuitBreakerSettings {
+    /// Reads and validates a circuit breaker section, recording every problem
+    /// found. `None` when there was at least one.
+    pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        let enabled = s.bool("enabled", true);
+        let kind = s.choice(
+            "type",
+            &[
+                "striped_approx",
+                "fixed_window",
+                "ring_buffer",
+                "time_based",
+            ],
+            "striped_approx",
+        );
+        let threshold = s.int("failure_rate_threshold", None, 1, 100);
+        let minimum = s.int("minimum_required_calls", None, 1, u64::from(u32::MAX));
+        let wait = s.duration("wait_duration_in_open_state", true).flatten();
+        let permitted = s.int("permitted_calls_in_half_open_state", None, 1, 65_535);
+
+        let count = s.table("count_based", |c| {
+            let size = c.int("window_size", None, 1, u64::from(u32::MAX));
+            let stripes = c
+                .table("striped_approx", |sa| sa.int("stripes", Some(16), 1, 64))
+                .unwrap_or(Some(16));
+            (size, stripes)
+        });
+        let time = s.table("time_based", |t| {
+            let duration = match t.duration("window_duration", true) {
+                Some(Some(d)) if d.is_zero() => {
+                    t.problem(
+                        "window_duration",
+                        "must be > 0",
+                        Some(&as_value(d)),
+                    );
+                    None
+                }
+                other => other.flatten(),
+            };
+            let samples = t.int("sample_count", Some(16), 1, 1024);
+            let stripes = t.int("counter_stripes", Some(16), 1, 64);
+            if let (Some(d), Some(n)) = (duration, samples) {
+                if d.as_nanos() < u128::from(n) {
+                    t.problem(
+                        "window_duration",
+                        format!("is too short for `sample_count` = {n}: each bucket must last at least 1ns"),
+                        Some(&as_value(d)),
+                    );
+                    return None;
+                }
+            }
+            Some((duration?, samples?, stripes?))
+        });
+
+        let window = match kind {
+            None => None,
+            Some("time_based") => {
+                if count.is_some() {
+                    s.problem(
+                        "count_based",
+                        "is not used by `type = \"time_based\"`; remove it, or choose a count-based type",
+                        None,
+                    );
+                }
+                match time {
+                    None => {
+                        if s.exists() {
+                            s.problem(
+                                "time_based",
+                                "is required for `type = \"time_based\"` (at least `window_duration`)",
+                                None,
+                            );
+                        }
+                        None
+                    }
+                    Some(t) => t.map(|(window_duration, sample_count, counter_stripes)| {
+                        WindowSettings::TimeBased {
+                            window_duration,
+                            sample_count: u32::try_from(sample_count).unwrap_or(1024),
+                            counter_stripes: u32::try_from(counter_stripes).unwrap_or(64),
+                        }
+                    }),
+                }
+            }
+            Some(kind) => {
+                if time.is_some() {
+                    s.problem(
+                        "time_based",
+                        format!("is not used by `type = \"{kind}\"`; remove it, or set `type = \"time_based\"`"),
+                        None,
+                    );
+                }
+                match count {
+                    None => {
+                        if s.exists() {
+                            s.problem(
+                                "count_based",
+                                format!(
+                                    "is required for `type = \"{kind}\"` (at least `window_size`)"
+                                ),
+                                None,
+                            );
+                        }
+                        None
+                    }
+                    Some((size, stripes)) => count_window(s, kind, size, stripes, minimum),
+                }
+            }
+        };
+
+        let slow_call = s.table("slow_call", |sc| {
+            let threshold = match sc.duration("duration_threshold", true) {
+                Some(Some(d)) if d.is_zero() => {
+                    sc.problem("duration_threshold", "must be > 0", Some(&as_value(d)));
+                    None
+                }
+                other => other.flatten(),
+            };
+            let rate = sc.int("rate_threshold", None, 1, 100);
+            Some(SlowCall {
+                duration_threshold: threshold?,
+                rate_threshold: u8::try_from(rate?).ok()?,
+            })
+        });
+        let max_wait = match s.duration("max_wait_in_half_open", false) {
+            Some(Some(d)) if d.is_zero() => {
+                s.problem(
+                    "max_wait_in_half_open",
+                    "must be > 0 (leave it out to wait for the probes however long they take)",
+                    Some(&as_value(d)),
+                );
+                Some(None)
+            }
+            other => other,
+        };
+
+        Some(Self {
+            enabled: enabled?,
+            window: window?,
+            failure_rate_threshold: u8::try_from(threshold?).ok()?,
+            minimum_required_calls: u32::try_from(minimum?).ok()?,
+            wait_duration_in_open_state: wait?,
+            permitted_calls_in_half_open_state: u16::try_from(permitted?).ok()?,
+            slow_call: match slow_call {
+                None => None,
+                Some(sc) => Some(sc?),
+            },
+            max_wait_in_half_open: match max_wait {
+                None => None,
+                Some(d) => Some(d?),
+            },
+        })
+    }
+}
+
+/// Checks a count-based window against its type's limits and
+/// `minimum_required_calls`.
+fn count_window(
+    s: &mut Section<'_>,
+    kind: &str,
+    size: Option<u64>,
+    stripes: Option<u64>,
+    minimum: Option<u64>,
+) -> Option<WindowSettings> {
+    let size = size?;
+    let stripes = stripes?;
+    let max = match kind {
+        "fixed_window" => FIXED_WINDOW_MAX,
+        "ring_buffer" => RING_BUFFER_MAX,
+        _ => stripes * STRIPE_MAX,
+    };
+    if size > max {
+        s.problem(
+            "count_based.window_size",
+            format!("can't be greater than {max} for `type = \"{kind}\"`"),
+            Some(&Value::Int(i128::from(size))),
+        );
+        return None;
+    }
+    if let Some(minimum) = minimum {
+        if minimum > size {
+            s.problem(
+                "minimum_required_calls",
+                format!("can't be greater than `count_based.window_size` ({size}): the window could never hold enough calls to open the breaker"),
+                Some(&Value::Int(i128::from(minimum))),
+            );
+            return None;
+        }
+    }
+    let window_size = u32::try_from(size).ok()?;
+    Some(match kind {
+        "fixed_window" => WindowSettings::FixedWindow { window_size },
+        "ring_buffer" => WindowSettings::RingBuffer { window_size },
+        _ => WindowSettings::StripedApprox {
+            window_size,
+            stripes: u32::try_from(stripes).ok()?,
+        },
+    })
+}
