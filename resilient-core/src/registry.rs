@@ -157,6 +157,13 @@ impl Registry {
         SCOPED.scope(self.clone(), fut).await
     }
 
+    /// Runs `f` with this registry in place of the installed one: the
+    /// synchronous [`scope`](Self::scope), for example to take a spec's handle
+    /// (`registry.sync_scope(PetBreaker::get)`), which then works anywhere.
+    pub fn sync_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        SCOPED.sync_scope(self.clone(), f)
+    }
+
     fn instance(&self, type_id: TypeId) -> Option<&Instance> {
         self.instances.get(&type_id)
     }
