@@ -66,7 +66,15 @@ pub(crate) struct Layer {
 }
 
 /// Entry point of every resilience attribute.
+/// What a collected attribute is rewritten to: it stays on the fn, so that
+/// the user's import of its macro counts as used, and expands to the item
+/// unchanged.
+const DONE: &str = "__resilient_done";
+
 pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenStream {
+    if is_done(&attr) {
+        return item;
+    }
     let mut func: ItemFn = match syn::parse2(item.clone()) {
         Ok(func) => func,
         Err(_) => {
@@ -87,13 +95,14 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
         Err(e) => errors.push(e),
     }
     let mut siblings = Vec::new();
-    func.attrs.retain(|a| match Kind::of(a) {
-        Some(kind) => {
+    for a in &mut func.attrs {
+        if let Some(kind) = Kind::of(a) {
             siblings.push((kind, a.clone()));
-            false
+            let path = a.path().clone();
+            let done = syn::Ident::new(DONE, Span::call_site());
+            *a = syn::parse_quote!(#[#path(#done)]);
         }
-        None => true,
-    });
+    }
     let mut seen = vec![kind];
     for (kind, attr) in siblings {
         let name = kind.attr_name();
@@ -140,4 +149,13 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
         return diag::with_item(quote::quote!(#func), e);
     }
     expand::expand(func, &layers)
+}
+
+/// Whether the attribute's arguments are the marker [`DONE`].
+fn is_done(attr: &TokenStream) -> bool {
+    let mut tokens = attr.clone().into_iter();
+    matches!(
+        (tokens.next(), tokens.next()),
+        (Some(proc_macro2::TokenTree::Ident(i)), None) if i == DONE
+    )
 }

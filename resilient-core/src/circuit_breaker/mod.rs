@@ -99,7 +99,8 @@ use crate::spec::{Classify, Spec, Verdict};
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a circuit breaker spec",
     label = "`#[circuit_breakable]` needs a type declared with `#[derive(CircuitBreakerSpec)]`",
-    note = "declare one with `#[derive(CircuitBreakerSpec)] #[spec(\"resilient.circuitbreaker.name\")] pub struct Name;`"
+    note = "declare one with `#[derive(CircuitBreakerSpec)] #[spec(\"resilient.circuitbreaker.name\")] pub struct Name;`",
+    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`"
 )]
 pub trait CircuitBreakerSpec: Spec + Sized {
     /// The type whose [`Classify`] implementations decide what a failure is;

@@ -82,7 +82,8 @@ use budget::Budget;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a retry spec",
     label = "`#[retryable]` needs a type declared with `#[derive(RetrySpec)]`",
-    note = "declare one with `#[derive(RetrySpec)] #[spec(\"resilient.retry.name\")] pub struct Name;`"
+    note = "declare one with `#[derive(RetrySpec)] #[spec(\"resilient.retry.name\")] pub struct Name;`",
+    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`"
 )]
 pub trait RetrySpec: Spec + Sized {
     /// The type whose [`Classify`] implementations decide what a failure is;

@@ -1,0 +1,109 @@
+//! The success path allocates nothing: a counting global allocator watches
+//! calls through a breaker and a retry, imperative and annotated.
+
+#![allow(clippy::expect_used)] // a test that panics on an unexpected outcome is the point
+#![allow(unsafe_code)] // a counting global allocator; it only forwards to `System`
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use resilient_core::settings::Value;
+use resilient_core::{circuit_breakable, retryable, CircuitBreakerSpec, Registry, RetrySpec};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// Forwards to the system allocator and counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[derive(CircuitBreakerSpec)]
+#[spec("alloc.breaker")]
+struct Breaker;
+
+#[derive(RetrySpec)]
+#[spec("alloc.retry")]
+struct Retry;
+
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+struct Failed(#[from] resilient_core::Error);
+
+#[circuit_breakable(Breaker)]
+#[retryable(Retry)]
+async fn annotated(x: u64) -> Result<u64, Failed> {
+    Ok(x + 1)
+}
+
+fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+fn registry(kind: &str) -> Registry {
+    let breaker = table([
+        ("type", Value::Str(kind.into())),
+        ("failure_rate_threshold", Value::Int(50)),
+        ("minimum_required_calls", Value::Int(10)),
+        ("wait_duration_in_open_state", Value::Str("1s".into())),
+        ("permitted_calls_in_half_open_state", Value::Int(1)),
+        ("count_based", table([("window_size", Value::Int(100))])),
+    ]);
+    let retry = table([
+        ("delay", Value::Str("1ms".into())),
+        ("attempts", Value::Int(3)),
+    ]);
+    let root = table([("alloc", table([("breaker", breaker), ("retry", retry)]))]);
+    Registry::builder()
+        .spec::<Breaker>()
+        .spec::<Retry>()
+        .build(&root)
+        .expect("valid")
+}
+
+#[test]
+fn successful_calls_allocate_nothing() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    for kind in ["striped_approx", "ring_buffer", "fixed_window"] {
+        let r = registry(kind);
+        let allocated = rt.block_on(r.scope(async {
+            let breaker = Breaker::get().expect("configured");
+            let retry = Retry::get().expect("configured");
+            // Warm up: thread-locals and the like may allocate once.
+            let _ = annotated(0).await;
+            breaker.try_acquire().expect("closed").success();
+
+            let before = ALLOCATIONS.load(Ordering::SeqCst);
+            for i in 0..1_000 {
+                breaker.try_acquire().expect("closed").success();
+                let n = retry
+                    .call(|| async move { Ok::<u64, Failed>(i) })
+                    .await
+                    .expect("ok");
+                assert_eq!(n, i);
+                assert_eq!(annotated(i).await.expect("ok"), i + 1);
+            }
+            ALLOCATIONS.load(Ordering::SeqCst) - before
+        }));
+        assert_eq!(
+            allocated, 0,
+            "{kind}: {allocated} allocations in 3000 successful calls"
+        );
+    }
+}
