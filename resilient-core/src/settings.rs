@@ -164,6 +164,18 @@ impl<'a> Section<'a> {
         });
     }
 
+    /// Records a problem with a key of the spec's section itself (not of
+    /// this nested table).
+    pub fn problem_at_root(&mut self, key: &str, rule: impl Into<String>, found: Option<&Value>) {
+        self.problems.push(Problem {
+            spec: self.spec,
+            path: self.path,
+            key: key.to_owned(),
+            rule: rule.into(),
+            found: found.map(ToString::to_string),
+        });
+    }
+
     fn full_key(&self, key: &str) -> String {
         if self.prefix.is_empty() {
             key.to_owned()

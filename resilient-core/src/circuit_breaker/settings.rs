@@ -111,92 +111,28 @@ impl CircuitBreakerSettings {
         let wait = s.duration("wait_duration_in_open_state", true).flatten();
         let permitted = s.int("permitted_calls_in_half_open_state", None, 1, 65_535);
 
-        let count = s.table("count_based", |c| {
-            let size = c.int("window_size", None, 1, u64::from(u32::MAX));
-            let stripes = c
-                .table("striped_approx", |sa| sa.int("stripes", Some(16), 1, 64))
-                .unwrap_or(Some(16));
-            (size, stripes)
-        });
-        let time = s.table("time_based", |t| {
-            let duration = match t.duration("window_duration", true) {
-                Some(Some(d)) if d.is_zero() => {
-                    t.problem(
-                        "window_duration",
-                        "must be > 0",
-                        Some(&as_value(d)),
-                    );
-                    None
-                }
-                other => other.flatten(),
-            };
-            let samples = t.int("sample_count", Some(16), 1, 1024);
-            let stripes = t.int("counter_stripes", Some(16), 1, 64);
-            if let (Some(d), Some(n)) = (duration, samples) {
-                if d.as_nanos() < u128::from(n) {
-                    t.problem(
-                        "window_duration",
-                        format!("is too short for `sample_count` = {n}: each bucket must last at least 1ns"),
-                        Some(&as_value(d)),
-                    );
-                    return None;
-                }
-            }
-            Some((duration?, samples?, stripes?))
-        });
-
         let window = match kind {
-            None => None,
+            // The type itself is wrong (reported): leave its tables alone.
+            None => {
+                s.has("count_based");
+                s.has("time_based");
+                None
+            }
             Some("time_based") => {
-                if count.is_some() {
-                    s.problem(
-                        "count_based",
-                        "is not used by `type = \"time_based\"`; remove it, or choose a count-based type",
-                        None,
-                    );
-                }
-                match time {
-                    None => {
-                        if s.exists() {
-                            s.problem(
-                                "time_based",
-                                "is required for `type = \"time_based\"` (at least `window_duration`)",
-                                None,
-                            );
-                        }
-                        None
-                    }
-                    Some(t) => t.map(|(window_duration, sample_count, counter_stripes)| {
-                        WindowSettings::TimeBased {
-                            window_duration,
-                            sample_count: u32::try_from(sample_count).unwrap_or(1024),
-                            counter_stripes: u32::try_from(counter_stripes).unwrap_or(64),
-                        }
-                    }),
+                unused(s, "count_based", "time_based");
+                match s.table("time_based", read_time_window) {
+                    Some(window) => window,
+                    None => required(s, "time_based", "time_based", "window_duration"),
                 }
             }
             Some(kind) => {
-                if time.is_some() {
-                    s.problem(
-                        "time_based",
-                        format!("is not used by `type = \"{kind}\"`; remove it, or set `type = \"time_based\"`"),
-                        None,
-                    );
-                }
-                match count {
-                    None => {
-                        if s.exists() {
-                            s.problem(
-                                "count_based",
-                                format!(
-                                    "is required for `type = \"{kind}\"` (at least `window_size`)"
-                                ),
-                                None,
-                            );
-                        }
-                        None
-                    }
-                    Some((size, stripes)) => count_window(s, kind, size, stripes, minimum),
+                unused(s, "time_based", kind);
+                let with_stripes = kind == "striped_approx";
+                match s.table("count_based", |c| {
+                    read_count_window(c, kind, with_stripes, minimum)
+                }) {
+                    Some(window) => window,
+                    None => required(s, "count_based", kind, "window_size"),
                 }
             }
         };
@@ -246,25 +182,91 @@ impl CircuitBreakerSettings {
     }
 }
 
-/// Checks a count-based window against its type's limits and
-/// `minimum_required_calls`.
-fn count_window(
+/// Reports `key` as not used by `type = kind`, if it is there.
+fn unused(s: &mut Section<'_>, key: &'static str, kind: &str) {
+    if s.has(key) {
+        s.problem(
+            key,
+            format!(
+                "is not used by `type = \"{kind}\"`; remove it, or choose the type it belongs to"
+            ),
+            None,
+        );
+    }
+}
+
+/// Reports the window table `key` as required by `type = kind`, unless it is
+/// there but not a table (already reported).
+fn required(
     s: &mut Section<'_>,
+    key: &'static str,
     kind: &str,
-    size: Option<u64>,
-    stripes: Option<u64>,
+    inner: &str,
+) -> Option<WindowSettings> {
+    if s.exists() && !s.has(key) {
+        s.problem(
+            key,
+            format!("is required for `type = \"{kind}\"` (at least `{inner}`)"),
+            None,
+        );
+    }
+    None
+}
+
+fn read_time_window(t: &mut Section<'_>) -> Option<WindowSettings> {
+    let duration = match t.duration("window_duration", true) {
+        Some(Some(d)) if d.is_zero() => {
+            t.problem("window_duration", "must be > 0", Some(&as_value(d)));
+            None
+        }
+        other => other.flatten(),
+    };
+    let samples = t.int("sample_count", Some(16), 1, 1024);
+    let stripes = t.int("counter_stripes", Some(16), 1, 64);
+    if let (Some(d), Some(n)) = (duration, samples) {
+        if d.as_nanos() < u128::from(n) {
+            t.problem(
+                "window_duration",
+                format!(
+                    "is too short for `sample_count` = {n}: each bucket must last at least 1ns"
+                ),
+                Some(&as_value(d)),
+            );
+            return None;
+        }
+    }
+    Some(WindowSettings::TimeBased {
+        window_duration: duration?,
+        sample_count: u32::try_from(samples?).ok()?,
+        counter_stripes: u32::try_from(stripes?).ok()?,
+    })
+}
+
+/// Reads a count-based window and checks it against its type's limits and
+/// `minimum_required_calls`.
+fn read_count_window(
+    c: &mut Section<'_>,
+    kind: &str,
+    with_stripes: bool,
     minimum: Option<u64>,
 ) -> Option<WindowSettings> {
-    let size = size?;
-    let stripes = stripes?;
+    let size = c.int("window_size", None, 1, u64::from(u32::MAX));
+    let stripes = if with_stripes {
+        c.table("striped_approx", |sa| sa.int("stripes", Some(16), 1, 64))
+            .unwrap_or(Some(16))
+    } else {
+        unused(c, "striped_approx", kind);
+        Some(16)
+    };
+    let (size, stripes) = (size?, stripes?);
     let max = match kind {
         "fixed_window" => FIXED_WINDOW_MAX,
         "ring_buffer" => RING_BUFFER_MAX,
         _ => stripes * STRIPE_MAX,
     };
     if size > max {
-        s.problem(
-            "count_based.window_size",
+        c.problem(
+            "window_size",
             format!("can't be greater than {max} for `type = \"{kind}\"`"),
             Some(&Value::Int(i128::from(size))),
         );
@@ -272,7 +274,8 @@ fn count_window(
     }
     if let Some(minimum) = minimum {
         if minimum > size {
-            s.problem(
+            // Reported at the top-level key, where the user set it.
+            c.problem_at_root(
                 "minimum_required_calls",
                 format!("can't be greater than `count_based.window_size` ({size}): the window could never hold enough calls to open the breaker"),
                 Some(&Value::Int(i128::from(minimum))),
