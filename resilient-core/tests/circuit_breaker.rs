@@ -372,38 +372,40 @@ impl Classify<(), TestError> for Classified {
 
 #[tokio::test(start_paused = true)]
 async fn ignored_errors_change_nothing_when_closed_and_free_a_probe_when_half_open() {
-    let r = registry::<Classified>(section("ring_buffer"));
-    let b = r.sync_scope(Classified::get).expect("configured");
-    let not_found = || async { Err::<(), _>(TestError::NotFound) };
-    for _ in 0..10 {
-        let out = b.call(not_found).await;
-        assert!(
-            matches!(out, Err(TestError::NotFound)),
-            "passes through unchanged"
-        );
-    }
-    assert_eq!(b.state(), State::Closed);
-    assert_eq!(b.metrics().window, Counts::default());
+    for kind in KINDS {
+        let r = registry::<Classified>(section(kind));
+        let b = r.sync_scope(Classified::get).expect("configured");
+        let not_found = || async { Err::<(), _>(TestError::NotFound) };
+        for _ in 0..10 {
+            let out = b.call(not_found).await;
+            assert!(
+                matches!(out, Err(TestError::NotFound)),
+                "{kind}: passes through unchanged"
+            );
+        }
+        assert_eq!(b.state(), State::Closed, "{kind}");
+        assert_eq!(b.metrics().window, Counts::default(), "{kind}");
 
-    for _ in 0..4 {
-        let _ = b.call(|| async { Err::<(), _>(TestError::Boom) }).await;
+        for _ in 0..4 {
+            let _ = b.call(|| async { Err::<(), _>(TestError::Boom) }).await;
+        }
+        assert_eq!(b.state(), State::Open, "{kind}");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let _ = b.call(not_found).await;
+        assert_eq!(b.state(), State::HalfOpen, "{kind}");
+        assert_eq!(
+            b.metrics().probes_in_flight,
+            0,
+            "{kind}: the ignored probe gave its place back"
+        );
+        // Both places are free: two successes close it.
+        for _ in 0..2 {
+            b.call(|| async { Ok::<(), TestError>(()) })
+                .await
+                .expect("probe");
+        }
+        assert_eq!(b.state(), State::Closed, "{kind}");
     }
-    assert_eq!(b.state(), State::Open);
-    tokio::time::advance(Duration::from_secs(1)).await;
-    let _ = b.call(not_found).await;
-    assert_eq!(b.state(), State::HalfOpen);
-    assert_eq!(
-        b.metrics().probes_in_flight,
-        0,
-        "the ignored probe gave its place back"
-    );
-    // Both places are free: two successes close it.
-    for _ in 0..2 {
-        b.call(|| async { Ok::<(), TestError>(()) })
-            .await
-            .expect("probe");
-    }
-    assert_eq!(b.state(), State::Closed);
 }
 
 // ---------------------------------------------------------------- slow calls
@@ -480,16 +482,18 @@ async fn probes_that_never_finish_reopen_after_max_wait_in_half_open() {
 
 #[tokio::test(start_paused = true)]
 async fn disabled_breaker_never_rejects_and_counts_nothing() {
-    let r = registry::<Breaker>(with(section("ring_buffer"), "enabled", Value::Bool(false)));
-    let b = handle(&r);
-    let runs = AtomicU32::new(0);
-    for _ in 0..20 {
-        let out = call(&b, &runs, true).await;
-        assert!(matches!(out, Err(TestError::Boom)));
+    for kind in KINDS {
+        let r = registry::<Breaker>(with(section(kind), "enabled", Value::Bool(false)));
+        let b = handle(&r);
+        let runs = AtomicU32::new(0);
+        for _ in 0..20 {
+            let out = call(&b, &runs, true).await;
+            assert!(matches!(out, Err(TestError::Boom)), "{kind}");
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 20, "{kind}");
+        assert_eq!(b.state(), State::Disabled, "{kind}");
+        assert_eq!(b.metrics().window, Counts::default(), "{kind}");
     }
-    assert_eq!(runs.load(Ordering::SeqCst), 20);
-    assert_eq!(b.state(), State::Disabled);
-    assert_eq!(b.metrics().window, Counts::default());
 }
 
 #[tokio::test(start_paused = true)]
