@@ -241,7 +241,13 @@ impl Slots {
         let at = stripe.cursor.fetch_add(1, Ordering::Relaxed) % len;
         let code =
             FILLED | if record.failed { FAILED } else { 0 } | if record.slow { SLOW } else { 0 };
-        let old = stripe.slots[at].swap(code, Ordering::AcqRel);
+        let slot = &stripe.slots[at];
+        // The common case, a success replacing a success, changes nothing:
+        // skip the write.
+        if slot.load(Ordering::Acquire) == code {
+            return;
+        }
+        let old = slot.swap(code, Ordering::AcqRel);
         stripe.apply(old, code);
     }
 
