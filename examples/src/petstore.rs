@@ -1,9 +1,12 @@
-//! A pet store client whose lookups are retried, with a 5xx response counted as
-//! a failure although the HTTP client returns it as `Ok`.
+//! A pet store client whose lookups go through a circuit breaker and are
+//! retried, with a 5xx response counted as a failure although the HTTP client
+//! returns it as `Ok`.
 
 use std::net::SocketAddr;
 
-use resilient_core::{retryable, Classify, RetrySpec, Verdict};
+use resilient_core::{
+    circuit_breakable, retryable, CircuitBreakerSpec, Classify, RetrySpec, Verdict,
+};
 
 use crate::http::{self, Response};
 
@@ -14,6 +17,18 @@ use crate::http::{self, Response};
 #[derive(RetrySpec)]
 #[spec("resilient.retry.pet", classify = custom)]
 pub struct PetRetry;
+
+/// Circuit breaker settings for the pet store, at
+/// `resilient.circuitbreaker.pet`; it classifies outcomes as [`PetRetry`] does.
+#[derive(CircuitBreakerSpec)]
+#[spec("resilient.circuitbreaker.pet", classify = custom)]
+pub struct PetBreaker;
+
+impl Classify<Response, PetError> for PetBreaker {
+    fn classify(outcome: &Result<Response, PetError>) -> Verdict {
+        PetRetry::classify(outcome)
+    }
+}
 
 /// What a lookup returns when the store answers.
 impl Classify<Response, PetError> for PetRetry {
@@ -54,7 +69,9 @@ impl PetClient {
         Self { addr }
     }
 
-    /// Looks up pet `id`; retried under [`PetRetry`].
+    /// Looks up pet `id`: through [`PetBreaker`] (outermost: one outcome per
+    /// lookup), retried under [`PetRetry`].
+    #[circuit_breakable(PetBreaker)]
     #[retryable(PetRetry)]
     pub async fn find(&self, id: u64) -> Result<Response, PetError> {
         Ok(http::get(self.addr, &format!("/pets/{id}")).await?)

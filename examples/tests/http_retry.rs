@@ -3,16 +3,25 @@
 //! outcome.
 
 use examples::http::Server;
-use examples::petstore::{PetClient, PetError, PetRetry};
-use resilient_core::{Error, GaveUp, Registry};
+use examples::petstore::{PetBreaker, PetClient, PetError, PetRetry};
+use resilient_core::circuit_breaker::State;
+use resilient_core::{CircuitBreakerSpec, Error, GaveUp, Registry};
 
-fn registry(section: &str) -> Result<Registry, Box<dyn std::error::Error>> {
-    let toml = format!("[resilient.retry.pet]\n{section}");
+/// A breaker that opens on the 4th failed lookup, and waits a minute.
+const BREAKER: &str = "[resilient.circuitbreaker.pet]
+failure_rate_threshold = 100
+minimum_required_calls = 4
+wait_duration_in_open_state = \"1m\"
+permitted_calls_in_half_open_state = 1
+count_based = { window_size = 4 }";
+
+fn registry(retry: &str) -> Result<Registry, Box<dyn std::error::Error>> {
+    let toml = format!("[resilient.retry.pet]\n{retry}\n{BREAKER}");
     let settings = config::Config::builder()
         .add_source(config::File::from_str(&toml, config::FileFormat::Toml))
         .build()?;
     Ok(resilient_config::build(
-        Registry::builder().spec::<PetRetry>(),
+        Registry::builder().spec::<PetRetry>().spec::<PetBreaker>(),
         &settings,
     )?)
 }
@@ -83,5 +92,43 @@ async fn unreachable_server_is_retried_as_a_transport_failure(
         }
         other => panic!("expected exhaustion, got {other:?}"),
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_open_breaker_stops_the_requests_a_failing_server_receives(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let registry = registry("delay = \"1ms\"\nattempts = 1")?;
+    let server = Server::start(|_| (500, "down".to_owned())).await?;
+    let client = PetClient::new(server.addr());
+
+    for lookup in 1..=10 {
+        let out = registry.scope(client.find(lookup)).await;
+        if lookup <= 4 {
+            assert!(
+                matches!(
+                    out,
+                    Err(PetError::Resilience(Error::RetryExhausted { calls: 2, .. }))
+                ),
+                "lookup {lookup}: {out:?}"
+            );
+        } else {
+            assert!(
+                matches!(
+                    out,
+                    Err(PetError::Resilience(Error::CallNotPermitted {
+                        state: State::Open,
+                        ..
+                    }))
+                ),
+                "lookup {lookup}: {out:?}"
+            );
+        }
+    }
+    // Four lookups of two requests each opened the breaker; the six after it
+    // never reached the server.
+    assert_eq!(server.hits(), 4 * 2);
+    let breaker = registry.sync_scope(PetBreaker::get)?;
+    assert_eq!(breaker.metrics().rejected, 6);
     Ok(())
 }

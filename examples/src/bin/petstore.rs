@@ -3,7 +3,8 @@
 //! Run with `cargo run -p examples --bin petstore`.
 
 use examples::http::Server;
-use examples::petstore::PetClient;
+use examples::petstore::{PetBreaker, PetClient};
+use resilient_core::CircuitBreakerSpec;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,5 +23,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pet = client.find(7).await?;
     println!("server hits: {}", server.hits());
     println!("result: {} {}", pet.status, pet.body);
+    println!("breaker: {}", PetBreaker::get()?.state());
     Ok(())
 }
