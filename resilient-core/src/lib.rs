@@ -1,6 +1,6 @@
-//! Resilience for async Rust by annotation: retry an `async fn` by writing one
-//! attribute, with settings read from configuration and validated when the
-//! application starts.
+//! Resilience for async Rust by annotation: retry an `async fn`, or run it
+//! through a circuit breaker, by writing one attribute, with settings read
+//! from configuration and validated when the application starts.
 //!
 //! ```
 //! use resilient_core::{retryable, RetrySpec};
@@ -71,15 +71,25 @@
 //! async fn twice() -> Result<(), E> { Ok(()) }
 //! ```
 //!
-//! Foreign attributes keep their place and still apply to the fn:
+//! Two orders of the same attributes, and what each records. A breaker above
+//! a retry sees one outcome per call; below it, one per attempt:
 //!
 //! ```
 //! use std::sync::atomic::{AtomicU32, Ordering};
-//! use resilient_core::{retryable, settings::Value, Registry, RetrySpec};
+//! use resilient_core::{circuit_breakable, retryable, settings::Value};
+//! use resilient_core::{CircuitBreakerSpec, Registry, RetrySpec};
 //!
 //! #[derive(RetrySpec)]
 //! #[spec("order.retry")]
 //! pub struct OrderRetry;
+//!
+//! #[derive(CircuitBreakerSpec)]
+//! #[spec("order.outside")]
+//! pub struct Outside;
+//!
+//! #[derive(CircuitBreakerSpec)]
+//! #[spec("order.inside")]
+//! pub struct Inside;
 //!
 //! #[derive(Debug, thiserror::Error)]
 //! #[error("failed")]
@@ -90,23 +100,47 @@
 //!
 //! static CALLS: AtomicU32 = AtomicU32::new(0);
 //!
-//! /// Always fails.
+//! /// Docs and lint attributes stay where they are.
+//! #[circuit_breakable(Outside)] // outermost: sees the whole retried call
 //! #[retryable(OrderRetry)]
-//! #[deny(unused_variables)] // still checks the body
-//! async fn always_fails(n: u32) -> Result<(), Failed> {
-//!     CALLS.fetch_add(n, Ordering::SeqCst);
+//! #[deny(unused_variables)]
+//! async fn breaker_outside() -> Result<(), Failed> {
+//!     CALLS.fetch_add(1, Ordering::SeqCst);
+//!     Err(Failed)
+//! }
+//!
+//! #[retryable(OrderRetry)]
+//! #[circuit_breakable(Inside)] // innermost: sees every attempt
+//! async fn breaker_inside() -> Result<(), Failed> {
+//!     CALLS.fetch_add(1, Ordering::SeqCst);
 //!     Err(Failed)
 //! }
 //!
 //! # fn table(pairs: Vec<(&str, Value)>) -> Value {
 //! #     Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 //! # }
-//! let section = table(vec![("delay", Value::Str("0s".into())), ("attempts", Value::Int(2))]);
-//! let root = table(vec![("order", table(vec![("retry", section)]))]);
-//! let registry = Registry::builder().spec::<OrderRetry>().build(&root).unwrap();
+//! let retry = table(vec![("delay", Value::Str("0s".into())), ("attempts", Value::Int(2))]);
+//! let breaker = || table(vec![
+//!     ("failure_rate_threshold", Value::Int(100)),
+//!     ("minimum_required_calls", Value::Int(100)),
+//!     ("wait_duration_in_open_state", Value::Str("1s".into())),
+//!     ("permitted_calls_in_half_open_state", Value::Int(1)),
+//!     ("count_based", table(vec![("window_size", Value::Int(100))])),
+//! ]);
+//! let root = table(vec![("order", table(vec![
+//!     ("retry", retry), ("outside", breaker()), ("inside", breaker()),
+//! ]))]);
+//! let registry = Registry::builder()
+//!     .spec::<OrderRetry>().spec::<Outside>().spec::<Inside>()
+//!     .build(&root).unwrap();
 //! # let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-//! rt.block_on(registry.scope(always_fails(1))).unwrap_err();
-//! assert_eq!(CALLS.load(Ordering::SeqCst), 1 + 2);
+//! rt.block_on(registry.scope(breaker_outside())).unwrap_err();
+//! rt.block_on(registry.scope(breaker_inside())).unwrap_err();
+//! assert_eq!(CALLS.load(Ordering::SeqCst), 3 + 3); // 1 + 2 attempts each
+//! let outside = registry.sync_scope(Outside::get).unwrap().metrics();
+//! let inside = registry.sync_scope(Inside::get).unwrap().metrics();
+//! assert_eq!(outside.window.failures, 1); // one per call
+//! assert_eq!(inside.window.failures, 3); // one per attempt
 //! ```
 //!
 //! # Crates
