@@ -52,6 +52,35 @@ pub enum Error {
         state: crate::circuit_breaker::State,
     },
 
+    /// The call took longer than the timeout spec's `duration` and was
+    /// cancelled.
+    #[error("`{spec}` timed out after {after:?}")]
+    Timeout {
+        /// The timeout spec's name.
+        spec: &'static str,
+        /// The limit that passed.
+        after: std::time::Duration,
+    },
+
+    /// A rate limiter had no permit for the call.
+    #[error("`{spec}` rate limit exceeded; a permit is free in {retry_after:?}")]
+    RateLimitExceeded {
+        /// The rate limiter spec's name.
+        spec: &'static str,
+        /// The time until a permit would be free.
+        retry_after: std::time::Duration,
+    },
+
+    /// Every place of a concurrency limit was taken (and, with
+    /// `policy = "block"`, none came free within `max_wait`).
+    #[error("`{spec}` concurrency limit of {limit} reached")]
+    ConcurrencyLimitReached {
+        /// The concurrency limit spec's name.
+        spec: &'static str,
+        /// The limit.
+        limit: u32,
+    },
+
     /// Retry gave up: every attempt it was allowed failed, or the next wait
     /// would have crossed the spec's overall `timeout`.
     ///

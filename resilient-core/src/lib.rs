@@ -152,22 +152,28 @@
 #![warn(missing_docs)]
 
 pub mod circuit_breaker;
+pub mod concurrency;
 mod error;
 mod outcome;
+pub mod rate_limiter;
 pub mod registry;
 pub mod retry;
 pub mod settings;
 mod spec;
+pub mod timeout;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
 
 pub use circuit_breaker::{CircuitBreakerHandle, CircuitBreakerSpec, Permit};
+pub use concurrency::{ConcurrencyLimitHandle, ConcurrencyLimitSpec, ConcurrencyPermit};
 pub use error::{BoxError, Error, FailedValue, GaveUp};
+pub use rate_limiter::{RateLimiterHandle, RateLimiterSpec};
 pub use registry::{AlreadyInstalled, Registry, RegistryBuilder};
 pub use retry::{RetryHandle, RetrySpec};
 pub use spec::{Classify, Spec, SpecEntry, SpecKind, Verdict};
+pub use timeout::{TimeoutHandle, TimeoutSpec};
 
 /// Retries an `async fn` under a retry spec: `#[retryable(PetRetry)]`.
 ///
@@ -195,6 +201,35 @@ pub use resilient_macros::circuit_breakable;
 /// Option after the path: `classify = custom` (implement [`Classify`]
 /// yourself).
 pub use resilient_macros::CircuitBreakerSpec;
+
+/// Gives up on an `async fn` that takes too long: `#[timeout(PetTimeout)]`.
+///
+/// The call's future is dropped when the limit passes, and the fn returns
+/// [`Error::Timeout`] through its error type. See [`timeout`](mod@timeout).
+pub use resilient_macros::timeout;
+
+/// Declares a timeout spec: `#[derive(TimeoutSpec)] #[spec("resilient.timeout.pet")]`.
+pub use resilient_macros::TimeoutSpec;
+
+/// Limits how many calls run at once: `#[concurrency_limit(Reviews)]`.
+///
+/// A rejected call returns [`Error::ConcurrencyLimitReached`] through the
+/// fn's error type. See [`concurrency`].
+pub use resilient_macros::concurrency_limit;
+
+/// Declares a concurrency limit spec:
+/// `#[derive(ConcurrencyLimitSpec)] #[spec("resilient.concurrency.reviews")]`.
+pub use resilient_macros::ConcurrencyLimitSpec;
+
+/// Limits how many calls start per period: `#[rate_limited(PetRate)]`.
+///
+/// A rejected call returns [`Error::RateLimitExceeded`] through the fn's
+/// error type. See [`rate_limiter`].
+pub use resilient_macros::rate_limited;
+
+/// Declares a rate limiter spec:
+/// `#[derive(RateLimiterSpec)] #[spec("resilient.ratelimiter.pet")]`.
+pub use resilient_macros::RateLimiterSpec;
 
 /// Declares a retry spec: `#[derive(RetrySpec)] #[spec("resilient.retry.pet")]`.
 ///

@@ -1,15 +1,19 @@
 //! Items the macros' generated code names. Not a public API: anything here may
 //! change in any release.
 
+use std::any::TypeId;
 use std::future::Future;
 
 pub use inventory;
 
 pub use crate::circuit_breaker::{BreakerOps, CircuitBreakerSpec};
+pub use crate::concurrency::ConcurrencyLimitSpec;
 pub use crate::error::Error;
 pub use crate::outcome::Fail;
+pub use crate::rate_limiter::RateLimiterSpec;
 pub use crate::retry::{Exhaustion, OpsOf, RetryOps, RetrySpec, ReturnError, ReturnLastFailure};
 pub use crate::spec::{Classify, Spec, SpecEntry, SpecKind, Verdict};
+pub use crate::timeout::TimeoutSpec;
 
 /// The retry operations of spec `S` for a fn returning `R`: where
 /// `#[retryable(S)]` states every requirement, each once, on a type the user
@@ -58,6 +62,73 @@ where
 {
     match crate::registry::lookup_breaker(ops.name, ops.path, ops.type_id) {
         Ok(breaker) => crate::circuit_breaker::run(&ops, &breaker, f).await,
+        Err(e) => Err(Fail::Resilience(e)),
+    }
+}
+
+/// Where a spec without classification lives: its name, path and type.
+#[derive(Debug, Clone, Copy)]
+pub struct SpecRef {
+    name: &'static str,
+    path: &'static str,
+    type_id: TypeId,
+}
+
+fn spec_ref<S: Spec>() -> SpecRef {
+    SpecRef {
+        name: S::NAME,
+        path: S::PATH,
+        type_id: TypeId::of::<S>(),
+    }
+}
+
+/// The timeout spec `S`, checked where the user named it.
+pub fn timeout_spec<S: TimeoutSpec>() -> SpecRef {
+    spec_ref::<S>()
+}
+
+/// The concurrency limit spec `S`, checked where the user named it.
+pub fn concurrency_spec<S: ConcurrencyLimitSpec>() -> SpecRef {
+    spec_ref::<S>()
+}
+
+/// The rate limiter spec `S`, checked where the user named it.
+pub fn rate_spec<S: RateLimiterSpec>() -> SpecRef {
+    spec_ref::<S>()
+}
+
+/// Runs `f` under the timeout spec `spec`.
+pub async fn timeout<T, E, F, Fut>(spec: SpecRef, f: F) -> Result<T, Fail<E>>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, Fail<E>>>,
+{
+    match crate::registry::lookup_timeout(spec.name, spec.path, spec.type_id) {
+        Ok(t) => crate::timeout::run(spec.name, &t, f).await,
+        Err(e) => Err(Fail::Resilience(e)),
+    }
+}
+
+/// Runs `f` holding a place of the concurrency limit spec `spec`.
+pub async fn concurrency_limit<T, E, F, Fut>(spec: SpecRef, f: F) -> Result<T, Fail<E>>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, Fail<E>>>,
+{
+    match crate::registry::lookup_concurrency(spec.name, spec.path, spec.type_id) {
+        Ok(l) => crate::concurrency::run(spec.name, &l, f).await,
+        Err(e) => Err(Fail::Resilience(e)),
+    }
+}
+
+/// Runs `f` with a permit of the rate limiter spec `spec`.
+pub async fn rate_limited<T, E, F, Fut>(spec: SpecRef, f: F) -> Result<T, Fail<E>>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, Fail<E>>>,
+{
+    match crate::registry::lookup_rate(spec.name, spec.path, spec.type_id) {
+        Ok(r) => crate::rate_limiter::run(spec.name, &r, f).await,
         Err(e) => Err(Fail::Resilience(e)),
     }
 }

@@ -11,10 +11,13 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
 use crate::circuit_breaker::{Breaker, CircuitBreakerSettings};
+use crate::concurrency::{ConcurrencyLimitSettings, Limiter};
 use crate::error::Error;
+use crate::rate_limiter::{RateLimiter, RateLimiterSettings};
 use crate::retry::{Retry, RetrySettings};
 use crate::settings::{Problem, Section, Value};
 use crate::spec::{Spec, SpecEntry, SpecKind};
+use crate::timeout::{Timeout, TimeoutSettings};
 
 static INSTALLED: OnceLock<Registry> = OnceLock::new();
 
@@ -26,6 +29,9 @@ tokio::task_local! {
 enum Instance {
     Retry(Arc<Retry>),
     CircuitBreaker(Arc<Breaker>),
+    Timeout(Arc<Timeout>),
+    ConcurrencyLimit(Arc<Limiter>),
+    RateLimiter(Arc<RateLimiter>),
 }
 
 /// The shared instances of a set of specs; cheap to clone.
@@ -99,6 +105,12 @@ impl RegistryBuilder {
                 SpecKind::CircuitBreaker => CircuitBreakerSettings::read(&mut section).map(|s| {
                     Instance::CircuitBreaker(Arc::new(Breaker::new(entry.name, entry.path, s)))
                 }),
+                SpecKind::Timeout => TimeoutSettings::read(&mut section)
+                    .map(|settings| Instance::Timeout(Arc::new(Timeout { settings }))),
+                SpecKind::ConcurrencyLimit => ConcurrencyLimitSettings::read(&mut section)
+                    .map(|s| Instance::ConcurrencyLimit(Arc::new(Limiter::new(s)))),
+                SpecKind::RateLimiter => RateLimiterSettings::read(&mut section)
+                    .map(|s| Instance::RateLimiter(Arc::new(RateLimiter::new(s)))),
             };
             section.finish();
             if let Some(instance) = instance {
@@ -193,7 +205,7 @@ pub(crate) fn lookup_retry(
 ) -> Result<Arc<Retry>, Error> {
     lookup(spec, path, type_id, |i| match i {
         Instance::Retry(r) => Some(r),
-        Instance::CircuitBreaker(_) => None,
+        _ => None,
     })
 }
 
@@ -205,6 +217,42 @@ pub(crate) fn lookup_breaker(
 ) -> Result<Arc<Breaker>, Error> {
     lookup(spec, path, type_id, |i| match i {
         Instance::CircuitBreaker(b) => Some(b),
-        Instance::Retry(_) => None,
+        _ => None,
+    })
+}
+
+/// The timeout of a spec from the registry in use.
+pub(crate) fn lookup_timeout(
+    spec: &'static str,
+    path: &'static str,
+    type_id: TypeId,
+) -> Result<Arc<Timeout>, Error> {
+    lookup(spec, path, type_id, |i| match i {
+        Instance::Timeout(t) => Some(t),
+        _ => None,
+    })
+}
+
+/// The concurrency limiter of a spec from the registry in use.
+pub(crate) fn lookup_concurrency(
+    spec: &'static str,
+    path: &'static str,
+    type_id: TypeId,
+) -> Result<Arc<Limiter>, Error> {
+    lookup(spec, path, type_id, |i| match i {
+        Instance::ConcurrencyLimit(l) => Some(l),
+        _ => None,
+    })
+}
+
+/// The rate limiter of a spec from the registry in use.
+pub(crate) fn lookup_rate(
+    spec: &'static str,
+    path: &'static str,
+    type_id: TypeId,
+) -> Result<Arc<RateLimiter>, Error> {
+    lookup(spec, path, type_id, |i| match i {
+        Instance::RateLimiter(r) => Some(r),
+        _ => None,
     })
 }

@@ -16,6 +16,12 @@ pub enum SpecKind {
     Retry,
     /// `#[derive(CircuitBreakerSpec)]`, used by `#[circuit_breakable]`.
     CircuitBreaker,
+    /// `#[derive(TimeoutSpec)]`, used by `#[timeout]`.
+    Timeout,
+    /// `#[derive(ConcurrencyLimitSpec)]`, used by `#[concurrency_limit]`.
+    ConcurrencyLimit,
+    /// `#[derive(RateLimiterSpec)]`, used by `#[rate_limited]`.
+    RateLimiter,
 }
 
 impl fmt::Display for SpecKind {
@@ -23,6 +29,9 @@ impl fmt::Display for SpecKind {
         f.write_str(match self {
             SpecKind::Retry => "retry",
             SpecKind::CircuitBreaker => "circuit breaker",
+            SpecKind::Timeout => "timeout",
+            SpecKind::ConcurrencyLimit => "concurrency limit",
+            SpecKind::RateLimiter => "rate limiter",
         })
     }
 }

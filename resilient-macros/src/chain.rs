@@ -17,15 +17,27 @@ use crate::{args, expand};
 pub(crate) enum Kind {
     Retry,
     CircuitBreaker,
+    Timeout,
+    ConcurrencyLimit,
+    RateLimiter,
 }
 
 impl Kind {
-    const ALL: [Kind; 2] = [Kind::Retry, Kind::CircuitBreaker];
+    const ALL: [Kind; 5] = [
+        Kind::Retry,
+        Kind::CircuitBreaker,
+        Kind::Timeout,
+        Kind::ConcurrencyLimit,
+        Kind::RateLimiter,
+    ];
 
     pub(crate) fn attr_name(self) -> &'static str {
         match self {
             Kind::Retry => "retryable",
             Kind::CircuitBreaker => "circuit_breakable",
+            Kind::Timeout => "timeout",
+            Kind::ConcurrencyLimit => "concurrency_limit",
+            Kind::RateLimiter => "rate_limited",
         }
     }
 
@@ -33,6 +45,9 @@ impl Kind {
         match self {
             Kind::Retry => "RetrySpec",
             Kind::CircuitBreaker => "CircuitBreakerSpec",
+            Kind::Timeout => "TimeoutSpec",
+            Kind::ConcurrencyLimit => "ConcurrencyLimitSpec",
+            Kind::RateLimiter => "RateLimiterSpec",
         }
     }
 
@@ -40,6 +55,9 @@ impl Kind {
         match self {
             Kind::Retry => "PetRetry",
             Kind::CircuitBreaker => "PetBreaker",
+            Kind::Timeout => "PetTimeout",
+            Kind::ConcurrencyLimit => "Reviews",
+            Kind::RateLimiter => "PetRate",
         }
     }
 
@@ -48,7 +66,9 @@ impl Kind {
     pub(crate) fn calls_again(self) -> bool {
         match self {
             Kind::Retry => true,
-            Kind::CircuitBreaker => false,
+            Kind::CircuitBreaker | Kind::Timeout | Kind::ConcurrencyLimit | Kind::RateLimiter => {
+                false
+            }
         }
     }
 

@@ -34,6 +34,42 @@ pub fn derive_circuit_breaker_spec(input: TokenStream) -> TokenStream {
     spec_derive::expand(spec_derive::SpecKind::CircuitBreaker, input.into()).into()
 }
 
+/// Gives up on an `async fn` that takes too long. See `resilient_core::timeout`.
+#[proc_macro_attribute]
+pub fn timeout(attr: TokenStream, item: TokenStream) -> TokenStream {
+    chain::expand(chain::Kind::Timeout, attr.into(), item.into()).into()
+}
+
+/// Declares a timeout spec. See `resilient_core::TimeoutSpec`.
+#[proc_macro_derive(TimeoutSpec, attributes(spec))]
+pub fn derive_timeout_spec(input: TokenStream) -> TokenStream {
+    spec_derive::expand(spec_derive::SpecKind::Timeout, input.into()).into()
+}
+
+/// Limits how many calls run at once. See `resilient_core::concurrency_limit`.
+#[proc_macro_attribute]
+pub fn concurrency_limit(attr: TokenStream, item: TokenStream) -> TokenStream {
+    chain::expand(chain::Kind::ConcurrencyLimit, attr.into(), item.into()).into()
+}
+
+/// Declares a concurrency limit spec. See `resilient_core::ConcurrencyLimitSpec`.
+#[proc_macro_derive(ConcurrencyLimitSpec, attributes(spec))]
+pub fn derive_concurrency_limit_spec(input: TokenStream) -> TokenStream {
+    spec_derive::expand(spec_derive::SpecKind::ConcurrencyLimit, input.into()).into()
+}
+
+/// Limits how many calls start per period. See `resilient_core::rate_limited`.
+#[proc_macro_attribute]
+pub fn rate_limited(attr: TokenStream, item: TokenStream) -> TokenStream {
+    chain::expand(chain::Kind::RateLimiter, attr.into(), item.into()).into()
+}
+
+/// Declares a rate limiter spec. See `resilient_core::RateLimiterSpec`.
+#[proc_macro_derive(RateLimiterSpec, attributes(spec))]
+pub fn derive_rate_limiter_spec(input: TokenStream) -> TokenStream {
+    spec_derive::expand(spec_derive::SpecKind::RateLimiter, input.into()).into()
+}
+
 /// Declares a retry spec. See `resilient_core::RetrySpec`.
 #[proc_macro_derive(RetrySpec, attributes(spec))]
 pub fn derive_retry_spec(input: TokenStream) -> TokenStream {

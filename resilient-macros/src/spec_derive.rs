@@ -13,6 +13,9 @@ use crate::diag::Errors;
 pub(crate) enum SpecKind {
     Retry,
     CircuitBreaker,
+    Timeout,
+    ConcurrencyLimit,
+    RateLimiter,
 }
 
 impl SpecKind {
@@ -20,6 +23,9 @@ impl SpecKind {
         match self {
             SpecKind::Retry => "RetrySpec",
             SpecKind::CircuitBreaker => "CircuitBreakerSpec",
+            SpecKind::Timeout => "TimeoutSpec",
+            SpecKind::ConcurrencyLimit => "ConcurrencyLimitSpec",
+            SpecKind::RateLimiter => "RateLimiterSpec",
         }
     }
 
@@ -27,7 +33,15 @@ impl SpecKind {
         match self {
             SpecKind::Retry => "resilient.retry.pet",
             SpecKind::CircuitBreaker => "resilient.circuitbreaker.pet",
+            SpecKind::Timeout => "resilient.timeout.pet",
+            SpecKind::ConcurrencyLimit => "resilient.concurrency.reviews",
+            SpecKind::RateLimiter => "resilient.ratelimiter.pet",
         }
+    }
+
+    /// Whether the spec classifies outcomes (and so takes `classify`).
+    fn classifies(self) -> bool {
+        matches!(self, SpecKind::Retry | SpecKind::CircuitBreaker)
     }
 }
 
@@ -187,8 +201,16 @@ fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAt
         let options = match kind {
             SpecKind::Retry => "`classify = custom` and `exhausted = last_failure`",
             SpecKind::CircuitBreaker => "`classify = custom`",
+            _ => "none: only the config path",
         };
         let accepted = match key.as_str() {
+            "classify" if !kind.classifies() => {
+                errors.push(syn::Error::new(
+                    opt.key.span(),
+                    format!("`classify` applies to retry and circuit breaker specs only; accepted after the path here: {options}"),
+                ));
+                continue;
+            }
             "exhausted" if !matches!(kind, SpecKind::Retry) => {
                 errors.push(syn::Error::new(
                     opt.key.span(),
@@ -296,6 +318,9 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
     let kind_tokens = match kind {
         SpecKind::Retry => quote!(#p::SpecKind::Retry),
         SpecKind::CircuitBreaker => quote!(#p::SpecKind::CircuitBreaker),
+        SpecKind::Timeout => quote!(#p::SpecKind::Timeout),
+        SpecKind::ConcurrencyLimit => quote!(#p::SpecKind::ConcurrencyLimit),
+        SpecKind::RateLimiter => quote!(#p::SpecKind::RateLimiter),
     };
     let mechanism = match kind {
         SpecKind::Retry => {
@@ -316,8 +341,11 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
                 type Classifier = Self;
             }
         },
+        SpecKind::Timeout => quote!(impl #p::TimeoutSpec for #ident {}),
+        SpecKind::ConcurrencyLimit => quote!(impl #p::ConcurrencyLimitSpec for #ident {}),
+        SpecKind::RateLimiter => quote!(impl #p::RateLimiterSpec for #ident {}),
     };
-    let classify = if spec.classify_custom {
+    let classify = if spec.classify_custom || !kind.classifies() {
         quote!()
     } else {
         quote! {

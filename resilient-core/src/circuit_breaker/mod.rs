@@ -100,7 +100,7 @@ use crate::spec::{Classify, Spec, Verdict};
     message = "`{Self}` is not a circuit breaker spec",
     label = "`#[circuit_breakable]` needs a type declared with `#[derive(CircuitBreakerSpec)]`",
     note = "declare one with `#[derive(CircuitBreakerSpec)] #[spec(\"resilient.circuitbreaker.name\")] pub struct Name;`",
-    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`"
+    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
 )]
 pub trait CircuitBreakerSpec: Spec + Sized {
     /// The type whose [`Classify`] implementations decide what a failure is;
@@ -358,9 +358,12 @@ where
 fn on_resilience(error: &Error) -> Verdict {
     match error {
         // Another mechanism's rejection says nothing of the dependency.
-        Error::NotConfigured { .. } | Error::CallNotPermitted { .. } => Verdict::Ignore,
-        // Retry gave up on the dependency: one failed call.
-        Error::RetryExhausted { .. } => Verdict::Failure,
+        Error::NotConfigured { .. }
+        | Error::CallNotPermitted { .. }
+        | Error::RateLimitExceeded { .. }
+        | Error::ConcurrencyLimitReached { .. } => Verdict::Ignore,
+        // Retry gave up on the dependency, or it was too slow: one failure.
+        Error::RetryExhausted { .. } | Error::Timeout { .. } => Verdict::Failure,
     }
 }
 

@@ -83,7 +83,7 @@ use budget::Budget;
     message = "`{Self}` is not a retry spec",
     label = "`#[retryable]` needs a type declared with `#[derive(RetrySpec)]`",
     note = "declare one with `#[derive(RetrySpec)] #[spec(\"resilient.retry.name\")] pub struct Name;`",
-    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`"
+    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
 )]
 pub trait RetrySpec: Spec + Sized {
     /// The type whose [`Classify`] implementations decide what a failure is;
@@ -217,8 +217,10 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
         Error::CallNotPermitted { .. } => Verdict::Ignore,
         // Nothing to retry: the spec has no settings.
         Error::NotConfigured { .. } => Verdict::Ignore,
-        // A retry inside gave up: the outer retry may try the whole again.
-        Error::RetryExhausted { .. } => Verdict::Failure,
+        // A retry inside gave up, or an attempt timed out: try again.
+        Error::RetryExhausted { .. } | Error::Timeout { .. } => Verdict::Failure,
+        // A local limit was full: after the wait a place or permit may be free.
+        Error::RateLimitExceeded { .. } | Error::ConcurrencyLimitReached { .. } => Verdict::Failure,
     }
 }
 

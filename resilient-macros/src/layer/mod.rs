@@ -1,6 +1,7 @@
 //! One file per mechanism: the call each layer expands to.
 
 mod circuit_breaker;
+mod limits;
 mod retry;
 
 use proc_macro2::TokenStream;
@@ -13,5 +14,10 @@ pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> Toke
     match layer.kind {
         Kind::Retry => retry::call(layer, ret, inner),
         Kind::CircuitBreaker => circuit_breaker::call(layer, ret, inner),
+        Kind::Timeout => limits::call(layer, "timeout", "timeout_spec", inner),
+        Kind::ConcurrencyLimit => {
+            limits::call(layer, "concurrency_limit", "concurrency_spec", inner)
+        }
+        Kind::RateLimiter => limits::call(layer, "rate_limited", "rate_spec", inner),
     }
 }

@@ -1,0 +1,279 @@
+//! Concurrency limit: at most `limit` calls of a spec run at once.
+//!
+//! ```
+//! use resilient_core::ConcurrencyLimitSpec;
+//!
+//! #[derive(ConcurrencyLimitSpec)]
+//! #[spec("resilient.concurrency.reviews")]
+//! pub struct Reviews;
+//! ```
+//!
+//! ```toml
+//! [resilient.concurrency.reviews]
+//! limit = 2
+//! policy = "block"      # or "reject" (the default)
+//! max_wait = "500ms"    # optional, with "block" only
+//! ```
+//!
+//! One limiter per spec type, shared by every fn that names it. The permit is
+//! held for the whole life of the call's future and released when it
+//! completes, fails, panics or is dropped. Waiters are served first come,
+//! first served.
+
+use std::any::TypeId;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+use crate::error::Error;
+use crate::outcome::Fail;
+use crate::settings::{Section, Value};
+use crate::spec::Spec;
+
+/// A concurrency limit spec: implemented by `#[derive(ConcurrencyLimitSpec)]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a concurrency limit spec",
+    label = "`#[concurrency_limit]` needs a type declared with `#[derive(ConcurrencyLimitSpec)]`",
+    note = "declare one with `#[derive(ConcurrencyLimitSpec)] #[spec(\"resilient.concurrency.name\")] pub struct Name;`",
+    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
+)]
+pub trait ConcurrencyLimitSpec: Spec + Sized {
+    /// The spec's shared limiter, from the registry in use.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotConfigured`] when the registry in use has no settings for
+    /// this spec.
+    fn get() -> Result<ConcurrencyLimitHandle<Self>, Error> {
+        crate::registry::lookup_concurrency(Self::NAME, Self::PATH, TypeId::of::<Self>()).map(
+            |inner| ConcurrencyLimitHandle {
+                inner,
+                _spec: PhantomData,
+            },
+        )
+    }
+}
+
+/// What a call does when every permit is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Fail at once with [`Error::ConcurrencyLimitReached`].
+    Reject,
+    /// Wait for a permit, at most `max_wait` if set.
+    Block {
+        /// How long to wait before failing.
+        max_wait: Option<Duration>,
+    },
+}
+
+/// The settings of one concurrency limit spec.
+///
+/// | key | default | rule |
+/// |---|---|---|
+/// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
+/// | `limit` | required | whole number in 1..=536870911: calls that may run at once |
+/// | `policy` | `"reject"` | `"reject"` (fail at once when full) or `"block"` (wait for a permit) |
+/// | `max_wait` | none | duration, with `policy = "block"` only: how long to wait before failing |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConcurrencyLimitSettings {
+    /// `false` turns the spec into a pass-through.
+    pub enabled: bool,
+    /// Calls that may run at once.
+    pub limit: u32,
+    /// What a call does when every permit is taken.
+    pub policy: Policy,
+}
+
+/// The largest limit tokio's semaphore holds.
+const LIMIT_MAX: u64 = (u32::MAX >> 3) as u64;
+
+impl ConcurrencyLimitSettings {
+    /// Reads and validates a concurrency limit section, recording every
+    /// problem found.
+    pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        let enabled = s.bool("enabled", true);
+        let limit = s.int("limit", None, 1, LIMIT_MAX);
+        let policy = s.choice("policy", &["reject", "block"], "reject");
+        let max_wait = s.duration("max_wait", false);
+        let policy = match (policy?, max_wait) {
+            ("reject", Some(Some(d))) => {
+                s.problem(
+                    "max_wait",
+                    "applies to `policy = \"block\"` only; set `policy = \"block\"`, or remove `max_wait`",
+                    Some(&Value::Str(humantime::format_duration(d).to_string())),
+                );
+                return None;
+            }
+            ("reject", _) => Policy::Reject,
+            (_, Some(None)) => return None,
+            (_, max_wait) => Policy::Block {
+                max_wait: max_wait.flatten(),
+            },
+        };
+        Some(Self {
+            enabled: enabled?,
+            limit: u32::try_from(limit?).ok()?,
+            policy,
+        })
+    }
+}
+
+/// The shared state of one concurrency limit spec.
+#[derive(Debug)]
+pub(crate) struct Limiter {
+    settings: ConcurrencyLimitSettings,
+    semaphore: Semaphore,
+}
+
+impl Limiter {
+    pub(crate) fn new(settings: ConcurrencyLimitSettings) -> Self {
+        Self {
+            semaphore: Semaphore::new(settings.limit as usize),
+            settings,
+        }
+    }
+
+    fn reached(&self, spec: &'static str) -> Error {
+        Error::ConcurrencyLimitReached {
+            spec,
+            limit: self.settings.limit,
+        }
+    }
+
+    /// A permit as the policy says; `Ok(None)` when the limiter is disabled.
+    async fn acquire(&self, spec: &'static str) -> Result<Option<SemaphorePermit<'_>>, Error> {
+        if !self.settings.enabled {
+            return Ok(None);
+        }
+        match self.settings.policy {
+            Policy::Reject => self
+                .semaphore
+                .try_acquire()
+                .map(Some)
+                .map_err(|_| self.reached(spec)),
+            Policy::Block { max_wait: None } => self
+                .semaphore
+                .acquire()
+                .await
+                .map(Some)
+                .map_err(|_| self.reached(spec)),
+            Policy::Block {
+                max_wait: Some(max_wait),
+            } => {
+                // Free permits are taken without arming a timer.
+                if let Ok(permit) = self.semaphore.try_acquire() {
+                    return Ok(Some(permit));
+                }
+                match tokio::time::timeout(max_wait, self.semaphore.acquire()).await {
+                    Ok(Ok(permit)) => Ok(Some(permit)),
+                    _ => Err(self.reached(spec)),
+                }
+            }
+        }
+    }
+}
+
+/// Access to a concurrency limit spec's shared limiter; cheap to clone.
+#[derive(Debug)]
+pub struct ConcurrencyLimitHandle<S> {
+    inner: Arc<Limiter>,
+    _spec: PhantomData<fn() -> S>,
+}
+
+impl<S> Clone for ConcurrencyLimitHandle<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            _spec: PhantomData,
+        }
+    }
+}
+
+/// A running call's place; dropping it frees the place.
+#[derive(Debug)]
+#[must_use = "the place is freed as soon as the permit is dropped"]
+pub struct ConcurrencyPermit<'a> {
+    _permit: Option<SemaphorePermit<'a>>,
+}
+
+impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
+    /// The spec's validated settings.
+    pub fn settings(&self) -> &ConcurrencyLimitSettings {
+        &self.inner.settings
+    }
+
+    /// A place if one is free now, whatever the policy.
+    pub fn try_acquire(&self) -> Option<ConcurrencyPermit<'_>> {
+        if !self.inner.settings.enabled {
+            return Some(ConcurrencyPermit { _permit: None });
+        }
+        self.inner
+            .semaphore
+            .try_acquire()
+            .ok()
+            .map(|p| ConcurrencyPermit { _permit: Some(p) })
+    }
+
+    /// A place as the policy says: at once or fail (`reject`), or after
+    /// waiting (`block`, at most `max_wait`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ConcurrencyLimitReached`] when no place could be had.
+    pub async fn acquire(&self) -> Result<ConcurrencyPermit<'_>, Error> {
+        self.inner
+            .acquire(S::NAME)
+            .await
+            .map(|p| ConcurrencyPermit { _permit: p })
+    }
+
+    /// Places taken now.
+    pub fn in_use(&self) -> u32 {
+        self.inner.settings.limit - self.available()
+    }
+
+    /// Places free now.
+    pub fn available(&self) -> u32 {
+        u32::try_from(self.inner.semaphore.available_permits()).unwrap_or(u32::MAX)
+    }
+
+    /// Runs `f` holding a place for the whole life of its future.
+    pub async fn call<T, E, F, Fut>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        let body = || {
+            let fut = f();
+            async move { fut.await.map_err(Fail::Body) }
+        };
+        run(S::NAME, &self.inner, body)
+            .await
+            .map_err(|fail| fail.into_error(E::from))
+    }
+}
+
+/// One call under `limiter`.
+pub(crate) async fn run<T, E, F, Fut>(
+    spec: &'static str,
+    limiter: &Limiter,
+    f: F,
+) -> Result<T, Fail<E>>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, Fail<E>>>,
+{
+    let _permit = match limiter.acquire(spec).await {
+        Ok(permit) => permit,
+        Err(e) => {
+            tracing::debug!(target: "resilient::concurrency", spec, "concurrency limit reached");
+            return Err(Fail::Resilience(e));
+        }
+    };
+    // Held until this future completes or is dropped.
+    f().await
+}
