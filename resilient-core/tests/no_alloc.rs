@@ -8,7 +8,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use resilient_core::settings::Value;
-use resilient_core::{circuit_breakable, retryable, CircuitBreakerSpec, Registry, RetrySpec};
+use resilient_core::{
+    circuit_breakable, concurrency_limit, rate_limited, retryable, timeout, CircuitBreakerSpec,
+    ConcurrencyLimitSpec, RateLimiterSpec, Registry, RetrySpec, TimeoutSpec,
+};
 
 struct Counting;
 
@@ -39,9 +42,28 @@ struct Breaker;
 #[spec("alloc.retry")]
 struct Retry;
 
+#[derive(TimeoutSpec)]
+#[spec("alloc.timeout")]
+struct Timeout;
+
+#[derive(ConcurrencyLimitSpec)]
+#[spec("alloc.concurrency")]
+struct Concurrency;
+
+#[derive(RateLimiterSpec)]
+#[spec("alloc.rate")]
+struct Rate;
+
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 struct Failed(#[from] resilient_core::Error);
+
+#[rate_limited(Rate)]
+#[concurrency_limit(Concurrency)]
+#[timeout(Timeout)]
+async fn limited(x: u64) -> Result<u64, Failed> {
+    Ok(x + 2)
+}
 
 #[circuit_breakable(Breaker)]
 #[retryable(Retry)]
@@ -66,10 +88,29 @@ fn registry(kind: &str) -> Registry {
         ("delay", Value::Str("1ms".into())),
         ("attempts", Value::Int(3)),
     ]);
-    let root = table([("alloc", table([("breaker", breaker), ("retry", retry)]))]);
+    let root = table([(
+        "alloc",
+        table([
+            ("breaker", breaker),
+            ("retry", retry),
+            ("timeout", table([("duration", Value::Str("1s".into()))])),
+            ("concurrency", table([("limit", Value::Int(4))])),
+            (
+                "rate",
+                table([
+                    ("type", Value::Str("token_bucket".into())),
+                    ("limit_for_period", Value::Int(1_000_000)),
+                    ("limit_refresh_period", Value::Str("1ms".into())),
+                ]),
+            ),
+        ]),
+    )]);
     Registry::builder()
         .spec::<Breaker>()
         .spec::<Retry>()
+        .spec::<Timeout>()
+        .spec::<Concurrency>()
+        .spec::<Rate>()
         .build(&root)
         .expect("valid")
 }
@@ -87,6 +128,7 @@ fn successful_calls_allocate_nothing() {
             let retry = Retry::get().expect("configured");
             // Warm up: thread-locals and the like may allocate once.
             let _ = annotated(0).await;
+            let _ = limited(0).await;
             breaker.try_acquire().expect("closed").success();
 
             let before = ALLOCATIONS.load(Ordering::SeqCst);
@@ -98,12 +140,13 @@ fn successful_calls_allocate_nothing() {
                     .expect("ok");
                 assert_eq!(n, i);
                 assert_eq!(annotated(i).await.expect("ok"), i + 1);
+                assert_eq!(limited(i).await.expect("ok"), i + 2);
             }
             ALLOCATIONS.load(Ordering::SeqCst) - before
         }));
         assert_eq!(
             allocated, 0,
-            "{kind}: {allocated} allocations in 3000 successful calls"
+            "{kind}: {allocated} allocations in 4000 successful calls"
         );
     }
 }

@@ -27,3 +27,18 @@ fn readme_retry_table_matches_the_settings_docs() {
 fn readme_circuit_breaker_table_matches_the_settings_docs() {
     check(include_str!("../src/circuit_breaker/settings.rs"), 14);
 }
+
+#[test]
+fn readme_timeout_table_matches_the_settings_docs() {
+    check(include_str!("../src/timeout/mod.rs"), 2);
+}
+
+#[test]
+fn readme_concurrency_table_matches_the_settings_docs() {
+    check(include_str!("../src/concurrency/mod.rs"), 4);
+}
+
+#[test]
+fn readme_rate_limiter_table_matches_the_settings_docs() {
+    check(include_str!("../src/rate_limiter/mod.rs"), 5);
+}
