@@ -1,8 +1,9 @@
 //! The breaker's state machine: one atomic word, no lock.
 //!
 //! The word's top two bits are the state. Every transition bumps a 14-bit
-//! generation, so that a permit taken in one half-open period cannot give its
-//! place back in a later one. An open breaker keeps the instant it opened (in
+//! generation, so that a permit taken in one period cannot count, or give its
+//! place back, in a later one (the generation wraps after 8192 open/half-open
+//! cycles: a probe hung that long could then be taken for a current one). An open breaker keeps the instant it opened (in
 //! microseconds since the breaker was built, rounded up, so that it never
 //! lets probes through early); a half-open one counts the probes it let
 //! through and the successes among them.
@@ -81,7 +82,8 @@ pub(crate) struct Breaker {
     settings: CircuitBreakerSettings,
     state: AtomicU64,
     mode: AtomicU8,
-    /// Generation (top 16 bits) and start (µs) of the current half-open period.
+    /// Generation (14 bits at bit 48) and start (µs, rounded up) of the
+    /// current half-open period.
     half_open_since: AtomicU64,
     window: Window,
     origin: Instant,
@@ -158,7 +160,7 @@ impl Breaker {
                 CLOSED => return Ok(Taken::Closed),
                 OPEN => {
                     let now = self.now_us_floor();
-                    if now.saturating_sub(w & LOW48) < self.wait_us {
+                    if now.wrapping_sub(w & LOW48) & LOW48 < self.wait_us {
                         return Err(self.reject(State::Open));
                     }
                     let next = gen + 1;
@@ -166,7 +168,7 @@ impl Breaker {
                     // first probe.
                     if self.cas(w, half_open(next, 1, 0)) {
                         self.half_open_since.store(
-                            ((next & GEN_MASK) << GEN_SHIFT) | (now & LOW48),
+                            ((next & GEN_MASK) << GEN_SHIFT) | (self.now_us_ceil() & LOW48),
                             Ordering::Release,
                         );
                         self.half_opened.fetch_add(1, Ordering::Relaxed);
@@ -251,6 +253,13 @@ impl Breaker {
         loop {
             let w = self.state.load(Ordering::Acquire);
             let gen = generation(w);
+            // A probe counts only in its own half-open period; a closed-period
+            // permit does not count as a probe.
+            match (tag(w), taken) {
+                (HALF_OPEN, Taken::Probe(g)) if g == gen => {}
+                (CLOSED, Taken::Closed) => {}
+                _ => return,
+            }
             match tag(w) {
                 CLOSED => {
                     let now = if self.window.needs_clock() {
@@ -338,7 +347,7 @@ impl Breaker {
 
     pub(crate) fn metrics(&self) -> Metrics {
         let w = self.state.load(Ordering::Acquire);
-        let counts = if tag(w) == CLOSED {
+        let counts = if tag(w) == CLOSED && self.mode.load(Ordering::Acquire) == NORMAL {
             self.window.snapshot(self.now_ns())
         } else {
             Counts::default()
@@ -350,7 +359,7 @@ impl Breaker {
                 .then(|| Counts::percent(counts.failures, counts.total) as u8),
             slow_rate: (counts.total > 0).then(|| Counts::percent(counts.slow, counts.total) as u8),
             probes_in_flight: if tag(w) == HALF_OPEN {
-                acquired(w) as u16
+                acquired(w).saturating_sub(successes(w)) as u16
             } else {
                 0
             },

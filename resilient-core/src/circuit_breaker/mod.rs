@@ -32,8 +32,15 @@
 //!   passed moves the breaker to half-open and is its first probe.
 //! - **Half-open**: at most `permitted_calls_in_half_open_state` probes run.
 //!   The breaker closes when the last of them succeeds and opens again on any
-//!   failure. With `max_wait_in_half_open`, probes that never finish cannot
-//!   keep it half-open forever.
+//!   failed (or slow) probe. With `max_wait_in_half_open`, probes that never
+//!   finish cannot keep it half-open forever. A permit counts only in the
+//!   period it was taken in: a call that started before the breaker opened,
+//!   or before a [`reset`](CircuitBreakerHandle::reset), changes nothing when
+//!   it ends.
+//!
+//! A breaker outside a retry counts the retry's exhaustion
+//! ([`Error::RetryExhausted`]) as one failure, whatever the last error was:
+//! the errors that count are the ones the retry spec retries.
 //!
 //! An outcome the spec's [`Classify`] marks [`Verdict::Ignore`] changes
 //! nothing, and in half-open gives its probe's place back. A call whose future
@@ -160,13 +167,14 @@ impl fmt::Display for State {
 pub struct Metrics {
     /// The state now.
     pub state: State,
-    /// The window's counts (empty unless closed: every transition clears it).
+    /// The window's counts (empty unless closed: every transition clears it,
+    /// and a forced-open or disabled breaker counts nothing).
     pub window: Counts,
     /// Failures in the window, in whole percent; `None` for an empty window.
     pub failure_rate: Option<u8>,
     /// Slow calls in the window, in whole percent; `None` for an empty window.
     pub slow_rate: Option<u8>,
-    /// Probes running now (half-open only).
+    /// Probes running now (half-open only): taken and not yet succeeded.
     pub probes_in_flight: u16,
     /// Times the breaker opened.
     pub opened: u64,

@@ -163,7 +163,7 @@ impl Fixed {
                     pack(after)
                 })
             });
-        record.is_bad().then_some(after)
+        (record.is_bad() || after.total >= self.size).then_some(after)
     }
 }
 
