@@ -198,23 +198,28 @@ fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAt
             continue;
         }
         seen.push(key.clone());
+        let derive = kind.derive_name();
+        // What may follow the path, as the end of a sentence.
         let options = match kind {
-            SpecKind::Retry => "`classify = custom` and `exhausted = last_failure`",
-            SpecKind::CircuitBreaker => "`classify = custom`",
-            _ => "none: only the config path",
+            SpecKind::Retry => {
+                "accepted after the path: `classify = custom` and `exhausted = last_failure`"
+                    .to_owned()
+            }
+            SpecKind::CircuitBreaker => "accepted after the path: `classify = custom`".to_owned(),
+            _ => format!("a `{derive}` takes only its config path, so remove `{key}`"),
         };
         let accepted = match key.as_str() {
             "classify" if !kind.classifies() => {
                 errors.push(syn::Error::new(
                     opt.key.span(),
-                    format!("`classify` applies to retry and circuit breaker specs only; accepted after the path here: {options}"),
+                    format!("`classify` applies to retry and circuit breaker specs only; {options}"),
                 ));
                 continue;
             }
             "exhausted" if !matches!(kind, SpecKind::Retry) => {
                 errors.push(syn::Error::new(
                     opt.key.span(),
-                    format!("`exhausted` applies to retry specs only; accepted after the path here: {options}"),
+                    format!("`exhausted` applies to retry specs only; {options}"),
                 ));
                 continue;
             }
@@ -223,7 +228,7 @@ fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAt
             _ => {
                 errors.push(syn::Error::new(
                     opt.key.span(),
-                    format!("unknown `#[spec]` option `{key}`; accepted after the path: {options}; settings such as `{key}` belong in the config section"),
+                    format!("unknown `#[spec]` option `{key}`; {options}; settings such as `{key}` belong in the config section"),
                 ));
                 continue;
             }

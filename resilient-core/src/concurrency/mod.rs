@@ -76,7 +76,7 @@ pub enum Policy {
 /// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
 /// | `limit` | required | whole number in 1..=536870911: calls that may run at once |
 /// | `policy` | `"reject"` | `"reject"` (fail at once when full) or `"block"` (wait for a permit) |
-/// | `max_wait` | none | duration, with `policy = "block"` only: how long to wait before failing |
+/// | `max_wait` | none | duration > 0, with `policy = "block"` only: how long to wait before failing |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConcurrencyLimitSettings {
     /// `false` turns the spec into a pass-through.
@@ -109,6 +109,14 @@ impl ConcurrencyLimitSettings {
             }
             ("reject", _) => Policy::Reject,
             (_, Some(None)) => return None,
+            (_, Some(Some(d))) if d.is_zero() => {
+                s.problem(
+                    "max_wait",
+                    "must be > 0 (with `policy = \"reject\"` a full limiter fails at once)",
+                    Some(&Value::Str(humantime::format_duration(d).to_string())),
+                );
+                return None;
+            }
             (_, max_wait) => Policy::Block {
                 max_wait: max_wait.flatten(),
             },

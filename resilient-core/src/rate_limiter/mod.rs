@@ -82,7 +82,7 @@ pub enum Algorithm {
 /// | `type` | `"fixed_window"` | `"fixed_window"` or `"token_bucket"` |
 /// | `limit_for_period` | required | whole number in 1..=1048575: calls per period |
 /// | `limit_refresh_period` | required | duration ≥ 1ms (and ≥ 1ns per permit for `token_bucket`): the period |
-/// | `max_wait` | none | duration: how long a call may wait for a permit instead of failing at once |
+/// | `max_wait` | none | duration > 0: how long a call may wait for a permit instead of failing at once |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimiterSettings {
     /// `false` turns the spec into a pass-through.
@@ -122,7 +122,27 @@ impl RateLimiterSettings {
             }
             other => other.flatten(),
         };
-        let max_wait = s.duration("max_wait", false);
+        let max_wait = match s.duration("max_wait", false) {
+            Some(Some(d)) if d.is_zero() => {
+                s.problem(
+                    "max_wait",
+                    "must be > 0 (leave it out to fail at once)",
+                    Some(&as_value(d)),
+                );
+                Some(None)
+            }
+            other => other,
+        };
+        if let (Some("token_bucket"), Some(limit), Some(period)) = (algorithm, limit, period) {
+            if period.as_nanos() < u128::from(limit) {
+                s.problem(
+                    "limit_refresh_period",
+                    format!("is too short for `limit_for_period` = {limit} with `type = \"token_bucket\"`: each permit needs at least 1ns"),
+                    Some(&as_value(period)),
+                );
+                return None;
+            }
+        }
         Some(Self {
             enabled: enabled?,
             algorithm: match algorithm? {
