@@ -154,6 +154,7 @@
 pub mod circuit_breaker;
 pub mod concurrency;
 mod error;
+pub mod fallback;
 mod outcome;
 pub mod rate_limiter;
 pub mod registry;
@@ -201,6 +202,13 @@ pub use resilient_macros::circuit_breakable;
 /// Option after the path: `classify = custom` (implement [`Classify`]
 /// yourself).
 pub use resilient_macros::CircuitBreakerSpec;
+
+/// Answers a failed call with another method's result:
+/// `#[fallback(method = "cached(id)")]`.
+///
+/// See [`fallback`](mod@fallback) for the reference syntax, the optional error
+/// parameter, sync and async fallbacks, and `on = ..` / `when = ..`.
+pub use resilient_macros::fallback;
 
 /// Gives up on an `async fn` that takes too long: `#[timeout(PetTimeout)]`.
 ///

@@ -9,6 +9,7 @@ pub use inventory;
 pub use crate::circuit_breaker::{BreakerOps, CircuitBreakerSpec};
 pub use crate::concurrency::ConcurrencyLimitSpec;
 pub use crate::error::Error;
+pub use crate::fallback::{FallbackFn, FallbackOn, FallbackOutput};
 pub use crate::outcome::Fail;
 pub use crate::rate_limiter::RateLimiterSpec;
 pub use crate::retry::{Exhaustion, OpsOf, RetryOps, RetrySpec, ReturnError, ReturnLastFailure};
@@ -131,6 +132,42 @@ where
         Ok(r) => crate::rate_limiter::run(spec.name, &r, f).await,
         Err(e) => Err(Fail::Resilience(e)),
     }
+}
+
+/// Runs `f`; on a failure `on` accepts, answers with `g(error)`; what
+/// `#[fallback]` expands to.
+pub async fn fallback<T, E, F, Fut, G, GFut>(
+    fn_name: &'static str,
+    on: FallbackOn<E>,
+    wrap: fn(Error) -> E,
+    f: F,
+    g: G,
+) -> Result<T, Fail<E>>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, Fail<E>>>,
+    G: FnOnce(E) -> GFut,
+    GFut: Future<Output = Result<T, E>>,
+{
+    crate::fallback::run(fn_name, on, wrap, f, g).await
+}
+
+/// Calls the fallback `target` with `args`, and the error if it takes it.
+#[inline]
+pub fn fallback_call<Target, Args, E, M>(target: Target, args: Args, error: E) -> Target::Output
+where
+    Target: FallbackFn<Args, E, M>,
+{
+    target.call_fallback(args, error)
+}
+
+/// A fallback's output as a future, whether it is sync or async.
+#[inline]
+pub fn fallback_future<T, E, M, X>(output: X) -> X::Future
+where
+    X: FallbackOutput<T, E, M>,
+{
+    output.into_fallback_future()
 }
 
 /// The body's outcome (of the fn's return type `R`), entering the chain.

@@ -1,6 +1,7 @@
 //! The argument of a resilience attribute: one spec type, `#[retryable(PetRetry)]`.
 
 use proc_macro2::{Span, TokenStream};
+use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{LitStr, Path, Token};
 
@@ -69,4 +70,143 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
         Ok(path)
     };
     parser.parse2(tokens)
+}
+
+/// What `#[fallback(..)]` says.
+pub(crate) struct FallbackArgs {
+    /// The `method = ".."` string, for spans.
+    pub(crate) method: LitStr,
+    /// The fallback's path, as written in the string.
+    pub(crate) target: Path,
+    /// The argument names listed in the string, in order.
+    pub(crate) args: Vec<syn::Ident>,
+    /// Which failures it handles.
+    pub(crate) on: FallbackOn,
+}
+
+/// Which failures a fallback handles.
+pub(crate) enum FallbackOn {
+    Any,
+    Resilience,
+    Rejection,
+    Timeout,
+    When(Path),
+}
+
+const FALLBACK_EXAMPLE: &str = "#[fallback(method = \"cached(id)\")]";
+
+/// Parses `method = "name(a, b)"` and the optional `on = ..` / `when = ..`.
+pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<FallbackArgs> {
+    if tokens.is_empty() {
+        return Err(syn::Error::new(
+            span,
+            format!("`#[fallback]` needs the fallback to call: write `{FALLBACK_EXAMPLE}`, naming a method and the arguments it gets"),
+        ));
+    }
+    let parser = |input: ParseStream<'_>| -> syn::Result<FallbackArgs> {
+        let mut method: Option<LitStr> = None;
+        let mut on: Option<(syn::Ident, FallbackOn)> = None;
+        while !input.is_empty() {
+            let key: syn::Ident = input.parse()?;
+            input.parse::<Token![=]>().map_err(|e| {
+                syn::Error::new(e.span(), format!("`{key}` takes a value: `{key} = ..`"))
+            })?;
+            match key.to_string().as_str() {
+                "method" => {
+                    if method.is_some() {
+                        return Err(syn::Error::new(key.span(), "`method` is given more than once; keep one"));
+                    }
+                    method = Some(input.parse().map_err(|e| {
+                        syn::Error::new(e.span(), format!("`method` takes a string naming the fallback and its arguments, such as `{FALLBACK_EXAMPLE}`"))
+                    })?);
+                }
+                "on" | "when" => {
+                    if let Some((first, _)) = &on {
+                        return Err(syn::Error::new(
+                            key.span(),
+                            format!("`{key}` cannot be combined with `{first}`: give one of `on = ..` or `when = ..`"),
+                        ));
+                    }
+                    let filter = if key == "when" {
+                        FallbackOn::When(input.parse().map_err(|e| {
+                            syn::Error::new(e.span(), "`when` takes the path of a fn(&E) -> bool, such as `when = is_transient`")
+                        })?)
+                    } else {
+                        let value: syn::Ident = input.parse().map_err(|e| {
+                            syn::Error::new(e.span(), "`on` takes `resilience`, `rejection` or `timeout`")
+                        })?;
+                        match value.to_string().as_str() {
+                            "resilience" => FallbackOn::Resilience,
+                            "rejection" => FallbackOn::Rejection,
+                            "timeout" => FallbackOn::Timeout,
+                            "any" => FallbackOn::Any,
+                            other => {
+                                return Err(syn::Error::new(
+                                    value.span(),
+                                    format!("unknown `on` value `{other}`; accepted: `on = resilience` (failures raised by a resilience attribute inside), `on = rejection` (breaker, rate or concurrency rejections), `on = timeout`, `on = any`"),
+                                ))
+                            }
+                        }
+                    };
+                    on = Some((key, filter));
+                }
+                other => {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!("`#[fallback]` has no argument `{other}`; accepted: `method = \"name(args)\"`, and one of `on = ..` or `when = ..`"),
+                    ))
+                }
+            }
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
+        }
+        let Some(method) = method else {
+            return Err(syn::Error::new(
+                span,
+                format!("`#[fallback]` needs `method`: write `{FALLBACK_EXAMPLE}`"),
+            ));
+        };
+        let (target, args) = parse_reference(&method)?;
+        Ok(FallbackArgs {
+            method,
+            target,
+            args,
+            on: on.map_or(FallbackOn::Any, |(_, f)| f),
+        })
+    };
+    parser.parse2(tokens)
+}
+
+/// `name(a, b)` inside the `method` string.
+fn parse_reference(lit: &LitStr) -> syn::Result<(Path, Vec<syn::Ident>)> {
+    let invalid = || {
+        syn::Error::new(
+            lit.span(),
+            format!(
+                "`{}` is not a fallback reference; write the fallback's name and, in parentheses, the names of the arguments it gets, such as `method = \"cached(id)\"` or `method = \"cached()\"`",
+                lit.value()
+            ),
+        )
+    };
+    let parser = |input: ParseStream<'_>| -> syn::Result<(Path, Vec<syn::Ident>)> {
+        let path = Path::parse_mod_style(input)?;
+        let content;
+        syn::parenthesized!(content in input);
+        let args = content.parse_terminated(syn::Ident::parse_any, Token![,])?;
+        Ok((path, args.into_iter().collect()))
+    };
+    let (mut path, args) = parser.parse_str(&lit.value()).map_err(|_| invalid())?;
+    // Point every token at the user's string.
+    for seg in &mut path.segments {
+        seg.ident.set_span(lit.span());
+    }
+    let args = args
+        .into_iter()
+        .map(|mut a| {
+            a.set_span(lit.span());
+            a
+        })
+        .collect();
+    Ok((path, args))
 }

@@ -20,15 +20,17 @@ pub(crate) enum Kind {
     Timeout,
     ConcurrencyLimit,
     RateLimiter,
+    Fallback,
 }
 
 impl Kind {
-    const ALL: [Kind; 5] = [
+    const ALL: [Kind; 6] = [
         Kind::Retry,
         Kind::CircuitBreaker,
         Kind::Timeout,
         Kind::ConcurrencyLimit,
         Kind::RateLimiter,
+        Kind::Fallback,
     ];
 
     pub(crate) fn attr_name(self) -> &'static str {
@@ -38,6 +40,7 @@ impl Kind {
             Kind::Timeout => "timeout",
             Kind::ConcurrencyLimit => "concurrency_limit",
             Kind::RateLimiter => "rate_limited",
+            Kind::Fallback => "fallback",
         }
     }
 
@@ -48,6 +51,7 @@ impl Kind {
             Kind::Timeout => "TimeoutSpec",
             Kind::ConcurrencyLimit => "ConcurrencyLimitSpec",
             Kind::RateLimiter => "RateLimiterSpec",
+            Kind::Fallback => "",
         }
     }
 
@@ -58,6 +62,7 @@ impl Kind {
             Kind::Timeout => "PetTimeout",
             Kind::ConcurrencyLimit => "Reviews",
             Kind::RateLimiter => "PetRate",
+            Kind::Fallback => "",
         }
     }
 
@@ -66,9 +71,11 @@ impl Kind {
     pub(crate) fn calls_again(self) -> bool {
         match self {
             Kind::Retry => true,
-            Kind::CircuitBreaker | Kind::Timeout | Kind::ConcurrencyLimit | Kind::RateLimiter => {
-                false
-            }
+            Kind::CircuitBreaker
+            | Kind::Timeout
+            | Kind::ConcurrencyLimit
+            | Kind::RateLimiter
+            | Kind::Fallback => false,
         }
     }
 
@@ -82,7 +89,40 @@ impl Kind {
 /// One resilience attribute of the fn.
 pub(crate) struct Layer {
     pub(crate) kind: Kind,
-    pub(crate) spec: Path,
+    pub(crate) args: LayerArgs,
+}
+
+/// What the attribute says.
+pub(crate) enum LayerArgs {
+    /// The spec type of a mechanism: `#[retryable(PetRetry)]`.
+    Spec(Path),
+    /// `#[fallback(method = "..", ..)]`.
+    Fallback(args::FallbackArgs),
+}
+
+impl Layer {
+    /// Where to report a problem with the layer as a whole.
+    pub(crate) fn span(&self) -> Span {
+        match &self.args {
+            LayerArgs::Spec(spec) => expand::spec_span(spec),
+            LayerArgs::Fallback(f) => f.method.span(),
+        }
+    }
+
+    /// The spec type, for the layers that have one.
+    pub(crate) fn spec(&self) -> Option<&Path> {
+        match &self.args {
+            LayerArgs::Spec(spec) => Some(spec),
+            LayerArgs::Fallback(_) => None,
+        }
+    }
+}
+
+fn parse_args(kind: Kind, tokens: TokenStream, span: Span) -> syn::Result<LayerArgs> {
+    match kind {
+        Kind::Fallback => args::parse_fallback(tokens, span).map(LayerArgs::Fallback),
+        _ => args::parse_spec(kind, tokens, span).map(LayerArgs::Spec),
+    }
 }
 
 /// Entry point of every resilience attribute.
@@ -110,8 +150,8 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
     };
     let mut errors = Errors::default();
     let mut layers = Vec::new();
-    match args::parse_spec(kind, attr, Span::call_site()) {
-        Ok(spec) => layers.push(Layer { kind, spec }),
+    match parse_args(kind, attr, Span::call_site()) {
+        Ok(args) => layers.push(Layer { kind, args }),
         Err(e) => errors.push(e),
     }
     let mut siblings = Vec::new();
@@ -141,14 +181,17 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
             Meta::Path(_) => Ok(TokenStream::new()),
             Meta::NameValue(nv) => Err(syn::Error::new(
                 nv.eq_token.span,
-                format!(
-                    "`#[{name}]` takes the spec in parentheses: `#[{name}({})]`",
-                    kind.example_spec()
-                ),
+                match kind {
+                    Kind::Fallback => "`#[fallback]` takes its arguments in parentheses: `#[fallback(method = \"cached(id)\")]`".to_owned(),
+                    _ => format!(
+                        "`#[{name}]` takes the spec in parentheses: `#[{name}({})]`",
+                        kind.example_spec()
+                    ),
+                },
             )),
         };
-        match tokens.and_then(|t| args::parse_spec(kind, t, attr.span())) {
-            Ok(spec) => layers.push(Layer { kind, spec }),
+        match tokens.and_then(|t| parse_args(kind, t, attr.span())) {
+            Ok(args) => layers.push(Layer { kind, args }),
             Err(e) => errors.push(e),
         }
     }
@@ -159,8 +202,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
     if let Err(e) = errors.finish() {
         // The fn without its resilience attributes: one error, no cascade.
         // The specs stay named in the body, so their imports are still used.
-        for layer in &layers {
-            let spec = &layer.spec;
+        for spec in layers.iter().filter_map(Layer::spec) {
             func.block.stmts.insert(
                 0,
                 syn::parse_quote!(let _ = ::core::marker::PhantomData::<#spec>;),

@@ -6,9 +6,88 @@ use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
-use crate::chain::Layer;
+use crate::args::FallbackArgs;
+use crate::chain::{Layer, LayerArgs};
 use crate::diag::Errors;
 use crate::layer;
+
+/// What the layers need to know of the fn they wrap.
+pub(crate) struct Context {
+    /// The fn's return type, or `Result<_, _>` when it names `impl Trait`.
+    pub(crate) ret: TokenStream,
+    /// Whether a layer runs the body more than once.
+    pub(crate) again: bool,
+    /// The fn's receiver, if it is a method.
+    pub(crate) receiver: Option<Receiver>,
+    /// The fn's name.
+    pub(crate) fn_name: Ident,
+}
+
+/// How a method takes `self`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Receiver {
+    /// `&self` (or `self: &Self`): copied.
+    Ref,
+    /// `self`, `self: Arc<Self>` and the like: cloned.
+    Owned,
+}
+
+fn receiver(sig: &syn::Signature) -> Option<Receiver> {
+    sig.receiver().map(|r| {
+        if r.reference.is_some() || is_ref_type(&r.ty) {
+            Receiver::Ref
+        } else {
+            Receiver::Owned
+        }
+    })
+}
+
+/// The names of the fn's parameters that a fallback can name.
+fn param_names(sig: &syn::Signature) -> Vec<Ident> {
+    sig.inputs
+        .iter()
+        .filter_map(|arg| match arg {
+            FnArg::Typed(t) => match &*t.pat {
+                Pat::Ident(pi) => Some(pi.ident.clone()),
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .collect()
+}
+
+/// Checks a fallback's reference against the fn's parameters.
+fn check_fallback(func: &ItemFn, f: &FallbackArgs, errors: &mut Errors) {
+    let names = param_names(&func.sig);
+    let listed = || {
+        if names.is_empty() {
+            "it has none".to_owned()
+        } else {
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    for a in &f.args {
+        if a == "self" {
+            errors.push(syn::Error::new(
+                f.method.span(),
+                "a fallback method is called on the same receiver: leave `self` out of `method = \"..\"`",
+            ));
+        } else if !names.iter().any(|n| n == a) {
+            errors.push(syn::Error::new(
+                f.method.span(),
+                format!(
+                    "`{a}` is not a parameter of `{}`; the fallback's arguments are named by the fn's parameters: {}",
+                    func.sig.ident,
+                    listed()
+                ),
+            ));
+        }
+    }
+}
 
 /// Checks that the fn can carry `layers`, reporting every problem at once.
 pub(crate) fn check(func: &ItemFn, layers: &[Layer]) -> syn::Result<()> {
@@ -18,6 +97,11 @@ pub(crate) fn check(func: &ItemFn, layers: &[Layer]) -> syn::Result<()> {
     let name = first.kind.attr_name();
     let sig = &func.sig;
     let mut errors = Errors::default();
+    for layer in layers {
+        if let LayerArgs::Fallback(f) = &layer.args {
+            check_fallback(func, f, &mut errors);
+        }
+    }
     if sig.asyncness.is_none() {
         errors.push(syn::Error::new(
             sig.fn_token.span,
@@ -116,6 +200,15 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
         return quote!(#func);
     };
 
+    let fallback_names: Vec<Ident> = layers
+        .iter()
+        .filter_map(|l| match &l.args {
+            LayerArgs::Fallback(f) => Some(f.args.iter().cloned()),
+            LayerArgs::Spec(_) => None,
+        })
+        .flatten()
+        .map(|a| Ident::new(&a.to_string(), Span::call_site()))
+        .collect();
     // Arguments the body needs afresh for each attempt.
     let mut rebind = Vec::new();
     let mut owned_self = false;
@@ -134,7 +227,13 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
                         Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                             let name = pi.ident.clone();
                             let m = pi.mutability.take();
+                            // A parameter a fallback names is used there,
+                            // even if the body leaves its copy alone.
+                            let allow = fallback_names
+                                .contains(&name)
+                                .then(|| quote!(#[allow(unused_variables)]));
                             rebind.push(quote_spanned! {span=>
+                                #allow
                                 let #m #name = #p::clone_arg(&#name);
                             });
                         }
@@ -192,17 +291,51 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     } else {
         quote!(move || #body)
     };
-    let chain = nest(layers, &ret_arg, factory, again);
+    let cx = Context {
+        ret: ret_arg.clone(),
+        again,
+        receiver: receiver(&func.sig),
+        fn_name: func.sig.ident.clone(),
+    };
+    // Without a retry the call consumes its arguments: a fallback gets clones
+    // saved before it.
+    let mut saved = Vec::new();
+    if !again {
+        for layer in layers {
+            if let LayerArgs::Fallback(f) = &layer.args {
+                let span = f.method.span();
+                let takes_self =
+                    f.target.get_ident().is_some() && cx.receiver == Some(Receiver::Owned);
+                let self_ident = Ident::new("self", Span::call_site());
+                let names = f.args.iter().chain(takes_self.then_some(&self_ident));
+                for name in names {
+                    let to = layer::fallback_saved(name);
+                    if !saved.iter().any(|(t, _): &(Ident, TokenStream)| *t == to) {
+                        let source = if name == "self" {
+                            quote!(self)
+                        } else {
+                            quote!(#name)
+                        };
+                        saved.push((
+                            to.clone(),
+                            quote_spanned!(span=> let #to = #p::clone_arg(&#source);),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let saved = saved.into_iter().map(|(_, s)| s);
+    let chain = nest(layers, &cx, factory);
     // Keep the body's braces: the fn's span then stays in the user's code, so
     // lints on the fn as a whole (`dead_code`) still fire.
     // Awaited at the outermost spec: the future's bounds are then reported at
     // the same tokens as the call's, once.
-    let outer = layers
-        .first()
-        .map_or_else(Span::call_site, |l| spec_span(&l.spec));
+    let outer = layers.first().map_or_else(Span::call_site, Layer::span);
     let awaited = quote_spanned!(outer=> #chain.await);
     let block: syn::Block = syn::parse_quote!({
         let __resilient_wrap = #p::error_wrap::<#ret_arg>();
+        #(#saved)*
         #p::finish(#awaited, __resilient_wrap)
     });
     func.block.stmts = block.stmts;
@@ -219,18 +352,18 @@ fn is_ref_type(ty: &Type) -> bool {
 }
 
 /// The future of `layers[0]` wrapping the rest, innermost around `factory`.
-fn nest(layers: &[Layer], ret: &TokenStream, factory: TokenStream, again: bool) -> TokenStream {
+fn nest(layers: &[Layer], cx: &Context, factory: TokenStream) -> TokenStream {
     match layers {
         [] => quote!((#factory)()),
-        [only] => layer::call(only, ret, factory),
+        [only] => layer::call(only, cx, factory),
         [outer, rest @ ..] => {
-            let inner = nest(rest, ret, factory, again);
-            let inner_factory = if again {
+            let inner = nest(rest, cx, factory);
+            let inner_factory = if cx.again {
                 quote!(|| #inner)
             } else {
                 quote!(move || #inner)
             };
-            layer::call(outer, ret, inner_factory)
+            layer::call(outer, cx, inner_factory)
         }
     }
 }

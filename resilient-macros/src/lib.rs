@@ -34,6 +34,13 @@ pub fn derive_circuit_breaker_spec(input: TokenStream) -> TokenStream {
     spec_derive::expand(spec_derive::SpecKind::CircuitBreaker, input.into()).into()
 }
 
+/// Answers a failed call with another method's result. See
+/// `resilient_core::fallback`.
+#[proc_macro_attribute]
+pub fn fallback(attr: TokenStream, item: TokenStream) -> TokenStream {
+    chain::expand(chain::Kind::Fallback, attr.into(), item.into()).into()
+}
+
 /// Gives up on an `async fn` that takes too long. See `resilient_core::timeout`.
 #[proc_macro_attribute]
 pub fn timeout(attr: TokenStream, item: TokenStream) -> TokenStream {

@@ -7,7 +7,9 @@ use crate::chain::Layer;
 use crate::expand::spec_span;
 
 pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> TokenStream {
-    let spec = &layer.spec;
+    let Some(spec) = layer.spec() else {
+        return inner;
+    };
     // As for retry: every requirement is checked by `breaker_ops`.
     quote_spanned! {spec_span(spec)=>
         ::resilient_core::__private::circuit_breaker(

@@ -10,7 +10,9 @@ use crate::expand::spec_span;
 /// `runner(check::<Spec>(), inner)`: `check` states the spec's bound where the
 /// user named it; `runner` has none that can fail.
 pub(crate) fn call(layer: &Layer, runner: &str, check: &str, inner: TokenStream) -> TokenStream {
-    let spec = &layer.spec;
+    let Some(spec) = layer.spec() else {
+        return inner;
+    };
     let runner = Ident::new(runner, Span::call_site());
     let check = Ident::new(check, Span::call_site());
     quote_spanned! {spec_span(spec)=>

@@ -1,16 +1,23 @@
 //! One file per mechanism: the call each layer expands to.
 
 mod circuit_breaker;
+mod fallback;
 mod limits;
 mod retry;
 
 use proc_macro2::TokenStream;
 
-use crate::chain::{Kind, Layer};
+pub(crate) use fallback::saved as fallback_saved;
+
+use crate::chain::{Kind, Layer, LayerArgs};
+use crate::expand::Context;
 
 /// The future of `layer` around the future factory `inner`.
-/// `ret` is the annotated fn's return type (or `_`).
-pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> TokenStream {
+pub(crate) fn call(layer: &Layer, cx: &Context, inner: TokenStream) -> TokenStream {
+    let ret = &cx.ret;
+    if let LayerArgs::Fallback(args) = &layer.args {
+        return fallback::call(args, cx, inner);
+    }
     match layer.kind {
         Kind::Retry => retry::call(layer, ret, inner),
         Kind::CircuitBreaker => circuit_breaker::call(layer, ret, inner),
@@ -19,5 +26,6 @@ pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> Toke
             limits::call(layer, "concurrency_limit", "concurrency_spec", inner)
         }
         Kind::RateLimiter => limits::call(layer, "rate_limited", "rate_spec", inner),
+        Kind::Fallback => inner,
     }
 }

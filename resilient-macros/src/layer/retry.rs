@@ -7,7 +7,9 @@ use crate::chain::Layer;
 use crate::expand::spec_span;
 
 pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> TokenStream {
-    let spec = &layer.spec;
+    let Some(spec) = layer.spec() else {
+        return inner;
+    };
     // Every requirement is checked by `retry_ops`, at the spec and the return
     // type; the call itself has none that can fail, so each mistake is
     // reported once.

@@ -1,0 +1,235 @@
+//! Fallback: when the call fails, answer with another method's result.
+//!
+//! ```
+//! use resilient_core::{fallback, retryable, RetrySpec};
+//!
+//! #[derive(RetrySpec)]
+//! #[spec("resilient.retry.pet")]
+//! pub struct PetRetry;
+//!
+//! #[derive(Debug, thiserror::Error)]
+//! pub enum PetError {
+//!     #[error("pet store unavailable")]
+//!     Unavailable,
+//!     #[error(transparent)]
+//!     Resilience(#[from] resilient_core::Error),
+//! }
+//!
+//! pub struct Client;
+//!
+//! impl Client {
+//!     #[fallback(method = "cached(id)")]
+//!     #[retryable(PetRetry)]
+//!     pub async fn find(&self, id: u64) -> Result<String, PetError> {
+//!         Err(PetError::Unavailable)
+//!     }
+//!
+//!     // Same receiver, the arguments named in `method`, the same output;
+//!     // sync or async.
+//!     fn cached(&self, id: u64) -> Result<String, PetError> {
+//!         Ok(format!("pet {id} (cached)"))
+//!     }
+//! }
+//! ```
+//!
+//! # The reference
+//!
+//! `method = "name(a, b)"` names the fallback and the arguments it gets, by
+//! the annotated fn's parameter names: any of them, in any order, repeated if
+//! need be. In a method, `name` is a method of the same type, called on the
+//! same receiver (`&self` → `&self`, `self: Arc<Self>` → `self: Arc<Self>`);
+//! in a free fn it is a fn in scope (a path is allowed). The arguments are
+//! clones of the ones the call got, so they must be `Clone` (references are
+//! copied).
+//!
+//! The fallback may take one more, last, parameter: the error that
+//! triggered it, as the annotated fn's error type (a resilience error, such
+//! as an open breaker's rejection, arrives converted through
+//! `From<resilient_core::Error>`). It returns the annotated fn's output type,
+//! `Result<T, E>`, directly or as a future: both sync and async fallbacks are
+//! allowed. The compiler checks all of this.
+//!
+//! # Which failures it handles
+//!
+//! | option | the fallback runs for |
+//! |---|---|
+//! | (none) | every failure |
+//! | `on = resilience` | failures raised by a resilience attribute inside it (rejections, timeouts, retry exhaustion) |
+//! | `on = rejection` | a circuit breaker's, rate limiter's or concurrency limit's rejection |
+//! | `on = timeout` | a timeout |
+//! | `when = path::to::predicate` | errors for which `fn(&E) -> bool` says `true` |
+//!
+//! Any other failure passes through unchanged. (With `when`, a resilience
+//! error is converted to `E` to be asked, and passes on as that `E`.)
+
+use std::future::{ready, Future, Ready};
+
+use crate::error::Error;
+use crate::outcome::Fail;
+
+/// Which failures a fallback handles; built by `#[fallback]`.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum FallbackOn<E> {
+    /// Every failure.
+    Any,
+    /// Failures raised by a resilience attribute inside the fallback.
+    Resilience,
+    /// Rejections: open breaker, rate limit, concurrency limit.
+    Rejection,
+    /// Timeouts.
+    Timeout,
+    /// Errors the predicate accepts.
+    When(fn(&E) -> bool),
+}
+
+/// A fallback that takes exactly the named arguments.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum WithoutError {}
+
+/// A fallback that also takes the error as its last parameter.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum WithError {}
+
+/// A fn that can be called as a fallback with `Args`, and optionally the
+/// error `E`; `M` tells the two apart. Implemented for every such fn.
+#[diagnostic::on_unimplemented(
+    message = "this fallback cannot be called with the arguments named in `method`",
+    label = "the fallback must take `{Args}` (the receiver and the arguments named in `method = \"..\"`, in that order), optionally followed by the error `{E}`",
+    note = "change the fallback's parameters, or the arguments named in `method = \"..\"`, so that they match"
+)]
+pub trait FallbackFn<Args, E, M> {
+    /// What the fallback returns.
+    type Output;
+    /// Calls the fallback.
+    fn call_fallback(self, args: Args, error: E) -> Self::Output;
+}
+
+macro_rules! fallback_fn {
+    ($($arg:ident),*) => {
+        #[allow(non_snake_case)]
+        impl<F, R, E, $($arg),*> FallbackFn<($($arg,)*), E, WithoutError> for F
+        where
+            F: FnOnce($($arg),*) -> R,
+        {
+            type Output = R;
+            #[inline]
+            fn call_fallback(self, ($($arg,)*): ($($arg,)*), _: E) -> R {
+                self($($arg),*)
+            }
+        }
+
+        #[allow(non_snake_case)]
+        impl<F, R, E, $($arg),*> FallbackFn<($($arg,)*), E, WithError> for F
+        where
+            F: FnOnce($($arg,)* E) -> R,
+        {
+            type Output = R;
+            #[inline]
+            fn call_fallback(self, ($($arg,)*): ($($arg,)*), error: E) -> R {
+                self($($arg,)* error)
+            }
+        }
+    };
+}
+
+fallback_fn!();
+fallback_fn!(A1);
+fallback_fn!(A1, A2);
+fallback_fn!(A1, A2, A3);
+fallback_fn!(A1, A2, A3, A4);
+fallback_fn!(A1, A2, A3, A4, A5);
+fallback_fn!(A1, A2, A3, A4, A5, A6);
+fallback_fn!(A1, A2, A3, A4, A5, A6, A7);
+fallback_fn!(A1, A2, A3, A4, A5, A6, A7, A8);
+
+/// A synchronous fallback's output.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum Immediate {}
+
+/// An asynchronous fallback's output.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum Deferred {}
+
+/// What a fallback may return: the annotated fn's `Result<T, E>`, or a
+/// future of it.
+#[diagnostic::on_unimplemented(
+    message = "the fallback returns `{Self}`, not the annotated fn's output",
+    label = "a fallback must return `Result<{T}, {E}>`, the annotated fn's output type, or a future of it",
+    note = "change the fallback's return type to the annotated fn's"
+)]
+pub trait FallbackOutput<T, E, M> {
+    /// The future the call awaits.
+    type Future: Future<Output = Result<T, E>>;
+    /// The output as a future.
+    fn into_fallback_future(self) -> Self::Future;
+}
+
+impl<T, E> FallbackOutput<T, E, Immediate> for Result<T, E> {
+    type Future = Ready<Result<T, E>>;
+    #[inline]
+    fn into_fallback_future(self) -> Self::Future {
+        ready(self)
+    }
+}
+
+impl<T, E, F> FallbackOutput<T, E, Deferred> for F
+where
+    F: Future<Output = Result<T, E>>,
+{
+    type Future = F;
+    #[inline]
+    fn into_fallback_future(self) -> F {
+        self
+    }
+}
+
+fn handles<E>(on: &FallbackOn<E>, fail: &Fail<E>) -> bool {
+    match (on, fail) {
+        (FallbackOn::Any | FallbackOn::When(_), _) => true,
+        (_, Fail::Body(_)) => false,
+        (FallbackOn::Resilience, Fail::Resilience(_)) => true,
+        (FallbackOn::Rejection, Fail::Resilience(e)) => matches!(
+            e,
+            Error::CallNotPermitted { .. }
+                | Error::RateLimitExceeded { .. }
+                | Error::ConcurrencyLimitReached { .. }
+        ),
+        (FallbackOn::Timeout, Fail::Resilience(e)) => matches!(e, Error::Timeout { .. }),
+    }
+}
+
+/// Runs `f`; on a failure that `on` accepts, answers with `g(error)`.
+pub(crate) async fn run<T, E, F, Fut, G, GFut>(
+    fn_name: &'static str,
+    on: FallbackOn<E>,
+    wrap: fn(Error) -> E,
+    f: F,
+    g: G,
+) -> Result<T, Fail<E>>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, Fail<E>>>,
+    G: FnOnce(E) -> GFut,
+    GFut: Future<Output = Result<T, E>>,
+{
+    let fail = match f().await {
+        Ok(v) => return Ok(v),
+        Err(fail) => fail,
+    };
+    if !handles(&on, &fail) {
+        return Err(fail);
+    }
+    let error = fail.into_error(wrap);
+    if let FallbackOn::When(accepts) = on {
+        if !accepts(&error) {
+            return Err(Fail::Body(error));
+        }
+    }
+    tracing::debug!(target: "resilient::fallback", r#fn = fn_name, "fallback taken");
+    g(error).await.map_err(Fail::Body)
+}
