@@ -1,11 +1,13 @@
 //! A pet store client whose lookups go through a circuit breaker and are
 //! retried, with a 5xx response counted as a failure although the HTTP client
-//! returns it as `Ok`.
+//! returns it as `Ok`; one lookup also has a per-attempt timeout and a
+//! fallback.
 
 use std::net::SocketAddr;
 
 use resilient_core::{
-    circuit_breakable, retryable, CircuitBreakerSpec, Classify, RetrySpec, Verdict,
+    circuit_breakable, fallback, retryable, timeout, CircuitBreakerSpec, Classify, RetrySpec,
+    TimeoutSpec, Verdict,
 };
 
 use crate::http::{self, Response};
@@ -29,6 +31,11 @@ impl Classify<Response, PetError> for PetBreaker {
         PetRetry::classify(outcome)
     }
 }
+
+/// A time limit for each attempt of a lookup, at `resilient.timeout.pet`.
+#[derive(TimeoutSpec)]
+#[spec("resilient.timeout.pet")]
+pub struct PetTimeout;
 
 /// What a lookup returns when the store answers.
 impl Classify<Response, PetError> for PetRetry {
@@ -75,5 +82,25 @@ impl PetClient {
     #[retryable(PetRetry)]
     pub async fn find(&self, id: u64) -> Result<Response, PetError> {
         Ok(http::get(self.addr, &format!("/pets/{id}")).await?)
+    }
+
+    /// Looks up pet `id` with every layer: a fallback answers from the cache
+    /// when the breaker, the retries and the per-attempt timeout could not get
+    /// an answer (Kora's canonical order).
+    #[fallback(method = "cached(id)")]
+    #[circuit_breakable(PetBreaker)]
+    #[retryable(PetRetry)]
+    #[timeout(PetTimeout)]
+    pub async fn find_or_cached(&self, id: u64) -> Result<Response, PetError> {
+        let response = http::get(self.addr, &format!("/pets/{id}")).await?;
+        Ok(response)
+    }
+
+    /// The fallback: what a cache would answer, and why it was asked.
+    async fn cached(&self, id: u64, error: PetError) -> Result<Response, PetError> {
+        Ok(Response {
+            status: 200,
+            body: format!("{{\"id\": {id}, \"name\": \"(cached)\"}} after: {error}"),
+        })
     }
 }

@@ -3,7 +3,7 @@
 //! outcome.
 
 use examples::http::Server;
-use examples::petstore::{PetBreaker, PetClient, PetError, PetRetry};
+use examples::petstore::{PetBreaker, PetClient, PetError, PetRetry, PetTimeout};
 use resilient_core::circuit_breaker::State;
 use resilient_core::{CircuitBreakerSpec, Error, GaveUp, Registry};
 
@@ -16,12 +16,17 @@ permitted_calls_in_half_open_state = 1
 count_based = { window_size = 4 }";
 
 fn registry(retry: &str) -> Result<Registry, Box<dyn std::error::Error>> {
-    let toml = format!("[resilient.retry.pet]\n{retry}\n{BREAKER}");
+    let toml = format!(
+        "[resilient.retry.pet]\n{retry}\n{BREAKER}\n[resilient.timeout.pet]\nduration = \"2s\""
+    );
     let settings = config::Config::builder()
         .add_source(config::File::from_str(&toml, config::FileFormat::Toml))
         .build()?;
     Ok(resilient_config::build(
-        Registry::builder().spec::<PetRetry>().spec::<PetBreaker>(),
+        Registry::builder()
+            .spec::<PetRetry>()
+            .spec::<PetBreaker>()
+            .spec::<PetTimeout>(),
         &settings,
     )?)
 }
@@ -130,5 +135,20 @@ async fn an_open_breaker_stops_the_requests_a_failing_server_receives(
     assert_eq!(server.hits(), 4 * 2);
     let breaker = registry.sync_scope(PetBreaker::get)?;
     assert_eq!(breaker.metrics().rejected, 6);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_store_that_is_down_is_answered_by_the_fallback_after_the_retries(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let registry = registry("delay = \"1ms\"\nattempts = 2")?;
+    let server = Server::start(|_| (503, "down".to_owned())).await?;
+    let client = PetClient::new(server.addr());
+
+    let pet = registry.scope(client.find_or_cached(8)).await?;
+
+    assert_eq!(server.hits(), 1 + 2, "every attempt reached the server");
+    assert!(pet.body.contains("(cached)"), "{}", pet.body);
+    assert!(pet.body.contains("gave up after 3 calls"), "{}", pet.body);
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! Looks up a pet from a loopback store that fails twice, then answers.
+//! Looks up a pet from a loopback store that fails twice, then answers; then
+//! from one that is down, where a fallback answers instead.
 //!
 //! Run with `cargo run -p examples --bin petstore`.
 
@@ -24,5 +25,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("server hits: {}", server.hits());
     println!("result: {} {}", pet.status, pet.body);
     println!("breaker: {}", PetBreaker::get()?.state());
+
+    let down = Server::failing_first(u32::MAX, "").await?;
+    let cached = PetClient::new(down.addr()).find_or_cached(8).await?;
+    println!("store down, hits: {}", down.hits());
+    println!("fallback: {}", cached.body);
     Ok(())
 }
