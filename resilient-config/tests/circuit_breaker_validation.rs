@@ -7,13 +7,15 @@
 //! so it needs no section for the other specs of this test binary; none calls
 //! `init`.
 
+mod support;
+use support::*;
+
 use std::error::Error;
 use std::time::Duration;
 
 use resilient_config::ConfigError;
 use resilient_core::circuit_breaker::{CircuitBreakerSettings, SlowCall, State, WindowSettings};
-use resilient_core::settings::Problem;
-use resilient_core::{CircuitBreakerSpec, Registry, RegistryBuilder};
+use resilient_core::{CircuitBreakerSpec, Registry};
 
 /// The spec most tests configure.
 #[derive(CircuitBreakerSpec)]
@@ -32,27 +34,6 @@ pub struct StockBreaker;
 
 const PET: &str = "PetBreaker";
 const PET_PATH: &str = "resilient.circuitbreaker.pet";
-
-type TestResult = Result<(), Box<dyn Error>>;
-
-/// A `config::Config` holding `toml`.
-fn config(toml: &str) -> config::Config {
-    match config::Config::builder()
-        .add_source(config::File::from_str(toml, config::FileFormat::Toml))
-        .build()
-    {
-        Ok(config) => config,
-        Err(e) => panic!("the test's TOML does not parse: {e}\n{toml}"),
-    }
-}
-
-/// The error of building `builder` from `toml`; panics if it builds.
-fn build_err(builder: RegistryBuilder, toml: &str) -> ConfigError {
-    let Err(err) = resilient_config::build(builder, &config(toml)) else {
-        panic!("expected a ConfigError for:\n{toml}");
-    };
-    err
-}
 
 /// The error of building [`PetBreaker`] from `toml`.
 fn pet_err(toml: &str) -> ConfigError {
@@ -73,60 +54,6 @@ fn assert_builds(body: &str) {
         resilient_config::build(Registry::builder().spec::<PetBreaker>(), &config(&toml))
     {
         panic!("expected this section to build:\n{toml}\n{err}");
-    }
-}
-
-/// The only problem of `err`; panics if there are none or several.
-fn only(err: &ConfigError) -> &Problem {
-    match err.problems() {
-        [problem] => problem,
-        other => panic!("expected exactly one problem, got {}:\n{err}", other.len()),
-    }
-}
-
-/// The problem of `err` with key `key`; panics if there is none.
-fn with_key<'e>(err: &'e ConfigError, key: &str) -> &'e Problem {
-    match err.problems().iter().find(|p| p.key == key) {
-        Some(problem) => problem,
-        None => panic!("no problem with key `{key}`:\n{err}"),
-    }
-}
-
-/// Checks every field of `problem`, and that its message names the spec, the
-/// path, the key, the rule and the value found.
-#[track_caller]
-fn check(problem: &Problem, spec: &str, path: &str, key: &str, rule: &str, found: Option<&str>) {
-    assert_eq!(problem.spec, spec, "{problem}");
-    assert_eq!(problem.path, path, "{problem}");
-    assert_eq!(problem.key, key, "{problem}");
-    assert!(
-        problem.rule.contains(rule),
-        "rule {:?} does not contain {rule:?}",
-        problem.rule
-    );
-    assert_eq!(problem.found.as_deref(), found, "{problem}");
-
-    let message = problem.to_string();
-    assert!(
-        message.starts_with(&format!("{spec} at `{path}`: ")),
-        "message does not name spec and path: {message}"
-    );
-    if !key.is_empty() {
-        assert!(
-            message.contains(&format!(": key `{key}` ")),
-            "message does not name the key: {message}"
-        );
-    }
-    assert!(message.contains(rule), "message lacks the rule: {message}");
-    match found {
-        Some(found) => assert!(
-            message.ends_with(&format!(" (found {found})")),
-            "message does not name the value found: {message}"
-        ),
-        None => assert!(
-            !message.contains(" (found "),
-            "message names a value although none was found: {message}"
-        ),
     }
 }
 
@@ -217,7 +144,6 @@ const AT_LEAST_1: &str = "must be a whole number in 1..=4294967295";
 const PERMITTED: &str = "must be a whole number in 1..=65535";
 const UP_TO_64: &str = "must be a whole number in 1..=64";
 const SAMPLES: &str = "must be a whole number in 1..=1024";
-const DURATION: &str = "must be a duration with a unit, such as \"100ms\", \"2s\" or \"1m\"";
 const DURATION_REQUIRED: &str = "is required (a duration such as \"100ms\", \"2s\" or \"1m\")";
 const TYPES: &str =
     "must be \"striped_approx\" or \"fixed_window\" or \"ring_buffer\" or \"time_based\"";

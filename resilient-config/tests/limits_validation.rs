@@ -9,6 +9,9 @@
 //! so it needs no section for the other specs of this test binary; none calls
 //! `init`.
 
+mod support;
+use support::*;
+
 use std::error::Error;
 use std::time::Duration;
 
@@ -45,8 +48,6 @@ pub struct PetRate;
 #[derive(RateLimiterSpec)]
 #[spec("resilient.ratelimiter.stock")]
 pub struct StockRate;
-
-type TestResult = Result<(), Box<dyn Error>>;
 
 /// One spec under test: its name, its path, and a builder naming it alone.
 struct Kind {
@@ -88,25 +89,6 @@ const RATE: Kind = Kind {
     builder: rate_builder,
 };
 
-/// A `config::Config` holding `toml`.
-fn config(toml: &str) -> config::Config {
-    match config::Config::builder()
-        .add_source(config::File::from_str(toml, config::FileFormat::Toml))
-        .build()
-    {
-        Ok(config) => config,
-        Err(e) => panic!("the test's TOML does not parse: {e}\n{toml}"),
-    }
-}
-
-/// The error of building `builder` from `toml`; panics if it builds.
-fn build_err(builder: RegistryBuilder, toml: &str) -> ConfigError {
-    let Err(err) = resilient_config::build(builder, &config(toml)) else {
-        panic!("expected a ConfigError for:\n{toml}");
-    };
-    err
-}
-
 impl Kind {
     /// `[path]` followed by `body`.
     fn section(&self, body: &str) -> String {
@@ -138,60 +120,6 @@ impl Kind {
         if let Err(err) = resilient_config::build((self.builder)(), &config(&toml)) {
             panic!("expected this section to build:\n{toml}\n{err}");
         }
-    }
-}
-
-/// The only problem of `err`; panics if there are none or several.
-fn only(err: &ConfigError) -> &Problem {
-    match err.problems() {
-        [problem] => problem,
-        other => panic!("expected exactly one problem, got {}:\n{err}", other.len()),
-    }
-}
-
-/// The problem of `err` with key `key`; panics if there is none.
-fn with_key<'e>(err: &'e ConfigError, key: &str) -> &'e Problem {
-    match err.problems().iter().find(|p| p.key == key) {
-        Some(problem) => problem,
-        None => panic!("no problem with key `{key}`:\n{err}"),
-    }
-}
-
-/// Checks every field of `problem`, and that its message names the spec, the
-/// path, the key, the rule and the value found.
-#[track_caller]
-fn check(problem: &Problem, spec: &str, path: &str, key: &str, rule: &str, found: Option<&str>) {
-    assert_eq!(problem.spec, spec, "{problem}");
-    assert_eq!(problem.path, path, "{problem}");
-    assert_eq!(problem.key, key, "{problem}");
-    assert!(
-        problem.rule.contains(rule),
-        "rule {:?} does not contain {rule:?}",
-        problem.rule
-    );
-    assert_eq!(problem.found.as_deref(), found, "{problem}");
-
-    let message = problem.to_string();
-    assert!(
-        message.starts_with(&format!("{spec} at `{path}`: ")),
-        "message does not name spec and path: {message}"
-    );
-    if !key.is_empty() {
-        assert!(
-            message.contains(&format!(": key `{key}` ")),
-            "message does not name the key: {message}"
-        );
-    }
-    assert!(message.contains(rule), "message lacks the rule: {message}");
-    match found {
-        Some(found) => assert!(
-            message.ends_with(&format!(" (found {found})")),
-            "message does not name the value found: {message}"
-        ),
-        None => assert!(
-            !message.contains(" (found "),
-            "message names a value although none was found: {message}"
-        ),
     }
 }
 
@@ -259,7 +187,6 @@ async fn rate_settings(config: &config::Config) -> Result<RateLimiterSettings, B
 }
 
 const BOOL: &str = "must be `true` or `false`";
-const DURATION: &str = "must be a duration with a unit, such as \"100ms\", \"2s\" or \"1m\"";
 const DURATION_REQUIRED: &str = "is required (a duration such as \"100ms\", \"2s\" or \"1m\")";
 const LIMIT_RANGE: &str = "must be a whole number in 1..=536870911";
 const PERIOD_RANGE: &str = "must be a whole number in 1..=1048575";

@@ -136,7 +136,7 @@ where
 
 /// Runs `f`; on a failure `on` accepts, answers with `g(error)`; what
 /// `#[fallback]` expands to.
-pub async fn fallback<T, E, F, Fut, G, GFut>(
+pub async fn fallback<T, E, F, Fut, G, X, M>(
     fn_name: &'static str,
     on: FallbackOn<E>,
     wrap: fn(Error) -> E,
@@ -146,10 +146,10 @@ pub async fn fallback<T, E, F, Fut, G, GFut>(
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
-    G: FnOnce(E) -> GFut,
-    GFut: Future<Output = Result<T, E>>,
+    G: FnOnce(E) -> X,
+    X: FallbackOutput<T, E, M>,
 {
-    crate::fallback::run(fn_name, on, wrap, f, g).await
+    crate::fallback::run(fn_name, on, wrap, f, |e| g(e).into_fallback_future()).await
 }
 
 /// Calls the fallback `target` with `args`, and the error if it takes it.
@@ -159,15 +159,6 @@ where
     Target: FallbackFn<Args, E, M>,
 {
     target.call_fallback(args, error)
-}
-
-/// A fallback's output as a future, whether it is sync or async.
-#[inline]
-pub fn fallback_future<T, E, M, X>(output: X) -> X::Future
-where
-    X: FallbackOutput<T, E, M>,
-{
-    output.into_fallback_future()
 }
 
 /// The body's outcome (of the fn's return type `R`), entering the chain.

@@ -3,6 +3,9 @@
 
 #![allow(clippy::expect_used)] // a test that panics on an unexpected outcome is the point
 
+mod support;
+use support::*;
+
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,63 +27,6 @@ enum TestError {
     NotFound,
     #[error(transparent)]
     Resilience(#[from] Error),
-}
-
-fn s(v: &str) -> Value {
-    Value::Str(v.to_owned())
-}
-
-fn int(v: i128) -> Value {
-    Value::Int(v)
-}
-
-fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
-    Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
-}
-
-fn with(mut base: Value, key: &str, value: Value) -> Value {
-    if let Value::Table(t) = &mut base {
-        t.insert(key.to_owned(), value);
-    }
-    base
-}
-
-fn root(sections: Vec<(&'static str, Value)>) -> Value {
-    let mut out = std::collections::BTreeMap::new();
-    for (path, section) in sections {
-        let mut node = section;
-        for part in path.rsplit('.') {
-            node = Value::Table([(part.to_owned(), node)].into_iter().collect());
-        }
-        merge(&mut out, node);
-    }
-    Value::Table(out)
-}
-
-fn merge(into: &mut std::collections::BTreeMap<String, Value>, from: Value) {
-    let Value::Table(from) = from else { return };
-    for (k, v) in from {
-        match (into.get_mut(&k), v) {
-            (Some(Value::Table(existing)), v @ Value::Table(_)) => merge(existing, v),
-            (_, v) => {
-                into.insert(k, v);
-            }
-        }
-    }
-}
-
-fn registry<S: Spec>(section: Value) -> Registry {
-    build(Registry::builder().spec::<S>(), vec![(S::PATH, section)])
-}
-
-fn build(
-    builder: resilient_core::RegistryBuilder,
-    sections: Vec<(&'static str, Value)>,
-) -> Registry {
-    match builder.build(&root(sections)) {
-        Ok(r) => r,
-        Err(problems) => panic!("invalid test settings: {problems:#?}"),
-    }
 }
 
 /// A count-based section: threshold 50 %, minimum 4 calls, window 4, wait 1 s,

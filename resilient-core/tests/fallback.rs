@@ -3,6 +3,9 @@
 
 #![allow(clippy::expect_used)] // a test that panics on an unexpected outcome is the point
 
+mod support;
+use support::*;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,18 +29,6 @@ enum PetError {
     NotFound,
     #[error(transparent)]
     Resilience(#[from] Error),
-}
-
-fn s(v: &str) -> Value {
-    Value::Str(v.to_owned())
-}
-
-fn int(v: i128) -> Value {
-    Value::Int(v)
-}
-
-fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
-    Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
 
 #[derive(RetrySpec)]

@@ -3,6 +3,9 @@
 
 #![allow(clippy::expect_used)] // a test that panics on an unexpected outcome is the point
 
+mod support;
+use support::*;
+
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +14,7 @@ use resilient_core::circuit_breaker::State;
 use resilient_core::settings::Value;
 use resilient_core::{
     circuit_breakable, concurrency_limit, rate_limited, retryable, timeout, CircuitBreakerSpec,
-    ConcurrencyLimitSpec, Error, GaveUp, RateLimiterSpec, Registry, RetrySpec, Spec, TimeoutSpec,
+    ConcurrencyLimitSpec, Error, GaveUp, RateLimiterSpec, Registry, RetrySpec, TimeoutSpec,
 };
 use tokio::time::Instant;
 
@@ -23,36 +26,6 @@ enum TestError {
     Boom,
     #[error(transparent)]
     Resilience(#[from] Error),
-}
-
-fn s(v: &str) -> Value {
-    Value::Str(v.to_owned())
-}
-
-fn int(v: i128) -> Value {
-    Value::Int(v)
-}
-
-fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
-    Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
-}
-
-fn nest(path: &str, section: Value) -> Value {
-    let mut node = section;
-    for part in path.rsplit('.') {
-        node = Value::Table([(part.to_owned(), node)].into_iter().collect());
-    }
-    node
-}
-
-fn registry<S: Spec>(section: Value) -> Registry {
-    match Registry::builder()
-        .spec::<S>()
-        .build(&nest(S::PATH, section))
-    {
-        Ok(r) => r,
-        Err(problems) => panic!("invalid test settings: {problems:#?}"),
-    }
 }
 
 /// Counts calls running at once and the most seen.

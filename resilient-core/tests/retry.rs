@@ -3,12 +3,15 @@
 
 #![allow(clippy::expect_used)] // a test that panics on an unexpected outcome is the point
 
+mod support;
+use support::*;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use resilient_core::retry::RETRY_TRAIL_MAX;
 use resilient_core::settings::Value;
-use resilient_core::{retryable, Classify, Error, GaveUp, Registry, RetrySpec, Spec, Verdict};
+use resilient_core::{retryable, Classify, Error, GaveUp, Registry, RetrySpec, Verdict};
 use tokio::time::Instant;
 
 // ---------------------------------------------------------------- fixtures
@@ -21,30 +24,6 @@ enum TestError {
     Fatal,
     #[error(transparent)]
     Resilience(#[from] Error),
-}
-
-fn s(v: &str) -> Value {
-    Value::Str(v.to_owned())
-}
-
-fn int(v: i128) -> Value {
-    Value::Int(v)
-}
-
-fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
-    Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
-}
-
-/// A registry for spec `S` alone, with `section` at its path.
-fn registry<S: Spec>(section: Value) -> Registry {
-    let mut node = section;
-    for part in S::PATH.rsplit('.') {
-        node = Value::Table([(part.to_owned(), node)].into_iter().collect());
-    }
-    match Registry::builder().spec::<S>().build(&node) {
-        Ok(r) => r,
-        Err(problems) => panic!("invalid test settings: {problems:?}"),
-    }
 }
 
 /// Records the instant of every call.

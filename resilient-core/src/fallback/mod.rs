@@ -97,7 +97,7 @@ pub enum WithError {}
 /// error `E`; `M` tells the two apart. Implemented for every such fn.
 #[diagnostic::on_unimplemented(
     message = "this fallback cannot be called with the arguments named in `method`",
-    label = "the fallback must take `{Args}` (the receiver and the arguments named in `method = \"..\"`, in that order), optionally followed by the error `{E}`",
+    label = "the fallback must take `{Args}`: the arguments named in `method = \"..\"`, in that order (a method's receiver first), optionally followed by the error, as the annotated fn's error type",
     note = "change the fallback's parameters, or the arguments named in `method = \"..\"`, so that they match"
 )]
 pub trait FallbackFn<Args, E, M> {
@@ -159,7 +159,7 @@ pub enum Deferred {}
 /// future of it.
 #[diagnostic::on_unimplemented(
     message = "the fallback returns `{Self}`, not the annotated fn's output",
-    label = "a fallback must return `Result<{T}, {E}>`, the annotated fn's output type, or a future of it",
+    label = "a fallback must return the annotated fn's output type `Result<{T}, {E}>`, or a future of it",
     note = "change the fallback's return type to the annotated fn's"
 )]
 pub trait FallbackOutput<T, E, M> {

@@ -50,9 +50,7 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, inner: TokenStream) -> TokenS
             #on,
             __resilient_wrap,
             #inner,
-            #capture |__resilient_error| #p::fallback_future(
-                #p::fallback_call(#target, (#(#args,)*), __resilient_error)
-            ),
+            #capture |__resilient_error| #p::fallback_call(#target, (#(#args,)*), __resilient_error),
         )
     }
 }

@@ -1,0 +1,76 @@
+//! What the runtime tests share: building settings as value trees, and
+//! registries for the specs a test uses.
+
+#![allow(dead_code, unreachable_pub)] // each test file uses a part
+
+use std::collections::BTreeMap;
+
+use resilient_core::settings::Value;
+use resilient_core::{Registry, RegistryBuilder, Spec};
+
+/// A string value.
+pub fn s(v: &str) -> Value {
+    Value::Str(v.to_owned())
+}
+
+/// A whole-number value.
+pub fn int(v: i128) -> Value {
+    Value::Int(v)
+}
+
+/// A table of `pairs`.
+pub fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+/// `base` with `key` set to `value`.
+pub fn with(mut base: Value, key: &str, value: Value) -> Value {
+    if let Value::Table(t) = &mut base {
+        t.insert(key.to_owned(), value);
+    }
+    base
+}
+
+/// `section` placed at the dotted `path`.
+pub fn nest(path: &str, section: Value) -> Value {
+    let mut node = section;
+    for part in path.rsplit('.') {
+        node = Value::Table([(part.to_owned(), node)].into_iter().collect());
+    }
+    node
+}
+
+/// One tree holding every section at its path.
+pub fn root(sections: Vec<(&str, Value)>) -> Value {
+    let mut out = BTreeMap::new();
+    for (path, section) in sections {
+        merge(&mut out, nest(path, section));
+    }
+    Value::Table(out)
+}
+
+fn merge(into: &mut BTreeMap<String, Value>, from: Value) {
+    let Value::Table(from) = from else { return };
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(Value::Table(existing)), v @ Value::Table(_)) => merge(existing, v),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+/// A registry built with `builder` from `sections`; panics on invalid
+/// settings.
+pub fn build(builder: RegistryBuilder, sections: Vec<(&str, Value)>) -> Registry {
+    match builder.build(&root(sections)) {
+        Ok(r) => r,
+        Err(problems) => panic!("invalid test settings: {problems:#?}"),
+    }
+}
+
+/// A registry for spec `S` alone, with `section` at its path.
+pub fn registry<S: Spec>(section: Value) -> Registry {
+    build(Registry::builder().spec::<S>(), vec![(S::PATH, section)])
+}
