@@ -1,6 +1,17 @@
-//! Resilience for async Rust by annotation: retry an `async fn`, or run it
-//! through a circuit breaker, by writing one attribute, with settings read
-//! from configuration and validated when the application starts.
+//! Resilience for async Rust by annotation: retry an `async fn`, run it
+//! through a circuit breaker, a timeout, a concurrency limit or a rate
+//! limiter, or answer its failures with a fallback, by writing one attribute
+//! each, with settings read from configuration and validated when the
+//! application starts.
+//!
+//! | attribute | spec derive | module |
+//! |---|---|---|
+//! | `#[retryable(Spec)]` | `RetrySpec` | [`retry`] |
+//! | `#[circuit_breakable(Spec)]` | `CircuitBreakerSpec` | [`circuit_breaker`] |
+//! | `#[timeout(Spec)]` | `TimeoutSpec` | [`timeout`](mod@timeout) |
+//! | `#[concurrency_limit(Spec)]` | `ConcurrencyLimitSpec` | [`concurrency`] |
+//! | `#[rate_limited(Spec)]` | `RateLimiterSpec` | [`rate_limiter`] |
+//! | `#[fallback(method = "name(args)")]` | none | [`fallback`](mod@fallback) |
 //!
 //! ```
 //! use resilient_core::{retryable, RetrySpec};
