@@ -238,6 +238,21 @@ pub trait RetryArg: Clone {}
 
 impl<T: Clone> RetryArg for T {}
 
+/// An argument a fallback gets a clone of.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be passed to the fallback",
+    label = "this argument is not `Clone`",
+    note = "the fallback gets clones of the arguments named in `method = \"..\"`: implement `Clone` for `{Self}`, take it by shared reference, or leave it out of `method`"
+)]
+pub trait FallbackArg: Clone {}
+
+impl<T: Clone> FallbackArg for T {}
+
+/// A clone of an argument, for the fallback.
+pub fn fallback_arg<T: FallbackArg>(arg: &T) -> T {
+    arg.clone()
+}
+
 /// A fresh clone of an argument, for one attempt.
 pub fn clone_arg<T: RetryArg>(arg: &T) -> T {
     arg.clone()

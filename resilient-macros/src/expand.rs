@@ -48,7 +48,9 @@ fn param_names(sig: &syn::Signature) -> Vec<Ident> {
         .iter()
         .filter_map(|arg| match arg {
             FnArg::Typed(t) => match &*t.pat {
-                Pat::Ident(pi) => Some(pi.ident.clone()),
+                Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                    Some(pi.ident.clone())
+                }
                 _ => None,
             },
             FnArg::Receiver(_) => None,
@@ -61,7 +63,7 @@ fn check_fallback(func: &ItemFn, f: &FallbackArgs, errors: &mut Errors) {
     let names = param_names(&func.sig);
     let listed = || {
         if names.is_empty() {
-            "it has none".to_owned()
+            "it has none that can be named (patterns and `ref` bindings cannot be)".to_owned()
         } else {
             names
                 .iter()
@@ -70,8 +72,37 @@ fn check_fallback(func: &ItemFn, f: &FallbackArgs, errors: &mut Errors) {
                 .join(", ")
         }
     };
+    let method_fallback = f.target.get_ident().is_some();
+    if let Some(r) = func.sig.receiver() {
+        if method_fallback && r.reference.is_some() && r.mutability.is_some() {
+            errors.push(syn::Error::new(
+                f.method.span(),
+                format!(
+                    "`{}` takes `&mut self`, which the call and its fallback cannot both use; take `&self`, or name a free fn as the fallback (a path such as `crate::cache::lookup(id)`)",
+                    func.sig.ident
+                ),
+            ));
+        }
+    }
+    let mut_refs: Vec<Ident> = func
+        .sig
+        .inputs
+        .iter()
+        .filter_map(|arg| match arg {
+            FnArg::Typed(t) => match (&*t.pat, mut_ref_type(&t.ty)) {
+                (Pat::Ident(pi), Some(_)) => Some(pi.ident.clone()),
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .collect();
     for a in &f.args {
-        if a == "self" {
+        if mut_refs.contains(a) {
+            errors.push(syn::Error::new(
+                f.method.span(),
+                format!("`{a}` is a `&mut` argument, which the call and its fallback cannot both use; leave it out of `method = \"..\"`"),
+            ));
+        } else if a == "self" {
             errors.push(syn::Error::new(
                 f.method.span(),
                 "a fallback method is called on the same receiver: leave `self` out of `method = \"..\"`",
@@ -207,18 +238,18 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
             LayerArgs::Spec(_) => None,
         })
         .flatten()
-        .map(|a| Ident::new(&a.to_string(), Span::call_site()))
         .collect();
     // Arguments the body needs afresh for each attempt.
     let mut rebind = Vec::new();
     let mut owned_self = false;
+    let mut self_mut = None;
     if again {
         for (i, arg) in func.sig.inputs.iter_mut().enumerate() {
             match arg {
                 FnArg::Receiver(r) => {
                     if r.reference.is_none() && !is_ref_type(&r.ty) {
                         owned_self = true;
-                        r.mutability = None;
+                        self_mut = r.mutability.take();
                     }
                 }
                 FnArg::Typed(t) => {
@@ -262,7 +293,7 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     if owned_self {
         let self_ident = Ident::new("__resilient_self", Span::call_site());
         body = rename_self(body, &self_ident);
-        rebind.push(quote! { let #self_ident = #p::clone_arg(&self); });
+        rebind.push(quote! { let #self_mut #self_ident = #p::clone_arg(&self); });
     }
     // The body's `?` and `return` need the output type: a typed binding gives
     // it to the async block (not possible when it mentions `impl Trait`).
@@ -318,7 +349,7 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
                         };
                         saved.push((
                             to.clone(),
-                            quote_spanned!(span=> let #to = #p::clone_arg(&#source);),
+                            quote_spanned!(span=> let #to = #p::fallback_arg(&#source);),
                         ));
                     }
                 }

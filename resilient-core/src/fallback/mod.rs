@@ -53,14 +53,17 @@
 //!
 //! | option | the fallback runs for |
 //! |---|---|
-//! | (none) | every failure |
-//! | `on = resilience` | failures raised by a resilience attribute inside it (rejections, timeouts, retry exhaustion) |
+//! | (none), or `on = any` | every failure |
+//! | `on = resilience` | failures raised by a resilience attribute inside it (rejections, timeouts, `RetryExhausted`) |
 //! | `on = rejection` | a circuit breaker's, rate limiter's or concurrency limit's rejection |
 //! | `on = timeout` | a timeout |
-//! | `when = path::to::predicate` | errors for which `fn(&E) -> bool` says `true` |
+//! | `when = path::to::predicate` | the body's errors for which `fn(&E) -> bool` says `true` |
 //!
-//! Any other failure passes through unchanged. (With `when`, a resilience
-//! error is converted to `E` to be asked, and passes on as that `E`.)
+//! Any other failure passes through unchanged, as it was: a resilience error
+//! stays one for the layers outside. `Error::NotConfigured` (no registry, or
+//! none with the spec) is never handled, so a missing setup shows. A retry
+//! with `exhausted = last_failure`, or whose budget is empty, gives up with the
+//! body's own error, which `on = resilience` does not handle.
 
 use std::future::{ready, Future, Ready};
 
@@ -190,7 +193,12 @@ where
 
 fn handles<E>(on: &FallbackOn<E>, fail: &Fail<E>) -> bool {
     match (on, fail) {
-        (FallbackOn::Any | FallbackOn::When(_), _) => true,
+        // A missing registry is a mistake to see, not a failure to hide.
+        (_, Fail::Resilience(Error::NotConfigured { .. })) => false,
+        (FallbackOn::Any, _) => true,
+        // A predicate is asked about the body's errors only.
+        (FallbackOn::When(accepts), Fail::Body(e)) => accepts(e),
+        (FallbackOn::When(_), Fail::Resilience(_)) => false,
         (_, Fail::Body(_)) => false,
         (FallbackOn::Resilience, Fail::Resilience(_)) => true,
         (FallbackOn::Rejection, Fail::Resilience(e)) => matches!(
@@ -225,11 +233,6 @@ where
         return Err(fail);
     }
     let error = fail.into_error(wrap);
-    if let FallbackOn::When(accepts) = on {
-        if !accepts(&error) {
-            return Err(Fail::Body(error));
-        }
-    }
     tracing::debug!(target: "resilient::fallback", r#fn = fn_name, "fallback taken");
     g(error).await.map_err(Fail::Body)
 }

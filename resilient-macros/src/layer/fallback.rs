@@ -26,23 +26,36 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, inner: TokenStream) -> TokenS
     };
     // With a retry, the originals stay in place and are cloned when the
     // fallback runs; without one, the call consumes them, and the fallback
-    // uses the clones saved before it.
-    let arg = |name: &syn::Ident| -> TokenStream {
-        let source = if cx.again { name.clone() } else { saved(name) };
-        quote_spanned!(span=> #p::clone_arg(&#source))
-    };
-    let mut args: Vec<TokenStream> = Vec::new();
+    // takes the clones saved before it (moved in at their last use).
+    let self_ident = syn::Ident::new("self", Span::call_site());
+    let mut names: Vec<&syn::Ident> = Vec::new();
     let target = &f.target;
     let target = if f.target.get_ident().is_some() && cx.receiver.is_some() {
-        args.push(match cx.receiver {
-            Some(Receiver::Ref) => quote!(self),
-            _ => arg(&syn::Ident::new("self", Span::call_site())),
-        });
+        names.push(&self_ident);
         quote_spanned!(span=> Self::#target)
     } else {
         quote!(#target)
     };
-    args.extend(f.args.iter().map(arg));
+    names.extend(f.args.iter());
+    let args: Vec<TokenStream> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            if *name == "self" && cx.receiver == Some(Receiver::Ref) {
+                return quote!(self);
+            }
+            if cx.again {
+                return quote_spanned!(span=> #p::fallback_arg(&#name));
+            }
+            let saved = saved(name);
+            let used_later = names[i + 1..].iter().any(|n| n == name);
+            if used_later {
+                quote_spanned!(span=> #p::fallback_arg(&#saved))
+            } else {
+                quote_spanned!(span=> #saved)
+            }
+        })
+        .collect();
     let capture = if cx.again { quote!() } else { quote!(move) };
     quote_spanned! {span=>
         #p::fallback(
