@@ -1,12 +1,13 @@
 //! The breaker's state machine: one atomic word, no lock.
 //!
-//! The word's top two bits are the state. Every transition bumps a 14-bit
+//! The word's top two bits are the state. Every transition bumps a 30-bit
 //! generation, so that a permit taken in one period cannot count, or give its
-//! place back, in a later one (the generation wraps after 8192 open/half-open
-//! cycles: a probe hung that long could then be taken for a current one). An open breaker keeps the instant it opened (in
-//! microseconds since the breaker was built, rounded up, so that it never
-//! lets probes through early); a half-open one counts the probes it let
-//! through and the successes among them.
+//! place back, in a later one. A half-open word counts the probes it let
+//! through and the successes among them. The instants a period started (in
+//! microseconds since the breaker was built, rounded up, so that a wait never
+//! ends early) sit in words of their own, tagged with the low bits of the
+//! period's generation: a reader that finds another period's tag treats the
+//! period as just begun.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
@@ -21,9 +22,10 @@ const TAG_SHIFT: u32 = 62;
 const CLOSED: u64 = 0b10;
 const HALF_OPEN: u64 = 0b01;
 const OPEN: u64 = 0b00;
-const GEN_SHIFT: u32 = 48;
-const GEN_MASK: u64 = (1 << 14) - 1;
+const GEN_SHIFT: u32 = 32;
+const GEN_MASK: u64 = (1 << 30) - 1;
 const LOW48: u64 = (1 << 48) - 1;
+const STAMP_SHIFT: u32 = 48;
 const U16: u64 = 0xFFFF;
 
 fn tag(w: u64) -> u64 {
@@ -35,8 +37,16 @@ fn generation(w: u64) -> u64 {
 fn closed(gen: u64) -> u64 {
     (CLOSED << TAG_SHIFT) | ((gen & GEN_MASK) << GEN_SHIFT)
 }
-fn open(gen: u64, at_us: u64) -> u64 {
-    (OPEN << TAG_SHIFT) | ((gen & GEN_MASK) << GEN_SHIFT) | (at_us & LOW48)
+fn open(gen: u64) -> u64 {
+    (OPEN << TAG_SHIFT) | ((gen & GEN_MASK) << GEN_SHIFT)
+}
+/// An instant (µs) tagged with the low 16 bits of a generation.
+fn stamp(gen: u64, at_us: u64) -> u64 {
+    ((gen & U16) << STAMP_SHIFT) | (at_us & LOW48)
+}
+/// The instant of `stamp` if it belongs to generation `gen`.
+fn stamped(stamp: u64, gen: u64) -> Option<u64> {
+    (stamp >> STAMP_SHIFT == gen & U16).then_some(stamp & LOW48)
 }
 fn half_open(gen: u64, acquired: u64, successes: u64) -> u64 {
     (HALF_OPEN << TAG_SHIFT)
@@ -82,8 +92,9 @@ pub(crate) struct Breaker {
     settings: CircuitBreakerSettings,
     state: AtomicU64,
     mode: AtomicU8,
-    /// Generation (14 bits at bit 48) and start (µs, rounded up) of the
-    /// current half-open period.
+    /// The current open period's start, stamped with its generation.
+    opened_at: AtomicU64,
+    /// The current half-open period's start, stamped with its generation.
     half_open_since: AtomicU64,
     window: Window,
     origin: Instant,
@@ -115,6 +126,7 @@ impl Breaker {
             settings,
             state: AtomicU64::new(closed(0)),
             mode: AtomicU8::new(mode),
+            opened_at: AtomicU64::new(0),
             half_open_since: AtomicU64::new(0),
             origin: Instant::now(),
             opened: AtomicU64::new(0),
@@ -160,17 +172,18 @@ impl Breaker {
                 CLOSED => return Ok(Taken::Closed),
                 OPEN => {
                     let now = self.now_us_floor();
-                    if now.wrapping_sub(w & LOW48) & LOW48 < self.wait_us {
+                    // No stamp yet: the period has only just begun.
+                    let waited = stamped(self.opened_at.load(Ordering::Acquire), gen)
+                        .is_some_and(|at| now.wrapping_sub(at) & LOW48 >= self.wait_us);
+                    if !waited {
                         return Err(self.reject(State::Open));
                     }
                     let next = gen + 1;
                     // The call that moves the breaker to half-open takes the
                     // first probe.
                     if self.cas(w, half_open(next, 1, 0)) {
-                        self.half_open_since.store(
-                            ((next & GEN_MASK) << GEN_SHIFT) | (self.now_us_ceil() & LOW48),
-                            Ordering::Release,
-                        );
+                        self.half_open_since
+                            .store(stamp(next, self.now_us_ceil()), Ordering::Release);
                         self.half_opened.fetch_add(1, Ordering::Relaxed);
                         self.transition(State::Open, State::HalfOpen);
                         return Ok(Taken::Probe(next & GEN_MASK));
@@ -185,11 +198,7 @@ impl Breaker {
                         continue;
                     }
                     if self.probes_overdue(gen) {
-                        if self.cas(w, open(gen + 1, self.now_us_ceil())) {
-                            self.window.clear();
-                            self.opened.fetch_add(1, Ordering::Relaxed);
-                            self.transition(State::HalfOpen, State::Open);
-                        }
+                        self.open_from(w, State::HalfOpen);
                         continue;
                     }
                     return Err(self.reject(State::HalfOpen));
@@ -203,8 +212,24 @@ impl Breaker {
         let Some(max_wait) = self.max_wait_us else {
             return false;
         };
-        let since = self.half_open_since.load(Ordering::Acquire);
-        generation(since) == gen && self.now_us_floor().saturating_sub(since & LOW48) >= max_wait
+        let now = self.now_us_floor();
+        stamped(self.half_open_since.load(Ordering::Acquire), gen)
+            .is_some_and(|at| now.wrapping_sub(at) & LOW48 >= max_wait)
+    }
+
+    /// Moves the breaker from word `w` (in state `from`) to a new open
+    /// period; `false` if another thread changed the state first.
+    fn open_from(&self, w: u64, from: State) -> bool {
+        let next = generation(w) + 1;
+        if !self.cas(w, open(next)) {
+            return false;
+        }
+        self.opened_at
+            .store(stamp(next, self.now_us_ceil()), Ordering::Release);
+        self.window.clear();
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        self.transition(from, State::Open);
+        true
     }
 
     fn reject(&self, state: State) -> State {
@@ -268,12 +293,8 @@ impl Breaker {
                         0
                     };
                     if let Some(counts) = self.window.record(record, now) {
-                        if self.should_open(counts)
-                            && self.cas(w, open(gen + 1, self.now_us_ceil()))
-                        {
-                            self.window.clear();
-                            self.opened.fetch_add(1, Ordering::Relaxed);
-                            self.transition(State::Closed, State::Open);
+                        if self.should_open(counts) {
+                            self.open_from(w, State::Closed);
                         }
                     }
                     return;
@@ -281,10 +302,7 @@ impl Breaker {
                 HALF_OPEN => {
                     if record.is_bad() {
                         // Any failed (or slow) probe opens the breaker again.
-                        if self.cas(w, open(gen + 1, self.now_us_ceil())) {
-                            self.window.clear();
-                            self.opened.fetch_add(1, Ordering::Relaxed);
-                            self.transition(State::HalfOpen, State::Open);
+                        if self.open_from(w, State::HalfOpen) {
                             return;
                         }
                         continue;
