@@ -7,6 +7,8 @@
 //! user's error type. The outermost layer turns a resilience error into the
 //! fn's error type.
 
+use std::future::Future;
+
 use crate::error::Error;
 use crate::spec::Verdict;
 
@@ -47,4 +49,10 @@ pub(crate) fn classify<T, E>(
     };
     let verdict = classify(&plain);
     (plain.map_err(Fail::Body), verdict)
+}
+
+/// A call's outcome as the innermost step of a chain: its error is the
+/// body's. What the handles' `call` methods run.
+pub(crate) async fn lifted<T, E>(call: impl Future<Output = Result<T, E>>) -> Result<T, Fail<E>> {
+    call.await.map_err(Fail::Body)
 }

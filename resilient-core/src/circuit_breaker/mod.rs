@@ -235,13 +235,11 @@ impl<S: CircuitBreakerSpec> CircuitBreakerHandle<S> {
         S::Classifier: Classify<T, E>,
         E: From<Error>,
     {
-        let body = || {
-            let fut = f();
-            async move { fut.await.map_err(Fail::Body) }
-        };
-        run(&ops::<S, T, E>(), &self.inner, body)
-            .await
-            .map_err(|fail| fail.into_error(E::from))
+        run(&ops::<S, T, E>(), &self.inner, || {
+            crate::outcome::lifted(f())
+        })
+        .await
+        .map_err(|fail| fail.into_error(E::from))
     }
 
     /// The state now.

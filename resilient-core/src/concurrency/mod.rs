@@ -255,11 +255,7 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
         Fut: Future<Output = Result<T, E>>,
         E: From<Error>,
     {
-        let body = || {
-            let fut = f();
-            async move { fut.await.map_err(Fail::Body) }
-        };
-        run(S::NAME, &self.inner, body)
+        run(S::NAME, &self.inner, || crate::outcome::lifted(f()))
             .await
             .map_err(|fail| fail.into_error(E::from))
     }
