@@ -92,7 +92,7 @@ const REQUIRED_KEYS: [(&str, &str); 4] = [
 /// The four required keys, without a window.
 const REQUIRED: &str = "failure_rate_threshold = 50\nminimum_required_calls = 10\nwait_duration_in_open_state = \"25s\"\npermitted_calls_in_half_open_state = 3";
 
-/// The window of the default type, `striped_approx`.
+/// The window of the default type, `ring_buffer`.
 const COUNT: &str = "count_based = { window_size = 100 }";
 
 /// A valid time-based window.
@@ -349,11 +349,11 @@ fn count_based_is_required_for_each_count_type() {
             None,
         );
     }
-    // The default type is striped_approx.
+    // The default type is ring_buffer.
     check_pet(
         REQUIRED,
         "count_based",
-        "is required for `type = \"striped_approx\"` (at least `window_size`)",
+        "is required for `type = \"ring_buffer\"` (at least `window_size`)",
         None,
     );
 }
@@ -475,27 +475,26 @@ fn ring_buffer_size_is_at_most_4194304() {
 fn striped_approx_size_is_at_most_stripes_times_65535() {
     // One stripe: 65535.
     check_pet(
-        &required_and("count_based = { window_size = 65536, striped_approx = { stripes = 1 } }"),
+        &required_and("type = \"striped_approx\"\ncount_based = { window_size = 65536, striped_approx = { stripes = 1 } }"),
         "count_based.window_size",
         "can't be greater than 65535 for `type = \"striped_approx\"`",
         Some("65536"),
     );
     assert_builds(&required_and(
-        "count_based = { window_size = 65535, striped_approx = { stripes = 1 } }",
+        "type = \"striped_approx\"\ncount_based = { window_size = 65535, striped_approx = { stripes = 1 } }",
     ));
 
-    // The default 16 stripes: 1048560, with the type given or not.
-    for kind in ["", "type = \"striped_approx\"\n"] {
-        check_pet(
-            &required_and(&format!("{kind}count_based = {{ window_size = 1048561 }}")),
-            "count_based.window_size",
-            "can't be greater than 1048560 for `type = \"striped_approx\"`",
-            Some("1048561"),
-        );
-        assert_builds(&required_and(&format!(
-            "{kind}count_based = {{ window_size = 1048560 }}"
-        )));
-    }
+    // The default 16 stripes: 1048560.
+    let kind = "type = \"striped_approx\"\n";
+    check_pet(
+        &required_and(&format!("{kind}count_based = {{ window_size = 1048561 }}")),
+        "count_based.window_size",
+        "can't be greater than 1048560 for `type = \"striped_approx\"`",
+        Some("1048561"),
+    );
+    assert_builds(&required_and(&format!(
+        "{kind}count_based = {{ window_size = 1048560 }}"
+    )));
 }
 
 #[test]
@@ -503,7 +502,7 @@ fn striped_approx_stripes_must_be_in_1_to_64() {
     for (value, found) in [("0", "0"), ("65", "65")] {
         check_pet(
             &required_and(&format!(
-                "count_based = {{ window_size = 100, striped_approx = {{ stripes = {value} }} }}"
+                "type = \"striped_approx\"\ncount_based = {{ window_size = 100, striped_approx = {{ stripes = {value} }} }}"
             )),
             "count_based.striped_approx.stripes",
             UP_TO_64,
@@ -511,7 +510,7 @@ fn striped_approx_stripes_must_be_in_1_to_64() {
         );
     }
     assert_builds(&required_and(
-        "count_based = { window_size = 100, striped_approx = { stripes = 64 } }",
+        "type = \"striped_approx\"\ncount_based = { window_size = 100, striped_approx = { stripes = 64 } }",
     ));
 }
 
@@ -724,6 +723,26 @@ fn max_wait_in_half_open_must_be_positive() {
     );
 }
 
+/// A breaker measures its waits on a 47-bit microsecond clock: a longer wait
+/// would never end, so it is refused at startup.
+#[test]
+fn waits_are_at_most_four_years() {
+    check_pet(
+        &set("wait_duration_in_open_state", Some("\"1462d\"")),
+        "wait_duration_in_open_state",
+        "must be at most 1461d (4 years)",
+        Some("\"4years 1day\""),
+    );
+    check_pet(
+        &minimal_and("max_wait_in_half_open = \"1462d\""),
+        "max_wait_in_half_open",
+        "must be at most 1461d (4 years)",
+        Some("\"4years 1day\""),
+    );
+    assert_builds(&set("wait_duration_in_open_state", Some("\"1461d\"")));
+    assert_builds(&minimal_and("max_wait_in_half_open = \"1461d\""));
+}
+
 #[test]
 fn enabled_must_be_a_bool() {
     for (value, found) in [("\"yes\"", "\"yes\""), ("1", "1")] {
@@ -787,7 +806,7 @@ fn unknown_key_in_count_based_is_reported_with_its_dotted_key() {
         Some("100"),
     );
     check_pet(
-        &required_and("count_based = { window_size = 100, striped_approx = { stripe = 4 } }"),
+        &required_and("type = \"striped_approx\"\ncount_based = { window_size = 100, striped_approx = { stripe = 4 } }"),
         "count_based.striped_approx.stripe",
         "is not a known setting; did you mean `stripes`?",
         Some("4"),
@@ -1037,23 +1056,31 @@ async fn full_striped_approx_section_builds_and_reads_back() -> TestResult {
 }
 
 #[tokio::test]
-async fn defaults_of_a_minimal_striped_approx_section() -> TestResult {
+async fn defaults_of_a_minimal_section_and_of_striped_approx() -> TestResult {
     let (settings, state) = pet_read_back(&minimal_and("")).await?;
     assert_eq!(
         settings,
-        minimal(WindowSettings::StripedApprox {
-            window_size: 100,
-            stripes: 16,
-        })
+        minimal(WindowSettings::RingBuffer { window_size: 100 })
     );
     assert!(settings.enabled);
     assert_eq!(settings.slow_call, None);
     assert_eq!(settings.max_wait_in_half_open, None);
     assert_eq!(state, State::Closed);
 
-    // An empty striped_approx table gives the default stripes too.
+    // striped_approx without a table, or with an empty one, has 16 stripes.
     let (settings, _) = pet_read_back(&required_and(
-        "count_based = { window_size = 100, striped_approx = {} }",
+        "type = \"striped_approx\"\ncount_based = { window_size = 100 }",
+    ))
+    .await?;
+    assert_eq!(
+        settings.window,
+        WindowSettings::StripedApprox {
+            window_size: 100,
+            stripes: 16,
+        }
+    );
+    let (settings, _) = pet_read_back(&required_and(
+        "type = \"striped_approx\"\ncount_based = { window_size = 100, striped_approx = {} }",
     ))
     .await?;
     assert_eq!(
@@ -1231,10 +1258,7 @@ async fn enabled_false_builds_a_disabled_breaker() -> TestResult {
         settings,
         CircuitBreakerSettings {
             enabled: false,
-            ..minimal(WindowSettings::StripedApprox {
-                window_size: 100,
-                stripes: 16,
-            })
+            ..minimal(WindowSettings::RingBuffer { window_size: 100 })
         }
     );
 

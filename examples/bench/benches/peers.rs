@@ -4,6 +4,9 @@
 //! Run with `cargo bench --manifest-path examples/bench/Cargo.toml`.
 
 use std::hint::black_box;
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use failsafe::CircuitBreaker as _;
@@ -89,6 +92,102 @@ fn breaker_success(c: &mut Criterion) {
     g.finish();
 }
 
+/// `iters` calls of `call`, split over two threads that start together; the
+/// wall time of the slower one.
+fn two_threads(iters: u64, call: &(impl Fn() + Sync)) -> Duration {
+    let start = Barrier::new(2);
+    thread::scope(|scope| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    start.wait();
+                    let t = Instant::now();
+                    for _ in 0..iters / 2 {
+                        call();
+                    }
+                    t.elapsed()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_default())
+            .max()
+            .unwrap_or_default()
+    })
+}
+
+/// The same success path with two threads calling one shared breaker: the
+/// figure is wall time per call, so a breaker that scales shows about half
+/// its one-thread figure.
+fn breaker_contended(c: &mut Criterion) {
+    let mut g = c.benchmark_group("breaker closed success, 2 threads");
+    for kind in ["striped_approx", "ring_buffer", "fixed_window"] {
+        let r = registry(kind);
+        let Ok(b) = r.sync_scope(Breaker::get) else {
+            panic!("configured")
+        };
+        g.bench_function(format!("resilient {kind}"), |bench| {
+            bench.iter_custom(|iters| {
+                two_threads(iters, &|| {
+                    if let Some(permit) = b.try_acquire() {
+                        permit.success();
+                    }
+                })
+            });
+        });
+    }
+    let failsafe = failsafe::Config::new().build();
+    g.bench_function("failsafe", |bench| {
+        bench.iter_custom(|iters| {
+            two_threads(iters, &|| {
+                let _ = black_box(failsafe.call(|| Ok::<u32, ()>(black_box(1))));
+            })
+        });
+    });
+    let recloser = recloser::Recloser::default();
+    g.bench_function("recloser", |bench| {
+        bench.iter_custom(|iters| {
+            two_threads(iters, &|| {
+                let _ = black_box(recloser.call(|| Ok::<u32, ()>(black_box(1))));
+            })
+        });
+    });
+    g.finish();
+}
+
+/// A transition no longer clears the window: `reset()` costs the same at the
+/// largest ring buffer as at a small one.
+fn breaker_transition(c: &mut Criterion) {
+    let mut g = c.benchmark_group("breaker reset");
+    for size in [100, 4_194_304] {
+        let breaker = table([
+            ("type", Value::Str("ring_buffer".into())),
+            ("failure_rate_threshold", Value::Int(50)),
+            ("minimum_required_calls", Value::Int(10)),
+            ("wait_duration_in_open_state", Value::Str("1s".into())),
+            ("permitted_calls_in_half_open_state", Value::Int(1)),
+            ("count_based", table([("window_size", Value::Int(size))])),
+        ]);
+        let root = table([("bench", table([("breaker", breaker)]))]);
+        let Ok(r) = Registry::builder().spec::<Breaker>().build(&root) else {
+            panic!("invalid settings")
+        };
+        let Ok(b) = r.sync_scope(Breaker::get) else {
+            panic!("configured")
+        };
+        g.bench_function(format!("ring_buffer {size}, reset then a call"), |bench| {
+            bench.iter(|| {
+                b.reset();
+                if let Some(permit) = b.try_acquire() {
+                    permit.failure();
+                }
+            });
+        });
+    }
+    g.finish();
+}
+
 fn retry_success(c: &mut Criterion) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -132,5 +231,11 @@ fn retry_success(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, breaker_success, retry_success);
+criterion_group!(
+    benches,
+    breaker_success,
+    breaker_contended,
+    breaker_transition,
+    retry_success
+);
 criterion_main!(benches);

@@ -3,11 +3,17 @@
 //! The word's top two bits are the state. Every transition bumps a 30-bit
 //! generation, so that a permit taken in one period cannot count, or give its
 //! place back, in a later one. A half-open word counts the probes it let
-//! through and the successes among them. The instants a period started (in
-//! microseconds since the breaker was built, rounded up, so that a wait never
-//! ends early) sit in words of their own, tagged with the low bits of the
-//! period's generation: a reader that finds another period's tag treats the
-//! period as just begun.
+//! through and the successes among them.
+//!
+//! The instant a period started (microseconds since the breaker was built,
+//! rounded up, while "now" is rounded down, so that a wait never ends early)
+//! sits in a word of its own, tagged with the low 16 bits of the period's
+//! generation. "Now" can then fall before the stamp (both in the same
+//! microsecond): the comparison is signed, so that reads as no time passed. A reader that
+//! finds another period's tag treats the period as just begun. A stamp only
+//! ever moves forward to a later generation, so a thread that was descheduled
+//! between publishing a state and stamping it cannot overwrite the stamp of a
+//! newer period.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
@@ -48,6 +54,19 @@ fn stamp(gen: u64, at_us: u64) -> u64 {
 fn stamped(stamp: u64, gen: u64) -> Option<u64> {
     (stamp >> STAMP_SHIFT == gen & U16).then_some(stamp & LOW48)
 }
+/// Whether a stamp of generation `gen` may replace `stamp`: only a later
+/// generation's (modulo 2^16, within half the range) may.
+fn stamp_advances(stamp: u64, gen: u64) -> bool {
+    let ahead = (gen & U16).wrapping_sub(stamp >> STAMP_SHIFT) & U16;
+    ahead != 0 && ahead < 1 << 15
+}
+/// Whether `wait_us` microseconds have passed from `since` to `now`, on the
+/// 48-bit clock (it wraps after 8.9 years): a `now` before `since` has
+/// waited nothing.
+fn waited(since: u64, now: u64, wait_us: u64) -> bool {
+    let elapsed = now.wrapping_sub(since) & LOW48;
+    wait_us == 0 || (elapsed < 1 << 47 && elapsed >= wait_us)
+}
 fn half_open(gen: u64, acquired: u64, successes: u64) -> u64 {
     (HALF_OPEN << TAG_SHIFT)
         | ((gen & GEN_MASK) << GEN_SHIFT)
@@ -68,8 +87,8 @@ const DISABLED: u8 = 2;
 /// What a permit was taken in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Taken {
-    /// The breaker was closed.
-    Closed,
+    /// The closed period with this generation.
+    Closed(u64),
     /// A probe of the half-open period with this generation.
     Probe(u64),
     /// The breaker is disabled: nothing is recorded.
@@ -149,13 +168,29 @@ impl Breaker {
     }
 
     /// Now in whole µs, rounded down (for "has it been long enough").
-    fn now_us_floor(&self) -> u64 {
+    fn now_us(&self) -> u64 {
         self.now_ns() / 1_000
     }
 
-    /// Now in µs, rounded up (for the instant a period starts).
-    fn now_us_ceil(&self) -> u64 {
-        self.now_ns().div_ceil(1_000)
+    /// Stamps the start of period `gen` into `word`, unless a later period's
+    /// stamp is already there.
+    fn stamp_period(&self, word: &AtomicU64, gen: u64) {
+        // Rounded up: the period may start up to 1 µs late, never early.
+        let at = stamp(gen, self.now_ns().div_ceil(1_000));
+        let _ = word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            stamp_advances(s, gen).then_some(at)
+        });
+    }
+
+    /// Whether the period `gen` stamped in `word` has lasted `wait_us`.
+    fn period_lasted(&self, word: &AtomicU64, gen: u64, wait_us: u64) -> bool {
+        // The stamp first, then the clock: a clock read before the stamp was
+        // written could lie before it.
+        let Some(since) = stamped(word.load(Ordering::Acquire), gen) else {
+            // No stamp yet: the period has only just begun.
+            return false;
+        };
+        waited(since, self.now_us(), wait_us)
     }
 
     /// A permit, or the state that refused it.
@@ -169,21 +204,16 @@ impl Breaker {
             let w = self.state.load(Ordering::Acquire);
             let gen = generation(w);
             match tag(w) {
-                CLOSED => return Ok(Taken::Closed),
+                CLOSED => return Ok(Taken::Closed(gen)),
                 OPEN => {
-                    let now = self.now_us_floor();
-                    // No stamp yet: the period has only just begun.
-                    let waited = stamped(self.opened_at.load(Ordering::Acquire), gen)
-                        .is_some_and(|at| now.wrapping_sub(at) & LOW48 >= self.wait_us);
-                    if !waited {
+                    if !self.period_lasted(&self.opened_at, gen, self.wait_us) {
                         return Err(self.reject(State::Open));
                     }
                     let next = gen + 1;
                     // The call that moves the breaker to half-open takes the
                     // first probe.
                     if self.cas(w, half_open(next, 1, 0)) {
-                        self.half_open_since
-                            .store(stamp(next, self.now_us_ceil()), Ordering::Release);
+                        self.stamp_period(&self.half_open_since, next);
                         self.half_opened.fetch_add(1, Ordering::Relaxed);
                         self.transition(State::Open, State::HalfOpen);
                         return Ok(Taken::Probe(next & GEN_MASK));
@@ -209,12 +239,8 @@ impl Breaker {
 
     /// Whether the half-open period `gen` has waited `max_wait_in_half_open`.
     fn probes_overdue(&self, gen: u64) -> bool {
-        let Some(max_wait) = self.max_wait_us else {
-            return false;
-        };
-        let now = self.now_us_floor();
-        stamped(self.half_open_since.load(Ordering::Acquire), gen)
-            .is_some_and(|at| now.wrapping_sub(at) & LOW48 >= max_wait)
+        self.max_wait_us
+            .is_some_and(|max_wait| self.period_lasted(&self.half_open_since, gen, max_wait))
     }
 
     /// Moves the breaker from word `w` (in state `from`) to a new open
@@ -224,8 +250,7 @@ impl Breaker {
         if !self.cas(w, open(next)) {
             return false;
         }
-        self.opened_at
-            .store(stamp(next, self.now_us_ceil()), Ordering::Release);
+        self.stamp_period(&self.opened_at, next);
         self.window.clear();
         self.opened.fetch_add(1, Ordering::Relaxed);
         self.transition(from, State::Open);
@@ -282,7 +307,7 @@ impl Breaker {
             // permit does not count as a probe.
             match (tag(w), taken) {
                 (HALF_OPEN, Taken::Probe(g)) if g == gen => {}
-                (CLOSED, Taken::Closed) => {}
+                (CLOSED, Taken::Closed(g)) if g == gen => {}
                 _ => return,
             }
             match tag(w) {
@@ -292,7 +317,7 @@ impl Breaker {
                     } else {
                         0
                     };
-                    if let Some(counts) = self.window.record(record, now) {
+                    if let Some(counts) = self.window.record(record, gen, now) {
                         if self.should_open(counts) {
                             self.open_from(w, State::Closed);
                         }
@@ -366,7 +391,7 @@ impl Breaker {
     pub(crate) fn metrics(&self) -> Metrics {
         let w = self.state.load(Ordering::Acquire);
         let counts = if tag(w) == CLOSED && self.mode.load(Ordering::Acquire) == NORMAL {
-            self.window.snapshot(self.now_ns())
+            self.window.snapshot(generation(w), self.now_ns())
         } else {
             Counts::default()
         };
@@ -408,5 +433,66 @@ impl Breaker {
         self.window.clear();
         self.mode.store(NORMAL, Ordering::Release);
         self.transition(from, State::Closed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::circuit_breaker::WindowSettings;
+
+    fn breaker(wait: Duration) -> Breaker {
+        Breaker::new(
+            "B",
+            "test.breaker",
+            CircuitBreakerSettings {
+                enabled: true,
+                window: WindowSettings::RingBuffer { window_size: 1 },
+                failure_rate_threshold: 100,
+                minimum_required_calls: 1,
+                wait_duration_in_open_state: wait,
+                permitted_calls_in_half_open_state: 1,
+                slow_call: None,
+                max_wait_in_half_open: None,
+            },
+        )
+    }
+
+    fn fail(b: &Breaker) {
+        let taken = b.try_acquire().unwrap_or(Taken::Free);
+        b.release(taken, End::Failure, false);
+    }
+
+    /// Thread A opens the breaker and is descheduled before it stamps the
+    /// period; meanwhile a reset and a new failure open a newer period. A's
+    /// late stamp must not replace the newer one, or the breaker would
+    /// reject every call until the next reset.
+    #[tokio::test(start_paused = true)]
+    async fn a_late_stamp_of_an_older_period_is_not_written() {
+        let b = breaker(Duration::from_secs(1));
+        let w = b.state.load(Ordering::Acquire);
+        let late = generation(w) + 1;
+        assert!(b.cas(w, open(late)), "A publishes its open period");
+        b.reset();
+        fail(&b);
+        assert_eq!(b.state(), State::Open, "a newer open period");
+        // A wakes up and stamps its own period.
+        b.stamp_period(&b.opened_at, late);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(
+            matches!(b.try_acquire(), Ok(Taken::Probe(_))),
+            "the newer period's wait is over"
+        );
+    }
+
+    #[test]
+    fn a_clock_read_in_the_stamped_microsecond_has_waited_nothing() {
+        // Stamped at 10 µs (rounded up), read at 9 µs (rounded down).
+        assert!(!waited(10, 9, 1_000_000));
+        assert!(waited(10, 9, 0));
+        assert!(waited(10, 10 + 1_000_000, 1_000_000));
+        // Across the 48-bit wrap.
+        assert!(waited(LOW48 - 5, 4, 10));
+        assert!(!waited(LOW48 - 5, 3, 10));
     }
 }

@@ -50,15 +50,17 @@
 //!
 //! # Windows
 //!
-//! | `type` | counts | notes |
+//! | `type` | counts | guarantee, from any mix of threads |
 //! |---|---|---|
-//! | `striped_approx` (default) | the last `window_size` calls, in stripes | each thread fills the stripes in turn, so a single caller fills the whole window |
-//! | `ring_buffer` | exactly the last `window_size` calls | one stripe |
-//! | `fixed_window` | tumbling windows of `window_size` calls | counts restart when the window is full |
+//! | `ring_buffer` (default) | the last `window_size` calls | exact: a call stays until `window_size` newer calls were recorded |
+//! | `striped_approx` | `stripes` rings of `window_size / stripes` calls | a call stays until at least `⌊window_size / stripes⌋` newer calls were recorded (exactly `window_size` for a single caller); threads mostly write stripes of their own |
+//! | `fixed_window` | tumbling windows of `window_size` calls | counts restart when the window is full; a success that fills it is not judged |
 //! | `time_based` | the calls of the last `window_duration` | reads the clock for every call |
 //!
+//! Only a failed or slow call is judged: a success never opens the breaker.
 //! No window takes a lock or allocates when it records a call; the
-//! count-based ones read no clock unless `slow_call` is set.
+//! count-based ones read no clock unless `slow_call` is set. A transition
+//! clears no slot: each carries its closed period's tag.
 //!
 //! # Imperative use
 //!

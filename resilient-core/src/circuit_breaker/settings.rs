@@ -9,10 +9,10 @@ use crate::settings::{Section, Value};
 /// | key | default | rule |
 /// |---|---|---|
 /// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
-/// | `type` | `"striped_approx"` | `"striped_approx"`, `"fixed_window"`, `"ring_buffer"` or `"time_based"` |
+/// | `type` | `"ring_buffer"` | `"ring_buffer"`, `"striped_approx"`, `"fixed_window"` or `"time_based"` |
 /// | `failure_rate_threshold` | required | whole number in 1..=100: the failure rate, in percent, that opens the breaker |
 /// | `minimum_required_calls` | required | whole number ≥ 1, ≤ `count_based.window_size`: calls in the window before the rate counts |
-/// | `wait_duration_in_open_state` | required | duration ≥ 0: how long an open breaker rejects calls before it lets probes through |
+/// | `wait_duration_in_open_state` | required | duration in 0..=1461d: how long an open breaker rejects calls before it lets probes through |
 /// | `permitted_calls_in_half_open_state` | required | whole number in 1..=65535: probes in half-open; all must succeed to close |
 /// | `count_based.window_size` | required unless `time_based` | whole number ≥ 1: the last calls counted (at most 2097151 for `fixed_window`, 4194304 for `ring_buffer`, `stripes`·65535 for `striped_approx`) |
 /// | `count_based.striped_approx.stripes` | `16` | whole number in 1..=64: independent parts of the window, to spread contention |
@@ -21,7 +21,7 @@ use crate::settings::{Section, Value};
 /// | `time_based.counter_stripes` | `16` | whole number in 1..=64: counters per bucket, to spread contention |
 /// | `slow_call.duration_threshold` | none | duration > 0: a call slower than this is slow |
 /// | `slow_call.rate_threshold` | required with `slow_call` | whole number in 1..=100: the slow-call rate, in percent, that opens the breaker |
-/// | `max_wait_in_half_open` | none | duration > 0: a half-open breaker whose probes have not all completed by then opens again |
+/// | `max_wait_in_half_open` | none | duration in (0, 1461d]: a half-open breaker whose probes have not all completed by then opens again |
 #[derive(Debug, Clone, PartialEq)]
 pub struct CircuitBreakerSettings {
     /// `false` turns the spec into a pass-through.
@@ -104,11 +104,14 @@ impl CircuitBreakerSettings {
                 "ring_buffer",
                 "time_based",
             ],
-            "striped_approx",
+            "ring_buffer",
         );
         let threshold = s.int("failure_rate_threshold", None, 1, 100);
         let minimum = s.int("minimum_required_calls", None, 1, u64::from(u32::MAX));
-        let wait = s.duration("wait_duration_in_open_state", true).flatten();
+        let wait = s
+            .duration("wait_duration_in_open_state", true)
+            .flatten()
+            .and_then(|d| within_clock(s, "wait_duration_in_open_state", d));
         let permitted = s.int("permitted_calls_in_half_open_state", None, 1, 65_535);
 
         let window = match kind {
@@ -160,6 +163,7 @@ impl CircuitBreakerSettings {
                 );
                 Some(None)
             }
+            Some(Some(d)) => Some(within_clock(s, "max_wait_in_half_open", d)),
             other => other,
         };
 
@@ -180,6 +184,18 @@ impl CircuitBreakerSettings {
             },
         })
     }
+}
+
+/// The longest wait a breaker measures: its period stamps keep 2^47 µs.
+pub(crate) const WAIT_MAX: Duration = Duration::from_secs(1461 * 24 * 3600);
+
+/// `d`, if a breaker's clock can measure it; else a problem.
+fn within_clock(s: &mut Section<'_>, key: &'static str, d: Duration) -> Option<Duration> {
+    if d <= WAIT_MAX {
+        return Some(d);
+    }
+    s.problem(key, "must be at most 1461d (4 years)", Some(&as_value(d)));
+    None
 }
 
 /// Reports `key` as not used by `type = kind`, if it is there.
@@ -261,8 +277,8 @@ fn read_count_window(
     let (size, stripes) = (size?, stripes?);
     let max = match kind {
         "fixed_window" => FIXED_WINDOW_MAX,
-        "ring_buffer" => RING_BUFFER_MAX,
-        _ => stripes * STRIPE_MAX,
+        "striped_approx" => stripes * STRIPE_MAX,
+        _ => RING_BUFFER_MAX,
     };
     if size > max {
         c.problem(
@@ -286,10 +302,10 @@ fn read_count_window(
     let window_size = u32::try_from(size).ok()?;
     Some(match kind {
         "fixed_window" => WindowSettings::FixedWindow { window_size },
-        "ring_buffer" => WindowSettings::RingBuffer { window_size },
-        _ => WindowSettings::StripedApprox {
+        "striped_approx" => WindowSettings::StripedApprox {
             window_size,
             stripes: u32::try_from(stripes).ok()?,
         },
+        _ => WindowSettings::RingBuffer { window_size },
     })
 }

@@ -2,10 +2,10 @@
 //!
 //! All three record a completed call with a few atomic operations and no lock;
 //! none reads the clock except the time-based one. A success that replaces a
-//! success in a count-based window changes no counter at all.
+//! success in a count-based window changes no counter.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::settings::WindowSettings;
 
@@ -84,15 +84,26 @@ impl Window {
         matches!(self, Window::Time(_))
     }
 
-    /// Records a call; for an outcome that can open the breaker, returns the
-    /// counts to evaluate. `now` (nanoseconds since the breaker's start) is
-    /// read only by the time-based window.
-    pub(crate) fn record(&self, record: Record, now: u64) -> Option<Counts> {
+    /// Records a call of the closed period `generation`; for an outcome that
+    /// can open the breaker, returns the counts to evaluate. `now`
+    /// (nanoseconds since the breaker's start) is read only by the time-based
+    /// window.
+    pub(crate) fn record(&self, record: Record, generation: u64, now: u64) -> Option<Counts> {
         match self {
             Window::Fixed(w) => w.record(record),
             Window::Slots(w) => {
-                w.record(record);
-                record.is_bad().then(|| w.snapshot())
+                loop {
+                    match w.record(record, generation) {
+                        Ok(()) => break,
+                        Err(NotRecorded::Unstarted) => w.start(generation),
+                        Err(NotRecorded::Stale) => return None,
+                    }
+                }
+                if record.is_bad() {
+                    w.snapshot(generation)
+                } else {
+                    None
+                }
             }
             Window::Time(w) => {
                 w.record(record, now);
@@ -101,18 +112,22 @@ impl Window {
         }
     }
 
-    pub(crate) fn snapshot(&self, now: u64) -> Counts {
+    /// The counts of the closed period `generation`.
+    pub(crate) fn snapshot(&self, generation: u64, now: u64) -> Counts {
         match self {
             Window::Fixed(w) => unpack(w.counts.load(Ordering::Acquire)),
-            Window::Slots(w) => w.snapshot(),
+            Window::Slots(w) => w.snapshot(generation).unwrap_or_default(),
             Window::Time(w) => w.snapshot(now),
         }
     }
 
+    /// Forgets every call: a new closed period begins. The slot windows need
+    /// nothing (each word carries its period's tag), the fixed window one
+    /// store, the time-based one a store per bucket.
     pub(crate) fn clear(&self) {
         match self {
             Window::Fixed(w) => w.counts.store(0, Ordering::Release),
-            Window::Slots(w) => w.clear(),
+            Window::Slots(_) => {}
             Window::Time(w) => w.clear(),
         }
     }
@@ -163,7 +178,9 @@ impl Fixed {
                     pack(after)
                 })
             });
-        (record.is_bad() || after.total >= self.size).then_some(after)
+        // Only a failed or slow call is judged: a success never opens the
+        // breaker, even the one that fills the window.
+        record.is_bad().then_some(after)
     }
 }
 
@@ -173,28 +190,106 @@ const FAILED: u8 = 0b010;
 const SLOW: u8 = 0b100;
 const FILLED: u8 = 0b001;
 
+// Every word of a stripe carries the 24-bit tag of the closed period it
+// belongs to (the low bits of the breaker's generation). A transition touches
+// no slot: a word of an older period reads as empty, and the first call of a
+// new period starts its stripe afresh (`Slots::start`).
+const TAG_BITS: u32 = 24;
+const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+const TAG_SHIFT: u32 = 64 - TAG_BITS;
+// The cursor: tag | full (1) | lap (16) | position (23).
+const POS_BITS: u32 = 23;
+const POS_MASK: u64 = (1 << POS_BITS) - 1;
+const LAP_BITS: u32 = 16;
+const LAP_MASK: u64 = (1 << LAP_BITS) - 1;
+const FULL_BIT: u64 = 1 << (POS_BITS + LAP_BITS);
+// A slot: tag | lap (16) | code (3). A counter: tag | value (40, two's
+// complement: it can dip below zero while two writers of one slot are between
+// their slot write and their counter update).
+const CODE_BITS: u32 = 3;
+const VALUE_BITS: u32 = 40;
+const VALUE_MASK: u64 = (1 << VALUE_BITS) - 1;
+
+fn tag_of(word: u64) -> u64 {
+    word >> TAG_SHIFT
+}
+
+fn with_tag(tag: u64, rest: u64) -> u64 {
+    ((tag & TAG_MASK) << TAG_SHIFT) | rest
+}
+
+/// How the tag of a word compares with `mine` (modulo 2^24: a word is older
+/// when it lies less than half the tag space behind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Age {
+    Older,
+    Same,
+    Newer,
+}
+
+fn age(word_tag: u64, mine: u64) -> Age {
+    let behind = mine.wrapping_sub(word_tag) & TAG_MASK;
+    if behind == 0 {
+        Age::Same
+    } else if behind < 1 << (TAG_BITS - 1) {
+        Age::Older
+    } else {
+        Age::Newer
+    }
+}
+
+/// Whether lap `a` is after lap `b` (modulo 2^16).
+fn lap_after(a: u64, b: u64) -> bool {
+    let ahead = a.wrapping_sub(b) & LAP_MASK;
+    ahead != 0 && ahead < 1 << (LAP_BITS - 1)
+}
+
+fn value(word: u64) -> i64 {
+    // Sign-extend the 40-bit field.
+    ((word & VALUE_MASK) << (64 - VALUE_BITS)) as i64 >> (64 - VALUE_BITS)
+}
+
 /// The last calls, one slot each, in one stripe (`ring_buffer`) or several
-/// (`striped_approx`). Counters follow the slots exactly: every change of a
-/// slot is a swap whose difference is added to its stripe's counters.
+/// (`striped_approx`).
+///
+/// Each stripe hands out its slots in turn from a cursor, and a slot keeps a
+/// call until the cursor comes round again: a call leaves its stripe only
+/// after the stripe's length of newer calls, whatever the threads. A slot is
+/// written only by a call from a later lap than the one it holds, so a thread
+/// that was descheduled between taking its slot and writing it cannot
+/// overwrite a newer call. The failure and slow counters follow the slots:
+/// every change of a slot adds its difference.
 #[derive(Debug)]
 pub(crate) struct Slots {
     stripes: Box<[Stripe]>,
+    /// The shortest stripe's length: how many calls in a row a thread
+    /// records in one stripe.
+    run: usize,
 }
 
 #[derive(Debug)]
 #[repr(align(64))]
 struct Stripe {
-    slots: Box<[AtomicU8]>,
-    cursor: AtomicUsize,
-    total: AtomicI64,
-    failures: AtomicI64,
-    slow: AtomicI64,
+    cursor: AtomicU64,
+    failures: AtomicU64,
+    slow: AtomicU64,
+    slots: Box<[AtomicU64]>,
+}
+
+/// Why a call was not recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotRecorded {
+    /// The stripe still holds an older period: start it, then record again.
+    Unstarted,
+    /// The call belongs to a period that has ended.
+    Stale,
 }
 
 thread_local! {
-    /// Each thread walks the stripes in turn from its own starting point, so a
-    /// single caller fills the whole window and concurrent callers mostly
-    /// touch different stripes.
+    /// Each thread walks the stripes in turn from its own starting point,
+    /// staying on a stripe for as many calls as it holds: a single caller
+    /// fills the window in order, as a ring buffer would, and concurrent
+    /// callers mostly write to stripes (cache lines) of their own.
     static NEXT_STRIPE: Cell<usize> = Cell::new(thread_seed());
 }
 
@@ -203,93 +298,158 @@ fn thread_seed() -> usize {
     SEED.fetch_add(0x9E37_79B9, Ordering::Relaxed)
 }
 
-fn next_stripe(count: usize) -> usize {
+/// The stripe of the calling thread's next call, for `count` stripes of
+/// `run` slots.
+fn next_stripe(count: usize, run: usize) -> usize {
     if count == 1 {
         return 0;
     }
     NEXT_STRIPE.with(|next| {
         let n = next.get();
         next.set(n.wrapping_add(1));
-        n % count
+        (n / run) % count
     })
 }
 
 impl Slots {
     /// `size` slots split as evenly as possible over `stripes` stripes, so
     /// that the window holds exactly `size` calls.
-    fn new(size: u32, stripes: u32) -> Self {
-        let stripes = stripes.max(1);
+    pub(crate) fn new(size: u32, stripes: u32) -> Self {
+        let stripes = stripes.clamp(1, size.max(1));
         let (base, extra) = (size / stripes, size % stripes);
         let stripes = (0..stripes)
             .map(|i| {
                 let len = base + u32::from(i < extra);
+                // Every word starts in the period before the first one.
+                let unused = || AtomicU64::new(with_tag(TAG_MASK, 0));
                 Stripe {
-                    slots: (0..len).map(|_| AtomicU8::new(0)).collect(),
-                    cursor: AtomicUsize::new(0),
-                    total: AtomicI64::new(0),
-                    failures: AtomicI64::new(0),
-                    slow: AtomicI64::new(0),
+                    cursor: unused(),
+                    failures: unused(),
+                    slow: unused(),
+                    slots: (0..len.max(1)).map(|_| unused()).collect(),
                 }
             })
             .collect();
-        Self { stripes }
+        Self {
+            stripes,
+            run: base.max(1) as usize,
+        }
     }
 
-    fn record(&self, record: Record) {
-        let stripe = &self.stripes[next_stripe(self.stripes.len())];
-        let len = stripe.slots.len();
-        let at = stripe.cursor.fetch_add(1, Ordering::Relaxed) % len;
+    /// Records a call of the closed period tagged `tag` (the breaker's
+    /// generation).
+    pub(crate) fn record(&self, record: Record, tag: u64) -> Result<(), NotRecorded> {
+        let stripe = &self.stripes[next_stripe(self.stripes.len(), self.run)];
+        let tag = tag & TAG_MASK;
+        let len = stripe.slots.len() as u64;
+        // Take the next slot of the stripe.
+        let mut ticket = (0, 0);
+        let mut unstarted = false;
+        let taken = stripe
+            .cursor
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                match age(tag_of(c), tag) {
+                    Age::Same => {}
+                    Age::Older => {
+                        unstarted = true;
+                        return None;
+                    }
+                    Age::Newer => return None,
+                }
+                let (full, lap, pos) = (c & FULL_BIT, (c >> POS_BITS) & LAP_MASK, c & POS_MASK);
+                ticket = (lap, pos);
+                Some(if pos + 1 == len {
+                    with_tag(tag, FULL_BIT | (((lap + 1) & LAP_MASK) << POS_BITS))
+                } else {
+                    with_tag(tag, full | (lap << POS_BITS) | (pos + 1))
+                })
+            });
+        if taken.is_err() {
+            return Err(if unstarted {
+                NotRecorded::Unstarted
+            } else {
+                NotRecorded::Stale
+            });
+        }
+        let (lap, pos) = ticket;
         let code =
             FILLED | if record.failed { FAILED } else { 0 } | if record.slow { SLOW } else { 0 };
-        let slot = &stripe.slots[at];
-        // The common case, a success replacing a success, changes nothing:
-        // skip the write.
-        if slot.load(Ordering::Acquire) == code {
-            return;
+        let mine = with_tag(tag, (lap << CODE_BITS) | u64::from(code));
+        let mut old = 0u8;
+        let written =
+            stripe.slots[pos as usize].fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                match age(tag_of(s), tag) {
+                    // A slot of an earlier period is empty for this one.
+                    Age::Older => {
+                        old = 0;
+                        Some(mine)
+                    }
+                    Age::Same if lap_after(lap, (s >> CODE_BITS) & LAP_MASK) => {
+                        old = (s & 0b111) as u8;
+                        Some(mine)
+                    }
+                    // A later call already holds the slot (this thread was
+                    // descheduled for a whole lap), or a later period began.
+                    _ => None,
+                }
+            });
+        if written.is_err() || old == code {
+            return Ok(());
         }
-        let old = slot.swap(code, Ordering::AcqRel);
-        stripe.apply(old, code);
+        let delta = |flag: u8| i64::from(code & flag != 0) - i64::from(old & flag != 0);
+        for (counter, flag) in [(&stripe.failures, FAILED), (&stripe.slow, SLOW)] {
+            let d = delta(flag);
+            if d != 0 {
+                let _ = counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                    (age(tag_of(w), tag) == Age::Same)
+                        .then(|| with_tag(tag, (w as i64).wrapping_add(d) as u64 & VALUE_MASK))
+                });
+            }
+        }
+        Ok(())
     }
 
-    fn snapshot(&self) -> Counts {
-        let mut c = Counts::default();
-        for s in self.stripes.iter() {
-            // A counter can be negative for an instant while another thread
-            // is between its swap and its update.
-            c.total += clamp(s.total.load(Ordering::Acquire));
-            c.failures += clamp(s.failures.load(Ordering::Acquire));
-            c.slow += clamp(s.slow.load(Ordering::Acquire));
-        }
-        c
-    }
-
-    fn clear(&self) {
+    /// Starts period `tag` in every stripe that still holds an older one:
+    /// counters first, then the cursor that lets calls in.
+    pub(crate) fn start(&self, tag: u64) {
+        let tag = tag & TAG_MASK;
+        let fresh = |word: &AtomicU64| {
+            let _ = word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (age(tag_of(w), tag) == Age::Older).then_some(with_tag(tag, 0))
+            });
+        };
         for stripe in self.stripes.iter() {
-            for slot in stripe.slots.iter() {
-                let old = slot.swap(0, Ordering::AcqRel);
-                stripe.apply(old, 0);
-            }
+            fresh(&stripe.failures);
+            fresh(&stripe.slow);
+            fresh(&stripe.cursor);
         }
     }
-}
 
-fn clamp(x: i64) -> u64 {
-    u64::try_from(x).unwrap_or(0)
-}
-
-impl Stripe {
-    fn apply(&self, old: u8, new: u8) {
-        let bit = |code: u8, bit: u8| i64::from(code & bit != 0);
-        for (counter, flag) in [
-            (&self.total, FILLED),
-            (&self.failures, FAILED),
-            (&self.slow, SLOW),
-        ] {
-            let delta = bit(new, flag) - bit(old, flag);
-            if delta != 0 {
-                counter.fetch_add(delta, Ordering::AcqRel);
-            }
+    /// The counts of period `tag`; `None` if a later period has begun.
+    pub(crate) fn snapshot(&self, tag: u64) -> Option<Counts> {
+        let tag = tag & TAG_MASK;
+        let mut c = Counts::default();
+        for stripe in self.stripes.iter() {
+            // Counters before the cursor: every call they count took its
+            // slot before, so failures never exceed the calls.
+            let failures = stripe.failures.load(Ordering::Acquire);
+            let slow = stripe.slow.load(Ordering::Acquire);
+            let cursor = stripe.cursor.load(Ordering::Acquire);
+            let total = match age(tag_of(cursor), tag) {
+                Age::Older => continue,
+                Age::Newer => return None,
+                Age::Same if cursor & FULL_BIT != 0 => stripe.slots.len() as u64,
+                Age::Same => cursor & POS_MASK,
+            };
+            let count = |w: u64| match age(tag_of(w), tag) {
+                Age::Same => u64::try_from(value(w)).unwrap_or(0).min(total),
+                _ => 0,
+            };
+            c.total += total;
+            c.failures += count(failures);
+            c.slow += count(slow);
         }
+        Some(c)
     }
 }
 
@@ -366,7 +526,7 @@ impl Time {
                 break;
             }
         }
-        let c = &bucket.counters[next_stripe(bucket.counters.len())];
+        let c = &bucket.counters[next_stripe(bucket.counters.len(), 1)];
         c.total.fetch_add(1, Ordering::AcqRel);
         if record.failed {
             c.failures.fetch_add(1, Ordering::AcqRel);
@@ -384,11 +544,19 @@ impl Time {
                 continue;
             }
             for c in bucket.counters.iter() {
+                // Failures before the total: a call adds its total first, so
+                // the failures read never exceed it.
+                let failures = c.failures.load(Ordering::Acquire);
+                let slow = c.slow.load(Ordering::Acquire);
                 out.total += c.total.load(Ordering::Acquire);
-                out.failures += c.failures.load(Ordering::Acquire);
-                out.slow += c.slow.load(Ordering::Acquire);
+                out.failures += failures;
+                out.slow += slow;
             }
         }
+        // A bucket restarted between the reads can still leave more failures
+        // than calls: a rate never exceeds 100 %.
+        out.failures = out.failures.min(out.total);
+        out.slow = out.slow.min(out.total);
         out
     }
 
@@ -416,20 +584,21 @@ mod tests {
     fn striped_window_holds_exactly_its_size_for_one_caller() {
         // 16 stripes asked for a window of 10: one slot per stripe.
         let w = Slots::new(10, 10);
+        w.start(0);
         for _ in 0..100 {
-            w.record(OK);
+            assert_eq!(w.record(OK, 0), Ok(()));
         }
-        assert_eq!(w.snapshot().total, 10);
+        assert_eq!(w.snapshot(0).map(|c| c.total), Some(10));
         for _ in 0..10 {
-            w.record(FAIL);
+            assert_eq!(w.record(FAIL, 0), Ok(()));
         }
         assert_eq!(
-            w.snapshot(),
-            Counts {
+            w.snapshot(0),
+            Some(Counts {
                 total: 10,
                 failures: 10,
                 slow: 0
-            }
+            })
         );
     }
 
@@ -480,12 +649,57 @@ mod tests {
     }
 
     #[test]
-    fn clearing_slots_zeroes_the_counters() {
+    fn a_new_period_starts_with_an_empty_window() {
         let w = Slots::new(8, 2);
+        assert_eq!(w.record(FAIL, 0), Err(NotRecorded::Unstarted));
+        w.start(0);
         for _ in 0..5 {
-            w.record(FAIL);
+            assert_eq!(w.record(FAIL, 0), Ok(()));
         }
-        w.clear();
-        assert_eq!(w.snapshot(), Counts::default());
+        assert_eq!(w.snapshot(0).map(|c| c.failures), Some(5));
+        // Period 1 sees nothing of period 0, without a slot being touched.
+        assert_eq!(w.snapshot(1), Some(Counts::default()));
+        w.start(1);
+        assert_eq!(w.record(FAIL, 1), Ok(()));
+        assert_eq!(
+            w.snapshot(1),
+            Some(Counts {
+                total: 1,
+                failures: 1,
+                slow: 0
+            })
+        );
+        // A call of period 0 that ends now changes nothing.
+        assert_eq!(w.record(FAIL, 0), Err(NotRecorded::Stale));
+        assert_eq!(w.snapshot(0), None);
+    }
+
+    #[test]
+    fn a_slot_keeps_a_newer_call_against_a_writer_late_by_a_lap() {
+        // One slot: tickets of laps 0 and 1 land on it. The lap-1 call writes
+        // first; the lap-0 writer, descheduled meanwhile, must not replace it.
+        let w = Slots::new(1, 1);
+        w.start(0);
+        let slot = &w.stripes[0].slots[0];
+        let lap1 = with_tag(0, (1 << CODE_BITS) | u64::from(FILLED));
+        slot.store(lap1, Ordering::Release);
+        w.stripes[0].cursor.store(with_tag(0, 0), Ordering::Release);
+        // The late writer takes lap 0 again (the cursor was rewound above to
+        // stand for its ticket) and finds the lap-1 call in place.
+        assert_eq!(w.record(FAIL, 0), Ok(()));
+        assert_eq!(slot.load(Ordering::Acquire), lap1);
+        assert_eq!(w.snapshot(0).map(|c| c.failures), Some(0));
+    }
+
+    #[test]
+    fn counters_survive_a_dip_below_zero() {
+        let w = Slots::new(4, 1);
+        w.start(3);
+        let f = &w.stripes[0].failures;
+        let _ = f.fetch_update(Ordering::AcqRel, Ordering::Acquire, |x| {
+            Some(with_tag(3, (x as i64).wrapping_add(-1) as u64 & VALUE_MASK))
+        });
+        assert_eq!(value(f.load(Ordering::Acquire)), -1);
+        assert_eq!(w.snapshot(3).map(|c| c.failures), Some(0));
     }
 }
