@@ -659,6 +659,39 @@ fn rate_limit_refresh_period_must_be_at_least_1ms() {
     RATE.assert_builds("limit_for_period = 10\nlimit_refresh_period = \"1ms\"");
 }
 
+/// A fixed window's period is whole milliseconds: `1999us` would otherwise
+/// act as `1ms` and let twice the permits through.
+#[test]
+fn fixed_window_period_must_be_whole_milliseconds() {
+    for kind in ["", "type = \"fixed_window\"\n"] {
+        RATE.check(
+            &format!("{kind}limit_for_period = 10\nlimit_refresh_period = \"1999us\""),
+            "limit_refresh_period",
+            "must be a whole number of milliseconds for `type = \"fixed_window\"` (use `type = \"token_bucket\"` for a finer period)",
+            Some("\"1ms 999us\""),
+        );
+    }
+    RATE.assert_builds("limit_for_period = 10\nlimit_refresh_period = \"1s 1ms\"");
+    RATE.assert_builds(
+        "type = \"token_bucket\"\nlimit_for_period = 10\nlimit_refresh_period = \"1999us\"",
+    );
+}
+
+/// A token bucket counts nanoseconds in 64 bits: a longer period would
+/// saturate and admit every call.
+#[test]
+fn token_bucket_period_is_at_most_584_years() {
+    RATE.check(
+        "type = \"token_bucket\"\nlimit_for_period = 10\nlimit_refresh_period = \"600y\"",
+        "limit_refresh_period",
+        "must be at most 584 years for `type = \"token_bucket\"` (its clock counts nanoseconds in 64 bits)",
+        Some("\"600years\""),
+    );
+    RATE.assert_builds(
+        "type = \"token_bucket\"\nlimit_for_period = 10\nlimit_refresh_period = \"584y\"",
+    );
+}
+
 #[test]
 fn rate_limit_refresh_period_must_be_a_duration() {
     for (value, found) in [

@@ -25,7 +25,14 @@
 //!
 //! A rejected call fails with [`Error::RateLimitExceeded`], whose
 //! `retry_after` is the time until a permit would be free. With `max_wait`,
-//! a call waits that long at most for a permit instead.
+//! a call that can have a permit within `max_wait` reserves it at once and
+//! sleeps until it is due; a call that cannot fails at once, without waiting.
+//! A reserved permit is spent even if the call is cancelled while it sleeps
+//! (`token_bucket` gives it back if no later call reserved one meanwhile).
+//!
+//! A `fixed_window` period is a whole number of milliseconds and a window
+//! starts at the millisecond of the call that opens it; reserved permits fill
+//! the windows that follow, back to back.
 
 use std::any::TypeId;
 use std::future::Future;
@@ -81,7 +88,7 @@ pub enum Algorithm {
 /// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
 /// | `type` | `"fixed_window"` | `"fixed_window"` or `"token_bucket"` |
 /// | `limit_for_period` | required | whole number in 1..=1048575: calls per period |
-/// | `limit_refresh_period` | required | duration ≥ 1ms (and ≥ 1ns per permit for `token_bucket`): the period |
+/// | `limit_refresh_period` | required | duration ≥ 1ms: the period; a whole number of milliseconds for `fixed_window`; for `token_bucket` ≥ 1ns per permit and at most 584 years |
 /// | `max_wait` | none | duration > 0: how long a call may wait for a permit instead of failing at once |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimiterSettings {
@@ -133,15 +140,34 @@ impl RateLimiterSettings {
             }
             other => other,
         };
-        if let (Some("token_bucket"), Some(limit), Some(period)) = (algorithm, limit, period) {
-            if period.as_nanos() < u128::from(limit) {
+        match (algorithm, limit, period) {
+            (Some("token_bucket"), Some(limit), Some(period)) => {
+                if period.as_nanos() < u128::from(limit) {
+                    s.problem(
+                        "limit_refresh_period",
+                        format!("is too short for `limit_for_period` = {limit} with `type = \"token_bucket\"`: each permit needs at least 1ns"),
+                        Some(&as_value(period)),
+                    );
+                    return None;
+                }
+                if u64::try_from(period.as_nanos()).is_err() {
+                    s.problem(
+                        "limit_refresh_period",
+                        "must be at most 584 years for `type = \"token_bucket\"` (its clock counts nanoseconds in 64 bits)",
+                        Some(&as_value(period)),
+                    );
+                    return None;
+                }
+            }
+            (Some("fixed_window"), _, Some(period)) if period.subsec_nanos() % 1_000_000 != 0 => {
                 s.problem(
                     "limit_refresh_period",
-                    format!("is too short for `limit_for_period` = {limit} with `type = \"token_bucket\"`: each permit needs at least 1ns"),
+                    "must be a whole number of milliseconds for `type = \"fixed_window\"` (use `type = \"token_bucket\"` for a finer period)",
                     Some(&as_value(period)),
                 );
                 return None;
             }
+            _ => {}
         }
         Some(Self {
             enabled: enabled?,
@@ -183,7 +209,9 @@ impl RateLimiter {
         let period_ns = nanos(settings.limit_refresh_period);
         let interval_ns = (period_ns / u64::from(settings.limit_for_period)).max(1);
         Self {
-            period_ms: u64::try_from(settings.limit_refresh_period.as_millis()).unwrap_or(u64::MAX),
+            period_ms: u64::try_from(settings.limit_refresh_period.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1),
             interval_ns,
             tolerance_ns: interval_ns.saturating_mul(u64::from(settings.limit_for_period) - 1),
             settings,
@@ -192,81 +220,155 @@ impl RateLimiter {
         }
     }
 
-    /// Takes a permit, or says how long until one would be free.
-    pub(crate) fn try_acquire(&self) -> Result<(), Duration> {
+    /// Takes a permit due within `max_wait` (now, or reserved for later):
+    /// `Ok` with how long until it is due, or `Err` with how long until a
+    /// permit would be free.
+    pub(crate) fn take(&self, max_wait: Duration) -> Result<Taken, Duration> {
         if !self.settings.enabled {
-            return Ok(());
+            return Ok(Taken::NOW);
         }
         let now = self.origin.elapsed();
         match self.settings.algorithm {
-            Algorithm::FixedWindow => self.fixed_window(now),
-            Algorithm::TokenBucket => self.token_bucket(nanos(now)),
+            Algorithm::FixedWindow => self.fixed_window(now, max_wait),
+            Algorithm::TokenBucket => self.token_bucket(nanos(now), max_wait),
         }
     }
 
-    fn fixed_window(&self, now: Duration) -> Result<(), Duration> {
+    fn fixed_window(&self, now: Duration, max_wait: Duration) -> Result<Taken, Duration> {
         let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
         let limit = u64::from(self.settings.limit_for_period);
-        let mut retry_after = Duration::ZERO;
-        self.word
+        let period = self.period_ms;
+        let mut outcome = Err(Duration::ZERO);
+        let _ = self
+            .word
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                let (start, taken) = (w >> COUNT_BITS, w & COUNT_MASK);
-                if now_ms.saturating_sub(start) >= self.period_ms {
-                    // The window expired: a new one starts with this call.
-                    return Some((now_ms << COUNT_BITS) | 1);
+                let (mut start, mut taken) = (w >> COUNT_BITS, w & COUNT_MASK);
+                let passed = now_ms.saturating_sub(start) / period;
+                if passed > 0 {
+                    match taken.checked_sub(passed.saturating_mul(limit)) {
+                        // Reserved permits remain: windows stay back to back.
+                        Some(left) if left > 0 => {
+                            start += passed * period;
+                            taken = left;
+                        }
+                        // A new window starts with this call.
+                        _ => {
+                            start = now_ms;
+                            taken = 0;
+                        }
+                    }
                 }
-                if taken < limit {
-                    return Some(w + 1);
+                // Permit `taken` is due when its window starts.
+                let due = Duration::from_millis(
+                    start.saturating_add((taken / limit).saturating_mul(period)),
+                );
+                let wait = due.saturating_sub(now);
+                if wait > max_wait || taken == COUNT_MASK {
+                    outcome = Err(wait);
+                    return None;
                 }
-                let end = Duration::from_millis(start.saturating_add(self.period_ms));
-                retry_after = end.saturating_sub(now);
-                None
-            })
-            .map(drop)
-            .map_err(|_| retry_after)
+                outcome = Ok(Taken { wait, tat: 0 });
+                Some((start << COUNT_BITS) | (taken + 1))
+            });
+        outcome
     }
 
-    fn token_bucket(&self, now: u64) -> Result<(), Duration> {
-        let mut retry_after = Duration::ZERO;
-        self.word
+    fn token_bucket(&self, now: u64, max_wait: Duration) -> Result<Taken, Duration> {
+        let max_wait = nanos(max_wait);
+        let mut outcome = Err(Duration::ZERO);
+        let _ = self
+            .word
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
                 let next = tat.max(now).saturating_add(self.interval_ns);
-                // Admitted while the next arrival time stays within the burst.
-                let ahead = next.saturating_sub(now).saturating_sub(self.interval_ns);
-                if ahead <= self.tolerance_ns {
-                    Some(next)
-                } else {
-                    retry_after = Duration::from_nanos(ahead - self.tolerance_ns);
-                    None
+                // How far this permit lies beyond the burst the bucket allows.
+                let wait = tat
+                    .max(now)
+                    .saturating_sub(now)
+                    .saturating_sub(self.tolerance_ns);
+                if wait > max_wait {
+                    outcome = Err(Duration::from_nanos(wait));
+                    return None;
                 }
-            })
-            .map(drop)
-            .map_err(|_| retry_after)
+                outcome = Ok(Taken {
+                    wait: Duration::from_nanos(wait),
+                    tat: next,
+                });
+                Some(next)
+            });
+        outcome
+    }
+
+    /// Gives back a `token_bucket` permit reserved by a call that was
+    /// cancelled before it was due, if no later call reserved one since.
+    fn give_back(&self, taken: Taken) {
+        if self.settings.algorithm == Algorithm::TokenBucket {
+            let _ = self.word.compare_exchange(
+                taken.tat,
+                taken.tat - self.interval_ns,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
     }
 
     fn exceeded(spec: &'static str, retry_after: Duration) -> Error {
         Error::RateLimitExceeded { spec, retry_after }
     }
 
-    /// Takes a permit, waiting up to `max_wait` for one.
+    /// Takes a permit, reserving one due within `max_wait` and sleeping until
+    /// it is due.
     pub(crate) async fn acquire(&self, spec: &'static str) -> Result<(), Error> {
-        let Err(mut retry_after) = self.try_acquire() else {
-            return Ok(());
-        };
-        let Some(max_wait) = self.settings.max_wait else {
-            return Err(Self::exceeded(spec, retry_after));
-        };
-        let deadline = Instant::now() + max_wait;
-        loop {
-            if Instant::now() + retry_after > deadline {
-                return Err(Self::exceeded(spec, retry_after));
-            }
-            tokio::time::sleep(retry_after).await;
-            match self.try_acquire() {
-                Ok(()) => return Ok(()),
-                // Others took the permit first: wait for the next one.
-                Err(next) => retry_after = next,
-            }
+        let max_wait = self.settings.max_wait.unwrap_or(Duration::ZERO);
+        let taken = self
+            .take(max_wait)
+            .map_err(|retry_after| Self::exceeded(spec, retry_after))?;
+        if !taken.wait.is_zero() {
+            let reservation = Reservation {
+                limiter: self,
+                taken,
+                due: false,
+            };
+            tokio::time::sleep(taken.wait).await;
+            reservation.due();
+        }
+        Ok(())
+    }
+}
+
+/// A permit taken from a limiter.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Taken {
+    /// How long until the permit is due.
+    wait: Duration,
+    /// `token_bucket`: the arrival time the permit moved the bucket to.
+    tat: u64,
+}
+
+impl Taken {
+    const NOW: Taken = Taken {
+        wait: Duration::ZERO,
+        tat: 0,
+    };
+}
+
+/// A reserved permit whose call sleeps until it is due; dropped before then
+/// (the call was cancelled), it gives the permit back where it can.
+struct Reservation<'a> {
+    limiter: &'a RateLimiter,
+    taken: Taken,
+    due: bool,
+}
+
+impl Reservation<'_> {
+    fn due(mut self) {
+        self.due = true;
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.due {
+            self.limiter.give_back(self.taken);
         }
     }
 }
@@ -300,15 +402,18 @@ impl<S: RateLimiterSpec> RateLimiterHandle<S> {
     /// [`Error::RateLimitExceeded`] with the time until a permit would be free.
     pub fn try_acquire(&self) -> Result<(), Error> {
         self.inner
-            .try_acquire()
+            .take(Duration::ZERO)
+            .map(drop)
             .map_err(|retry_after| RateLimiter::exceeded(S::NAME, retry_after))
     }
 
-    /// Takes a permit, waiting up to `max_wait` for one.
+    /// Takes a permit, reserving one due within `max_wait` and waiting until
+    /// it is due.
     ///
     /// # Errors
     ///
-    /// [`Error::RateLimitExceeded`] when none could be had in time.
+    /// [`Error::RateLimitExceeded`], at once, when no permit is due within
+    /// `max_wait`.
     pub async fn acquire(&self) -> Result<(), Error> {
         self.inner.acquire(S::NAME).await
     }
