@@ -5,7 +5,7 @@
 #![allow(unsafe_code)] // a counting global allocator; it only forwards to `System`
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 use resilient_core::settings::Value;
 use resilient_core::{
@@ -15,12 +15,21 @@ use resilient_core::{
 
 struct Counting;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Allocations made by this thread. Per thread: the test harness's own
+    /// thread allocates now and then while a test runs, and the calls under
+    /// test all run on the test's current-thread runtime.
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
 
 // Forwards to the system allocator and counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
         unsafe { System.alloc(layout) }
     }
@@ -131,7 +140,7 @@ fn successful_calls_allocate_nothing() {
             let _ = limited(0).await;
             breaker.try_acquire().expect("closed").success();
 
-            let before = ALLOCATIONS.load(Ordering::SeqCst);
+            let before = allocations();
             for i in 0..1_000 {
                 breaker.try_acquire().expect("closed").success();
                 let n = retry
@@ -142,7 +151,7 @@ fn successful_calls_allocate_nothing() {
                 assert_eq!(annotated(i).await.expect("ok"), i + 1);
                 assert_eq!(limited(i).await.expect("ok"), i + 2);
             }
-            ALLOCATIONS.load(Ordering::SeqCst) - before
+            allocations() - before
         }));
         assert_eq!(
             allocated, 0,
