@@ -29,11 +29,16 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 #[non_exhaustive]
 pub enum Error {
     /// The spec has no settings: no registry was installed
-    /// (`resilient_config::init` was not called), or the registry in use was
-    /// built without this spec.
+    /// (`resilient_config::init` was not called), the registry in use was
+    /// built without this spec, or (in tests) the call ran where no
+    /// [`Registry::scope`](crate::Registry::scope) or
+    /// [`Registry::set_default`](crate::Registry::set_default) reaches while
+    /// one is alive, such as a task spawned onto another thread.
     #[error(
         "`{spec}` has no settings: call `resilient_config::init` at startup, \
-         or build the registry in use with this spec (its config path is `{path}`)"
+         or build the registry in use with this spec (its config path is `{path}`); \
+         in a test, a task spawned inside `Registry::scope` is outside it: \
+         use `Registry::set_default` on a current-thread runtime"
     )]
     NotConfigured {
         /// The spec type's name.

@@ -182,7 +182,7 @@ pub use circuit_breaker::{CircuitBreakerHandle, CircuitBreakerSpec, Permit};
 pub use concurrency::{ConcurrencyLimitHandle, ConcurrencyLimitSpec, ConcurrencyPermit};
 pub use error::{BoxError, Error, FailedValue, GaveUp};
 pub use rate_limiter::{RateLimiterHandle, RateLimiterSpec};
-pub use registry::{AlreadyInstalled, Registry, RegistryBuilder};
+pub use registry::{AlreadyInstalled, DefaultGuard, Registry, RegistryBuilder};
 pub use retry::{RetryHandle, RetrySpec};
 pub use spec::{Classify, Spec, SpecEntry, SpecKind, Verdict};
 pub use timeout::{TimeoutHandle, TimeoutSpec};

@@ -3,11 +3,23 @@
 //! An application builds one registry from every spec linked into the binary
 //! and installs it once, at startup (`resilient_config::init` does both). Tests
 //! build registries for the specs they use and run their code inside
-//! [`Registry::scope`], so that tests in one process do not share state.
+//! [`Registry::scope`] (one task) or under [`Registry::set_default`] (one
+//! thread), so that tests in one process do not share state.
+//!
+//! A call finds its spec's instance in the first of: the task's scope, the
+//! thread's default, the installed registry. While any scope or default is
+//! alive in the process, the installed registry is never used: a call that no
+//! scope or default reaches (a task spawned onto another thread, say) fails
+//! with [`Error::NotConfigured`] rather than silently running with the
+//! application's settings.
 
 use std::any::TypeId;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::circuit_breaker::{Breaker, CircuitBreakerSettings};
@@ -23,6 +35,47 @@ static INSTALLED: OnceLock<Registry> = OnceLock::new();
 
 tokio::task_local! {
     static SCOPED: Registry;
+}
+
+thread_local! {
+    static DEFAULT: RefCell<Option<Registry>> = const { RefCell::new(None) };
+}
+
+/// Scopes and defaults alive in the process.
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one scope or default as alive while it exists.
+struct Active;
+
+impl Active {
+    fn enter() -> Self {
+        ACTIVE.fetch_add(1, Ordering::AcqRel);
+        Active
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        ACTIVE.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Keeps a registry the default of the current thread; dropping it restores
+/// the previous default. Returned by [`Registry::set_default`].
+#[must_use = "the default lasts only as long as the guard"]
+#[derive(Debug)]
+pub struct DefaultGuard {
+    previous: Option<Registry>,
+    /// The guard restores a thread-local: it must be dropped on its thread.
+    _not_send: PhantomData<Rc<()>>,
+}
+
+impl Drop for DefaultGuard {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        let _ = DEFAULT.try_with(|d| *d.borrow_mut() = previous);
+        ACTIVE.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 #[derive(Debug)]
@@ -163,9 +216,12 @@ impl Registry {
     /// Annotated fns called while `fut` runs use this registry's instances
     /// (and only those: a spec it lacks gives [`Error::NotConfigured`], never
     /// the installed registry's instance). The scope is task-local: a task
-    /// spawned inside `fut` needs its own `scope`. This lets tests in one
-    /// process run in parallel, each with its own settings and state.
+    /// spawned inside `fut` is outside it. On a current-thread runtime (a
+    /// plain `#[tokio::test]`), [`set_default`](Self::set_default) covers
+    /// spawned tasks too. This lets tests in one process run in parallel,
+    /// each with its own settings and state.
     pub async fn scope<F: Future>(&self, fut: F) -> F::Output {
+        let _active = Active::enter();
         SCOPED.scope(self.clone(), fut).await
     }
 
@@ -173,7 +229,45 @@ impl Registry {
     /// synchronous [`scope`](Self::scope), for example to take a spec's handle
     /// (`registry.sync_scope(PetBreaker::get)`), which then works anywhere.
     pub fn sync_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _active = Active::enter();
         SCOPED.sync_scope(self.clone(), f)
+    }
+
+    /// Makes this registry the current thread's default until the guard is
+    /// dropped, as `tracing::subscriber::set_default` does for subscribers.
+    ///
+    /// Every call on this thread that no [`scope`](Self::scope) covers uses
+    /// it, including calls in tasks spawned onto this thread. On a
+    /// current-thread runtime (`#[tokio::test]`'s default) that is every
+    /// task, so a server spawned in the test, and the tasks it spawns per
+    /// request, all see the test's settings:
+    ///
+    /// ```
+    /// # use resilient_core::{Registry, RetrySpec};
+    /// # #[derive(RetrySpec)] #[spec("resilient.retry.pet")] pub struct PetRetry;
+    /// # async fn serve() {}
+    /// # fn demo(registry: Registry) {
+    /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// # rt.block_on(async {
+    /// let _guard = registry.set_default();
+    /// let server = tokio::spawn(serve()); // its calls use `registry`
+    /// # let _ = server.await;
+    /// # });
+    /// # }
+    /// ```
+    ///
+    /// Tasks that run on other threads (a multi-thread runtime's workers) are
+    /// not covered: wrap each request's future in [`scope`](Self::scope)
+    /// there. While a default or scope is alive, a call that neither covers
+    /// fails with [`Error::NotConfigured`]; it never uses the installed
+    /// registry.
+    pub fn set_default(&self) -> DefaultGuard {
+        ACTIVE.fetch_add(1, Ordering::AcqRel);
+        let previous = DEFAULT.with(|d| d.borrow_mut().replace(self.clone()));
+        DefaultGuard {
+            previous,
+            _not_send: PhantomData,
+        }
     }
 
     fn instance(&self, type_id: TypeId) -> Option<&Instance> {
@@ -181,8 +275,9 @@ impl Registry {
     }
 }
 
-/// The instance `pick` takes from the registry in use: the scoped one if a
-/// scope is active, else the installed one.
+/// The instance `pick` takes from the registry in use: the task's scope, the
+/// thread's default, or (while no scope or default is alive anywhere) the
+/// installed registry.
 fn lookup<T>(
     spec: &'static str,
     path: &'static str,
@@ -190,9 +285,16 @@ fn lookup<T>(
     pick: impl Fn(&Instance) -> Option<&Arc<T>>,
 ) -> Result<Arc<T>, Error> {
     let find = |r: &Registry| r.instance(type_id).and_then(&pick).map(Arc::clone);
-    let found = match SCOPED.try_with(find) {
-        Ok(found) => found,
-        Err(_) => INSTALLED.get().and_then(find),
+    let found = if ACTIVE.load(Ordering::Acquire) == 0 {
+        INSTALLED.get().and_then(find)
+    } else {
+        match SCOPED.try_with(find) {
+            Ok(found) => found,
+            Err(_) => DEFAULT
+                .try_with(|d| d.borrow().as_ref().and_then(find))
+                .ok()
+                .flatten(),
+        }
     };
     found.ok_or(Error::NotConfigured { spec, path })
 }
