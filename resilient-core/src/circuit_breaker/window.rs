@@ -249,6 +249,42 @@ fn value(word: u64) -> i64 {
     ((word & VALUE_MASK) << (64 - VALUE_BITS)) as i64 >> (64 - VALUE_BITS)
 }
 
+thread_local! {
+    /// Each thread walks the stripes in turn from its own starting point,
+    /// staying on a stripe for as many calls as it holds: a single caller
+    /// fills the window in order, as a ring buffer would, and concurrent
+    /// callers mostly write to stripes (cache lines) of their own. Holds the
+    /// stripe and the calls left to make in it.
+    static NEXT_STRIPE: Cell<(usize, usize)> = Cell::new((thread_seed(), 0));
+}
+
+fn thread_seed() -> usize {
+    static SEED: AtomicUsize = AtomicUsize::new(0);
+    SEED.fetch_add(7, Ordering::Relaxed)
+}
+
+/// The stripe of the calling thread's next call: the current one until the
+/// thread has made `len(stripe)` calls in it, then the next.
+fn next_stripe(count: usize, len: impl Fn(usize) -> usize) -> usize {
+    if count == 1 {
+        return 0;
+    }
+    NEXT_STRIPE.with(|next| {
+        let (mut stripe, left) = next.get();
+        if stripe >= count {
+            // Set by a window with more stripes.
+            stripe %= count;
+        }
+        if left == 0 {
+            stripe = if stripe + 1 == count { 0 } else { stripe + 1 };
+            next.set((stripe, len(stripe).saturating_sub(1)));
+        } else {
+            next.set((stripe, left - 1));
+        }
+        stripe
+    })
+}
+
 /// The last calls, one slot each, in one stripe (`ring_buffer`) or several
 /// (`striped_approx`).
 ///
@@ -262,9 +298,6 @@ fn value(word: u64) -> i64 {
 #[derive(Debug)]
 pub(crate) struct Slots {
     stripes: Box<[Stripe]>,
-    /// The shortest stripe's length: how many calls in a row a thread
-    /// records in one stripe.
-    run: usize,
 }
 
 #[derive(Debug)]
@@ -283,32 +316,6 @@ pub(crate) enum NotRecorded {
     Unstarted,
     /// The call belongs to a period that has ended.
     Stale,
-}
-
-thread_local! {
-    /// Each thread walks the stripes in turn from its own starting point,
-    /// staying on a stripe for as many calls as it holds: a single caller
-    /// fills the window in order, as a ring buffer would, and concurrent
-    /// callers mostly write to stripes (cache lines) of their own.
-    static NEXT_STRIPE: Cell<usize> = Cell::new(thread_seed());
-}
-
-fn thread_seed() -> usize {
-    static SEED: AtomicUsize = AtomicUsize::new(0);
-    SEED.fetch_add(0x9E37_79B9, Ordering::Relaxed)
-}
-
-/// The stripe of the calling thread's next call, for `count` stripes of
-/// `run` slots.
-fn next_stripe(count: usize, run: usize) -> usize {
-    if count == 1 {
-        return 0;
-    }
-    NEXT_STRIPE.with(|next| {
-        let n = next.get();
-        next.set(n.wrapping_add(1));
-        (n / run) % count
-    })
 }
 
 impl Slots {
@@ -330,16 +337,14 @@ impl Slots {
                 }
             })
             .collect();
-        Self {
-            stripes,
-            run: base.max(1) as usize,
-        }
+        Self { stripes }
     }
 
     /// Records a call of the closed period tagged `tag` (the breaker's
     /// generation).
     pub(crate) fn record(&self, record: Record, tag: u64) -> Result<(), NotRecorded> {
-        let stripe = &self.stripes[next_stripe(self.stripes.len(), self.run)];
+        let stripes = &self.stripes;
+        let stripe = &stripes[next_stripe(stripes.len(), |i| stripes[i].slots.len())];
         let tag = tag & TAG_MASK;
         let len = stripe.slots.len() as u64;
         // Take the next slot of the stripe.
@@ -526,7 +531,7 @@ impl Time {
                 break;
             }
         }
-        let c = &bucket.counters[next_stripe(bucket.counters.len(), 1)];
+        let c = &bucket.counters[next_stripe(bucket.counters.len(), |_| 1)];
         c.total.fetch_add(1, Ordering::AcqRel);
         if record.failed {
             c.failures.fetch_add(1, Ordering::AcqRel);
@@ -645,6 +650,28 @@ mod tests {
                 failures: 0,
                 slow: 0
             }
+        );
+    }
+
+    #[test]
+    fn a_single_caller_keeps_exactly_the_last_calls_in_uneven_stripes() {
+        // 100 slots in 16 stripes: four of 7, twelve of 6.
+        let w = Slots::new(100, 16);
+        w.start(0);
+        for _ in 0..100 {
+            assert_eq!(w.record(FAIL, 0), Ok(()));
+        }
+        for _ in 0..99 {
+            assert_eq!(w.record(OK, 0), Ok(()));
+        }
+        assert_eq!(
+            w.snapshot(0),
+            Some(Counts {
+                total: 100,
+                failures: 1,
+                slow: 0
+            }),
+            "the last 100 calls: one failure, 99 successes"
         );
     }
 
