@@ -128,6 +128,70 @@ async fn reject_with_limit_two_turns_away_the_other_callers_at_once() {
     assert_eq!((peak.max(), peak.done()), (2, 2));
 }
 
+/// The reject policy's counter under two workers: 64 tasks, each making 200
+/// calls that hold their place across a yield; never more than 3 at once,
+/// every call either ran or was turned away, and every place came back.
+#[test]
+fn reject_counter_holds_the_limit_across_threads() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("runtime");
+    let r = registry::<Reviews>(table([("limit", int(3))]));
+    let limit = r.sync_scope(Reviews::get).expect("configured");
+    let (now, max, ran, rejected) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let limit = limit.clone();
+                let (now, max, ran, rejected) = (
+                    Arc::clone(&now),
+                    Arc::clone(&max),
+                    Arc::clone(&ran),
+                    Arc::clone(&rejected),
+                );
+                tokio::spawn(async move {
+                    for _ in 0..200 {
+                        let out = limit
+                            .call(|| async {
+                                let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                                max.fetch_max(n, Ordering::SeqCst);
+                                tokio::task::yield_now().await;
+                                now.fetch_sub(1, Ordering::SeqCst);
+                                ran.fetch_add(1, Ordering::SeqCst);
+                                Ok::<(), Error>(())
+                            })
+                            .await;
+                        if let Err(Error::ConcurrencyLimitReached { limit: 3, .. }) = out {
+                            rejected.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("task");
+        }
+    });
+    assert!(
+        max.load(Ordering::SeqCst) <= 3,
+        "peak {}",
+        max.load(Ordering::SeqCst)
+    );
+    assert_eq!(
+        ran.load(Ordering::SeqCst) + rejected.load(Ordering::SeqCst),
+        64 * 200
+    );
+    assert!(ran.load(Ordering::SeqCst) > 0);
+    assert_eq!(limit.in_use(), 0, "every place came back");
+    assert_eq!(limit.available(), 3);
+}
+
 #[tokio::test(start_paused = true)]
 async fn limit_one_never_runs_two_calls_at_once() {
     let r = registry::<Reviews>(table([("limit", int(1)), ("policy", s("block"))]));

@@ -19,10 +19,15 @@
 //! held for the whole life of the call's future and released when it
 //! completes, fails, panics or is dropped. Waiters are served first come,
 //! first served.
+//!
+//! A `reject` limiter has no waiters, so it is one atomic counter: taking and
+//! freeing a place is a compare-and-swap and a subtraction, with no lock. A
+//! `block` limiter is tokio's fair semaphore.
 
 use std::any::TypeId;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -133,14 +138,65 @@ impl ConcurrencyLimitSettings {
 #[derive(Debug)]
 pub(crate) struct Limiter {
     settings: ConcurrencyLimitSettings,
+    /// `block`: the places, and the queue of waiters.
     semaphore: Semaphore,
+    /// `reject`: the places taken.
+    taken: AtomicU32,
+}
+
+/// A place taken from a [`Limiter`].
+#[derive(Debug)]
+enum Place<'a> {
+    /// The limiter is disabled: nothing was taken.
+    Free,
+    /// A place of a `reject` limiter's counter.
+    Counted(&'a AtomicU32),
+    /// A place of a `block` limiter's semaphore.
+    Queued(#[allow(dead_code)] SemaphorePermit<'a>),
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        if let Place::Counted(taken) = self {
+            taken.fetch_sub(1, Ordering::Release);
+        }
+    }
 }
 
 impl Limiter {
     pub(crate) fn new(settings: ConcurrencyLimitSettings) -> Self {
         Self {
             semaphore: Semaphore::new(settings.limit as usize),
+            taken: AtomicU32::new(0),
             settings,
+        }
+    }
+
+    /// A place if one is free now.
+    fn try_take(&self) -> Option<Place<'_>> {
+        if !self.settings.enabled {
+            return Some(Place::Free);
+        }
+        match self.settings.policy {
+            Policy::Reject => {
+                let limit = self.settings.limit;
+                self.taken
+                    .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
+                        (n < limit).then_some(n + 1)
+                    })
+                    .ok()
+                    .map(|_| Place::Counted(&self.taken))
+            }
+            Policy::Block { .. } => self.semaphore.try_acquire().ok().map(Place::Queued),
+        }
+    }
+
+    fn in_use(&self) -> u32 {
+        match self.settings.policy {
+            Policy::Reject => self.taken.load(Ordering::Acquire),
+            Policy::Block { .. } => self.settings.limit.saturating_sub(
+                u32::try_from(self.semaphore.available_permits()).unwrap_or(u32::MAX),
+            ),
         }
     }
 
@@ -151,35 +207,26 @@ impl Limiter {
         }
     }
 
-    /// A permit as the policy says; `Ok(None)` when the limiter is disabled.
-    async fn acquire(&self, spec: &'static str) -> Result<Option<SemaphorePermit<'_>>, Error> {
-        if !self.settings.enabled {
-            return Ok(None);
+    /// A place as the policy says.
+    async fn acquire(&self, spec: &'static str) -> Result<Place<'_>, Error> {
+        // Free places are taken without a lock or a timer.
+        if let Some(place) = self.try_take() {
+            return Ok(place);
         }
         match self.settings.policy {
-            Policy::Reject => self
-                .semaphore
-                .try_acquire()
-                .map(Some)
-                .map_err(|_| self.reached(spec)),
+            Policy::Reject => Err(self.reached(spec)),
             Policy::Block { max_wait: None } => self
                 .semaphore
                 .acquire()
                 .await
-                .map(Some)
+                .map(Place::Queued)
                 .map_err(|_| self.reached(spec)),
             Policy::Block {
                 max_wait: Some(max_wait),
-            } => {
-                // Free permits are taken without arming a timer.
-                if let Ok(permit) = self.semaphore.try_acquire() {
-                    return Ok(Some(permit));
-                }
-                match tokio::time::timeout(max_wait, self.semaphore.acquire()).await {
-                    Ok(Ok(permit)) => Ok(Some(permit)),
-                    _ => Err(self.reached(spec)),
-                }
-            }
+            } => match tokio::time::timeout(max_wait, self.semaphore.acquire()).await {
+                Ok(Ok(permit)) => Ok(Place::Queued(permit)),
+                _ => Err(self.reached(spec)),
+            },
         }
     }
 }
@@ -204,7 +251,7 @@ impl<S> Clone for ConcurrencyLimitHandle<S> {
 #[derive(Debug)]
 #[must_use = "the place is freed as soon as the permit is dropped"]
 pub struct ConcurrencyPermit<'a> {
-    _permit: Option<SemaphorePermit<'a>>,
+    _place: Place<'a>,
 }
 
 impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
@@ -215,14 +262,9 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
 
     /// A place if one is free now, whatever the policy.
     pub fn try_acquire(&self) -> Option<ConcurrencyPermit<'_>> {
-        if !self.inner.settings.enabled {
-            return Some(ConcurrencyPermit { _permit: None });
-        }
         self.inner
-            .semaphore
-            .try_acquire()
-            .ok()
-            .map(|p| ConcurrencyPermit { _permit: Some(p) })
+            .try_take()
+            .map(|place| ConcurrencyPermit { _place: place })
     }
 
     /// A place as the policy says: at once or fail (`reject`), or after
@@ -235,17 +277,20 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
         self.inner
             .acquire(S::NAME)
             .await
-            .map(|p| ConcurrencyPermit { _permit: p })
+            .map(|place| ConcurrencyPermit { _place: place })
     }
 
     /// Places taken now.
     pub fn in_use(&self) -> u32 {
-        self.inner.settings.limit - self.available()
+        self.inner.in_use()
     }
 
     /// Places free now.
     pub fn available(&self) -> u32 {
-        u32::try_from(self.inner.semaphore.available_permits()).unwrap_or(u32::MAX)
+        self.inner
+            .settings
+            .limit
+            .saturating_sub(self.inner.in_use())
     }
 
     /// Runs `f` holding a place for the whole life of its future.
