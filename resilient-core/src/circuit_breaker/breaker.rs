@@ -9,11 +9,11 @@
 //! rounded up, while "now" is rounded down, so that a wait never ends early)
 //! sits in a word of its own, tagged with the low 16 bits of the period's
 //! generation. "Now" can then fall before the stamp (both in the same
-//! microsecond): the comparison is signed, so that reads as no time passed. A reader that
-//! finds another period's tag treats the period as just begun. A stamp only
-//! ever moves forward to a later generation, so a thread that was descheduled
-//! between publishing a state and stamping it cannot overwrite the stamp of a
-//! newer period.
+//! microsecond): the comparison is signed, so that reads as no time passed.
+//! A reader that finds another period's tag treats the period as just begun.
+//! A stamp only ever moves forward to a later generation, so a thread that
+//! was descheduled between publishing a state and stamping it cannot
+//! overwrite the stamp of a newer period.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
@@ -159,6 +159,7 @@ impl Breaker {
         &self.settings
     }
 
+    #[inline]
     pub(crate) fn slow_threshold(&self) -> Option<Duration> {
         self.settings.slow_call.map(|s| s.duration_threshold)
     }
@@ -194,6 +195,7 @@ impl Breaker {
     }
 
     /// A permit, or the state that refused it.
+    #[inline]
     pub(crate) fn try_acquire(&self) -> Result<Taken, State> {
         match self.mode.load(Ordering::Acquire) {
             DISABLED => return Ok(Taken::Free),
@@ -283,6 +285,7 @@ impl Breaker {
 
     /// Records how a call that held a permit `taken` ended; `slow` when it
     /// took longer than the slow-call threshold.
+    #[inline]
     pub(crate) fn release(&self, taken: Taken, end: End, slow: bool) {
         if taken == Taken::Free || self.mode.load(Ordering::Acquire) == DISABLED {
             return;

@@ -212,6 +212,7 @@ impl<S: CircuitBreakerSpec> CircuitBreakerHandle<S> {
 
     /// A permit for one call, or `None` when the breaker rejects it.
     #[must_use = "a permit that is dropped at once releases the call as cancelled"]
+    #[inline]
     pub fn try_acquire(&self) -> Option<Permit<'_>> {
         Permit::new(&self.inner).ok()
     }
@@ -290,6 +291,7 @@ pub struct Permit<'a> {
 }
 
 impl<'a> Permit<'a> {
+    #[inline]
     fn new(breaker: &'a Breaker) -> Result<Self, State> {
         let taken = breaker.try_acquire()?;
         let started = match taken {
@@ -305,21 +307,25 @@ impl<'a> Permit<'a> {
     }
 
     /// The call succeeded.
+    #[inline]
     pub fn success(self) {
         self.end(End::Success);
     }
 
     /// The call failed.
+    #[inline]
     pub fn failure(self) {
         self.end(End::Failure);
     }
 
     /// The call's outcome does not count: nothing changes, and a half-open
     /// probe's place is freed.
+    #[inline]
     pub fn ignore(self) {
         self.end(End::Neither);
     }
 
+    #[inline]
     fn end(mut self, end: End) {
         self.done = true;
         let slow = match (self.started, self.breaker.slow_threshold()) {

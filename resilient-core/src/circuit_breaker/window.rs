@@ -80,6 +80,7 @@ impl Window {
     }
 
     /// Whether recording needs the current time.
+    #[inline]
     pub(crate) fn needs_clock(&self) -> bool {
         matches!(self, Window::Time(_))
     }
@@ -88,6 +89,7 @@ impl Window {
     /// can open the breaker, returns the counts to evaluate. `now`
     /// (nanoseconds since the breaker's start) is read only by the time-based
     /// window.
+    #[inline]
     pub(crate) fn record(&self, record: Record, generation: u64, now: u64) -> Option<Counts> {
         match self {
             Window::Fixed(w) => w.record(record),
@@ -265,6 +267,7 @@ fn thread_seed() -> usize {
 
 /// The stripe of the calling thread's next call: the current one until the
 /// thread has made `len(stripe)` calls in it, then the next.
+#[inline]
 fn next_stripe(count: usize, len: impl Fn(usize) -> usize) -> usize {
     if count == 1 {
         return 0;
@@ -342,6 +345,7 @@ impl Slots {
 
     /// Records a call of the closed period tagged `tag` (the breaker's
     /// generation).
+    #[inline]
     pub(crate) fn record(&self, record: Record, tag: u64) -> Result<(), NotRecorded> {
         let stripes = &self.stripes;
         let stripe = &stripes[next_stripe(stripes.len(), |i| stripes[i].slots.len())];
