@@ -136,7 +136,7 @@ where
 
 /// Runs `f`; on a failure `on` accepts, answers with `g(error)`; what
 /// `#[fallback]` expands to.
-pub async fn fallback<T, E, F, Fut, G, X, M>(
+pub async fn fallback<T, E, F, Fut, G, GFut>(
     fn_name: &'static str,
     on: FallbackOn<E>,
     wrap: fn(Error) -> E,
@@ -146,15 +146,28 @@ pub async fn fallback<T, E, F, Fut, G, X, M>(
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
-    G: FnOnce(E) -> X,
-    X: FallbackOutput<T, E, M>,
+    G: FnOnce(E) -> GFut,
+    GFut: Future<Output = Result<T, E>>,
 {
-    crate::fallback::run(fn_name, on, wrap, f, |e| g(e).into_fallback_future()).await
+    crate::fallback::run(fn_name, on, wrap, f, g).await
+}
+
+/// The fallback's output as a future of the fn's output `R`: its one check,
+/// so that a wrong output type is reported once, at the `method` string.
+#[inline]
+pub fn fallback_output<R, X, M>(output: X) -> X::Future
+where
+    R: ResultType,
+    X: FallbackOutput<R::Ok, R::Err, M>,
+{
+    output.into_fallback_future()
 }
 
 /// Calls the fallback `target` with `args`, and the error if it takes it.
+/// The target comes last, so that the arguments' types are known when it is
+/// matched against them.
 #[inline]
-pub fn fallback_call<Target, Args, E, M>(target: Target, args: Args, error: E) -> Target::Output
+pub fn fallback_call<Args, E, Target, M>(args: Args, error: E, target: Target) -> Target::Output
 where
     Target: FallbackFn<Args, E, M>,
 {

@@ -334,7 +334,8 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     if !again {
         for layer in layers {
             if let LayerArgs::Fallback(f) = &layer.args {
-                let span = f.method.span();
+                // As in `layer::fallback`: at the string, marked as generated.
+                let span = Span::call_site().located_at(f.method.span());
                 let takes_self =
                     f.target.get_ident().is_some() && cx.receiver == Some(Receiver::Owned);
                 let self_ident = Ident::new("self", Span::call_site());
