@@ -18,16 +18,17 @@ pub use crate::timeout::TimeoutSpec;
 
 /// The retry operations of spec `S` for a fn returning `R`: where
 /// `#[retryable(S)]` states every requirement, each once, on a type the user
-/// wrote. Later requirements go through projections of earlier ones, so when
-/// one fails the rest involve an error type and are not reported.
-pub fn retry_ops<S, R>() -> OpsOf<S, R::Ok, R::Err>
+/// wrote. `T` and `E` come out of `R`'s bound, as in every fn here that the
+/// return type reaches, so that a return type that is no `Result` fails one
+/// bound, reported once at the return type, and leaves the rest unknown.
+pub fn retry_ops<S, R, T, E>() -> OpsOf<S, T, E>
 where
     S: RetrySpec,
-    R: ResultType,
-    R::Err: Exhaustion<S::Exhausted>,
-    S::Classifier: Classify<R::Ok, R::Err>,
+    R: ResultType<Ok = T, Err = E>,
+    E: Exhaustion<S::Exhausted>,
+    S::Classifier: Classify<T, E>,
 {
-    crate::retry::ops::<S, R::Ok, R::Err>()
+    crate::retry::ops::<S, T, E>()
 }
 
 /// Runs `f` under the retry operations `ops`; no bound here can fail for a
@@ -46,13 +47,13 @@ where
 
 /// The breaker operations of spec `S` for a fn returning `R`; see
 /// [`retry_ops`].
-pub fn breaker_ops<S, R>() -> BreakerOps<R::Ok, R::Err>
+pub fn breaker_ops<S, R, T, E>() -> BreakerOps<T, E>
 where
     S: CircuitBreakerSpec,
-    R: ResultType,
-    S::Classifier: Classify<R::Ok, R::Err>,
+    R: ResultType<Ok = T, Err = E>,
+    S::Classifier: Classify<T, E>,
 {
-    crate::circuit_breaker::ops::<S, R::Ok, R::Err>()
+    crate::circuit_breaker::ops::<S, T, E>()
 }
 
 /// Runs `f` through the breaker of `ops`.
@@ -155,10 +156,10 @@ where
 /// The fallback's output as a future of the fn's output `R`: its one check,
 /// so that a wrong output type is reported once, at the `method` string.
 #[inline]
-pub fn fallback_output<R, X, M>(output: X) -> X::Future
+pub fn fallback_output<R, T, E, X, M>(output: X) -> X::Future
 where
-    R: ResultType,
-    X: FallbackOutput<R::Ok, R::Err, M>,
+    R: ResultType<Ok = T, Err = E>,
+    X: FallbackOutput<T, E, M>,
 {
     output.into_fallback_future()
 }
@@ -176,7 +177,10 @@ where
 
 /// The body's outcome (of the fn's return type `R`), entering the chain.
 #[inline]
-pub fn body<R: ResultType>(outcome: R) -> Result<R::Ok, Fail<R::Err>> {
+pub fn body<R, T, E>(outcome: R) -> Result<T, Fail<E>>
+where
+    R: ResultType<Ok = T, Err = E>,
+{
     outcome.into_result().map_err(Fail::Body)
 }
 
@@ -184,19 +188,24 @@ pub fn body<R: ResultType>(outcome: R) -> Result<R::Ok, Fail<R::Err>> {
 /// apart from the chain, so that a missing `From` impl is reported once, at
 /// the return type.
 #[inline]
-pub fn error_wrap<R>() -> fn(Error) -> R::Err
+pub fn error_wrap<R, E>() -> fn(Error) -> E
 where
-    R: ResultType,
-    R::Err: ResilientError,
+    R: ResultType<Err = E>,
+    E: ResilientError,
 {
-    <R::Err as ResilientError>::from_resilient
+    E::from_resilient
 }
 
-/// The chain's outcome, leaving it: a resilience error becomes the fn's error
-/// through `wrap`.
+/// The chain's outcome, leaving it as the fn's return type `R`: a resilience
+/// error becomes the fn's error through `wrap`. Typed as `R` itself, so that
+/// a return type that is no `Result` is reported once, by its bound, and not
+/// again as a mismatch.
 #[inline]
-pub fn finish<T, E>(outcome: Result<T, Fail<E>>, wrap: fn(Error) -> E) -> Result<T, E> {
-    outcome.map_err(|fail| fail.into_error(wrap))
+pub fn finish<R, T, E>(outcome: Result<T, Fail<E>>, wrap: fn(Error) -> E) -> R
+where
+    R: ResultType<Ok = T, Err = E>,
+{
+    R::from_result(outcome.map_err(|fail| fail.into_error(wrap)))
 }
 
 /// The return type of an annotated fn.
@@ -212,6 +221,8 @@ pub trait ResultType {
     type Err;
     /// The value as a `Result`.
     fn into_result(self) -> Result<Self::Ok, Self::Err>;
+    /// The value from a `Result`.
+    fn from_result(result: Result<Self::Ok, Self::Err>) -> Self;
 }
 
 impl<T, E> ResultType for Result<T, E> {
@@ -220,6 +231,10 @@ impl<T, E> ResultType for Result<T, E> {
     #[inline]
     fn into_result(self) -> Self {
         self
+    }
+    #[inline]
+    fn from_result(result: Self) -> Self {
+        result
     }
 }
 

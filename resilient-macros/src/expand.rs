@@ -346,7 +346,7 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     let body = quote! {
         async move {
             let __resilient_out #typed = async move #body.await;
-            #p::body::<#ret_arg>(__resilient_out)
+            #p::body::<#ret_arg, _, _>(__resilient_out)
         }
     };
     let factory = if again {
@@ -397,10 +397,17 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     // the same tokens as the call's, once.
     let outer = layers.first().map_or_else(Span::call_site, Layer::span);
     let awaited = quote_spanned!(outer=> #chain.await);
+    // Spanned from the return type's first token to its last, so that a
+    // missing `From<resilient_core::Error>` is reported at the whole type.
+    let mut ret_tokens = ret.to_token_stream().into_iter().map(|t| t.span());
+    let first = ret_tokens.next().unwrap_or_else(Span::call_site);
+    let last = ret_tokens.last().unwrap_or(first);
+    let wrap_fn = quote_spanned!(first=> ::resilient_core::__private::error_wrap::<#ret_arg, _>);
+    let wrap = quote_spanned!(last=> #wrap_fn());
     let block: syn::Block = syn::parse_quote!({
-        let __resilient_wrap = #p::error_wrap::<#ret_arg>();
+        let __resilient_wrap = #wrap;
         #(#saved)*
-        #p::finish(#awaited, __resilient_wrap)
+        #p::finish::<#ret_arg, _, _>(#awaited, __resilient_wrap)
     });
     func.block.stmts = block.stmts;
     quote!(#func)

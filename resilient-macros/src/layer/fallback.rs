@@ -77,8 +77,8 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, inner: TokenStream) -> TokenS
                 // is matched against them, so that a mismatch is reported as
                 // one, not as a type inferred from the fallback.
                 let __resilient_args = (#(#args,)*);
-                #p::fallback_output::<#ret, _, _>(
-                    #p::fallback_call::<_, <#ret as #p::ResultType>::Err, _, _>(__resilient_args, __resilient_error, #target),
+                #p::fallback_output::<#ret, _, _, _, _>(
+                    #p::fallback_call(__resilient_args, __resilient_error, #target),
                 )
             },
         )
