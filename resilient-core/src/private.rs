@@ -21,15 +21,71 @@ pub use crate::timeout::TimeoutSpec;
 /// wrote. `T` and `E` come out of `R`'s bound, as in every fn here that the
 /// return type reaches, so that a return type that is no `Result` fails one
 /// bound, reported once at the return type, and leaves the rest unknown.
-pub fn retry_ops<S, R, T, E>() -> OpsOf<S, T, E>
+pub fn retry_ops<S, R, T, E, M>() -> RetryOps<T, E, <E as GivesUpWith<S::Exhausted, M>>::Trail>
 where
     S: RetrySpec,
     R: ResultType<Ok = T, Err = E>,
-    E: Exhaustion<S::Exhausted>,
+    E: GivesUpWith<S::Exhausted, M>,
     S::Classifier: Classify<T, E>,
 {
-    crate::retry::ops::<S, T, E>()
+    E::ops::<S, T>()
 }
+
+/// An error type that retry can give up with under exhaustion mode `Mode`:
+/// [`Exhaustion`], checked so that a failure is one error. `ReturnError` has
+/// a second impl that never applies, so rustc weighs two candidates, finds
+/// neither, and reports this trait once, instead of taking the one and
+/// reporting each of its bounds (`Box<dyn Error>` would fail `Send`, `Sync`
+/// and `Sized` separately).
+#[diagnostic::on_unimplemented(
+    message = "a retry spec that gives up with `resilient_core::Error::RetryExhausted` cannot keep `{Self}` as its source",
+    label = "`{Self}` does not convert into `Box<dyn std::error::Error + Send + Sync>`",
+    note = "a boxed error must be `Box<dyn std::error::Error + Send + Sync>`, and any other error type must implement `std::error::Error + Send + Sync` (for example with `thiserror`); or declare the spec with `#[spec(\"..\", exhausted = last_failure)]` to give up with the last failure unchanged"
+)]
+pub trait GivesUpWith<Mode, M>: Sized {
+    /// What retry keeps of earlier failures.
+    type Trail;
+    /// The operations of spec `S` for `Result<T, Self>`.
+    fn ops<S, T>() -> RetryOps<T, Self, Self::Trail>
+    where
+        S: RetrySpec<Exhausted = Mode>,
+        S::Classifier: Classify<T, Self>;
+}
+
+/// The impl of [`GivesUpWith`] that applies.
+#[derive(Debug)]
+pub enum Applies {}
+
+/// The impl of [`GivesUpWith`] that never applies.
+#[derive(Debug)]
+pub enum NeverApplies {}
+
+/// Implemented by no type.
+pub trait Unimplemented {}
+
+macro_rules! gives_up_with {
+    ($mode:ty, $m:ty, $($bound:tt)+) => {
+        impl<E: $($bound)+> GivesUpWith<$mode, $m> for E {
+            type Trail = <E as Exhaustion<$mode>>::Trail;
+            #[inline]
+            fn ops<S, T>() -> RetryOps<T, E, Self::Trail>
+            where
+                S: RetrySpec<Exhausted = $mode>,
+                S::Classifier: Classify<T, E>,
+            {
+                crate::retry::ops::<S, T, E>()
+            }
+        }
+    };
+}
+
+gives_up_with!(ReturnError, Applies, Exhaustion<ReturnError>);
+gives_up_with!(
+    ReturnError,
+    NeverApplies,
+    Exhaustion<ReturnError> + Unimplemented
+);
+gives_up_with!(ReturnLastFailure, Applies, Exhaustion<ReturnLastFailure>);
 
 /// Runs `f` under the retry operations `ops`; no bound here can fail for a
 /// body whose type matches the fn, so nothing is reported twice.
