@@ -226,7 +226,12 @@ fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAt
             "classify" => "`classify = custom` (you implement `resilient_core::Classify` for the spec) or `classify = all_errors` (the default)",
             "exhausted" => "`exhausted = error` (the default: `resilient_core::Error::RetryExhausted`) or `exhausted = last_failure` (the last failure, unchanged)",
             _ => {
-                let message = match crate::diag::did_you_mean(&key, &["classify", "exhausted"]) {
+                let names: &[&str] = match kind {
+                    SpecKind::Retry => &["classify", "exhausted"],
+                    SpecKind::CircuitBreaker => &["classify"],
+                    _ => &[],
+                };
+                let message = match crate::diag::did_you_mean(&key, names) {
                     Some(near) => format!("unknown `#[spec]` option `{key}`; did you mean `{near}`? {options}"),
                     None => format!("unknown `#[spec]` option `{key}`; {options}; settings such as `{key}` belong in the config section"),
                 };
