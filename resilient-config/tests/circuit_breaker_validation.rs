@@ -220,6 +220,26 @@ fn failure_rate_threshold_must_be_in_1_to_100() {
     assert_builds(&set("failure_rate_threshold", Some("100")));
 }
 
+#[test]
+fn a_rate_threshold_written_as_a_fraction_is_said_to_be_a_percent() {
+    for (value, found, meant) in [("0.5", "0.5", "50"), ("\"0.25\"", "\"0.25\"", "25")] {
+        check_pet(
+            &set("failure_rate_threshold", Some(value)),
+            "failure_rate_threshold",
+            &format!("{PERCENT}: it is a percent, not a fraction; write `{meant}`"),
+            Some(found),
+        );
+        check_pet(
+            &minimal_and(&format!(
+                "slow_call = {{ duration_threshold = \"1s\", rate_threshold = {value} }}"
+            )),
+            "slow_call.rate_threshold",
+            &format!("{PERCENT}: it is a percent, not a fraction; write `{meant}`"),
+            Some(found),
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------
 // minimum_required_calls
 // ---------------------------------------------------------------------------

@@ -332,9 +332,51 @@ fn unknown_key_in_backoff_is_reported_with_its_dotted_key() {
     );
 }
 
+#[test]
+fn backoff_keys_at_the_top_level_are_said_to_belong_under_backoff() {
+    // Not "did you mean `delay`?": the key is right, its place is not.
+    for (key, value) in [("delay_max", "\"5s\""), ("multiplier", "3")] {
+        let err = pet_err(&pet(&format!("{MINIMAL}\n{key} = {value}")));
+        let problem = only(&err);
+        check(
+            problem,
+            PET,
+            PET_PATH,
+            key,
+            &format!("belongs under `backoff`: move it to `backoff.{key}` (a `[resilient.retry.pet.backoff]` table in TOML)"),
+            Some(value),
+        );
+        assert!(!problem.rule.contains("did you mean"), "{problem}");
+    }
+}
+
+#[test]
+fn retry_budget_keys_at_the_top_level_are_said_to_belong_under_retry_budget() {
+    for key in ["tokens_max", "tokens_initial", "min_tokens_per_second"] {
+        check_pet(
+            &format!("{MINIMAL}\n{key} = 5"),
+            key,
+            &format!("belongs under `retry_budget`: move it to `retry_budget.{key}`"),
+            Some("5"),
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------
 // backoff
 // ---------------------------------------------------------------------------
+
+#[test]
+fn delay_step_cannot_be_combined_with_backoff() {
+    for backoff in ["backoff = {}", "backoff = { multiplier = 3 }"] {
+        check_pet(
+            &format!("{MINIMAL}\ndelay_step = \"10ms\"\n{backoff}"),
+            "delay_step",
+            "cannot be combined with `backoff`, whose waits grow by `backoff.multiplier`; remove `delay_step`",
+            None,
+        );
+    }
+}
 
 #[test]
 fn backoff_type_must_be_exponential() {
@@ -683,7 +725,6 @@ async fn full_section_builds_and_reads_back() -> TestResult {
         enabled = true
         delay = "100ms"
         attempts = 4
-        delay_step = "50ms"
         timeout = "10s"
         retry_call_not_permitted = true
 
@@ -713,7 +754,7 @@ async fn full_section_builds_and_reads_back() -> TestResult {
     assert!(settings.enabled);
     assert_eq!(settings.delay, Duration::from_millis(100));
     assert_eq!(settings.attempts, 4);
-    assert_eq!(settings.delay_step, Duration::from_millis(50));
+    assert_eq!(settings.delay_step, Duration::ZERO);
     assert_eq!(
         settings.backoff,
         Some(Backoff {
@@ -823,7 +864,6 @@ async fn values_given_as_strings_are_accepted() -> TestResult {
         ))
         .set_override("resilient.retry.pet.attempts", "3")?
         .set_override("resilient.retry.pet.enabled", "false")?
-        .set_override("resilient.retry.pet.delay_step", "10ms")?
         .set_override("resilient.retry.pet.backoff.multiplier", "1.5")?
         .set_override("resilient.retry.pet.jitter.type", "full")?
         .set_override("resilient.retry.pet.jitter.ratio", "0.25")?
@@ -835,7 +875,6 @@ async fn values_given_as_strings_are_accepted() -> TestResult {
     let settings = pet_settings(&config).await?;
     assert!(!settings.enabled);
     assert_eq!(settings.attempts, 3);
-    assert_eq!(settings.delay_step, Duration::from_millis(10));
     assert_eq!(
         settings.backoff,
         Some(Backoff {

@@ -18,17 +18,74 @@ pub use crate::timeout::TimeoutSpec;
 
 /// The retry operations of spec `S` for a fn returning `R`: where
 /// `#[retryable(S)]` states every requirement, each once, on a type the user
-/// wrote. Later requirements go through projections of earlier ones, so when
-/// one fails the rest involve an error type and are not reported.
-pub fn retry_ops<S, R>() -> OpsOf<S, R::Ok, R::Err>
+/// wrote. `T` and `E` come out of `R`'s bound, as in every fn here that the
+/// return type reaches, so that a return type that is no `Result` fails one
+/// bound, reported once at the return type, and leaves the rest unknown.
+pub fn retry_ops<S, R, T, E, M>() -> RetryOps<T, E, <E as GivesUpWith<S::Exhausted, M>>::Trail>
 where
     S: RetrySpec,
-    R: ResultType,
-    R::Err: Exhaustion<S::Exhausted>,
-    S::Classifier: Classify<R::Ok, R::Err>,
+    R: ResultType<Ok = T, Err = E>,
+    E: GivesUpWith<S::Exhausted, M>,
+    S::Classifier: Classify<T, E>,
 {
-    crate::retry::ops::<S, R::Ok, R::Err>()
+    E::ops::<S, T>()
 }
+
+/// An error type that retry can give up with under exhaustion mode `Mode`:
+/// [`Exhaustion`], checked so that a failure is one error. `ReturnError` has
+/// a second impl that never applies, so rustc weighs two candidates, finds
+/// neither, and reports this trait once, instead of taking the one and
+/// reporting each of its bounds (`Box<dyn Error>` would fail `Send`, `Sync`
+/// and `Sized` separately).
+#[diagnostic::on_unimplemented(
+    message = "a retry spec that gives up with `resilient_core::Error::RetryExhausted` cannot keep `{Self}` as its source",
+    label = "`{Self}` does not convert into `Box<dyn std::error::Error + Send + Sync>`",
+    note = "a boxed error must be `Box<dyn std::error::Error + Send + Sync>`, and any other error type must implement `std::error::Error + Send + Sync` (for example with `thiserror`); or declare the spec with `#[spec(\"..\", exhausted = last_failure)]` to give up with the last failure unchanged"
+)]
+pub trait GivesUpWith<Mode, M>: Sized {
+    /// What retry keeps of earlier failures.
+    type Trail;
+    /// The operations of spec `S` for `Result<T, Self>`.
+    fn ops<S, T>() -> RetryOps<T, Self, Self::Trail>
+    where
+        S: RetrySpec<Exhausted = Mode>,
+        S::Classifier: Classify<T, Self>;
+}
+
+/// The impl of [`GivesUpWith`] that applies.
+#[derive(Debug)]
+pub enum Applies {}
+
+/// The impl of [`GivesUpWith`] that never applies.
+#[derive(Debug)]
+pub enum NeverApplies {}
+
+/// Implemented by no type.
+pub trait Unimplemented {}
+
+macro_rules! gives_up_with {
+    ($mode:ty, $m:ty, $($bound:tt)+) => {
+        impl<E: $($bound)+> GivesUpWith<$mode, $m> for E {
+            type Trail = <E as Exhaustion<$mode>>::Trail;
+            #[inline]
+            fn ops<S, T>() -> RetryOps<T, E, Self::Trail>
+            where
+                S: RetrySpec<Exhausted = $mode>,
+                S::Classifier: Classify<T, E>,
+            {
+                crate::retry::ops::<S, T, E>()
+            }
+        }
+    };
+}
+
+gives_up_with!(ReturnError, Applies, Exhaustion<ReturnError>);
+gives_up_with!(
+    ReturnError,
+    NeverApplies,
+    Exhaustion<ReturnError> + Unimplemented
+);
+gives_up_with!(ReturnLastFailure, Applies, Exhaustion<ReturnLastFailure>);
 
 /// Runs `f` under the retry operations `ops`; no bound here can fail for a
 /// body whose type matches the fn, so nothing is reported twice.
@@ -46,13 +103,13 @@ where
 
 /// The breaker operations of spec `S` for a fn returning `R`; see
 /// [`retry_ops`].
-pub fn breaker_ops<S, R>() -> BreakerOps<R::Ok, R::Err>
+pub fn breaker_ops<S, R, T, E>() -> BreakerOps<T, E>
 where
     S: CircuitBreakerSpec,
-    R: ResultType,
-    S::Classifier: Classify<R::Ok, R::Err>,
+    R: ResultType<Ok = T, Err = E>,
+    S::Classifier: Classify<T, E>,
 {
-    crate::circuit_breaker::ops::<S, R::Ok, R::Err>()
+    crate::circuit_breaker::ops::<S, T, E>()
 }
 
 /// Runs `f` through the breaker of `ops`.
@@ -136,7 +193,7 @@ where
 
 /// Runs `f`; on a failure `on` accepts, answers with `g(error)`; what
 /// `#[fallback]` expands to.
-pub async fn fallback<T, E, F, Fut, G, X, M>(
+pub async fn fallback<T, E, F, Fut, G, GFut>(
     fn_name: &'static str,
     on: FallbackOn<E>,
     wrap: fn(Error) -> E,
@@ -146,15 +203,28 @@ pub async fn fallback<T, E, F, Fut, G, X, M>(
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
-    G: FnOnce(E) -> X,
+    G: FnOnce(E) -> GFut,
+    GFut: Future<Output = Result<T, E>>,
+{
+    crate::fallback::run(fn_name, on, wrap, f, g).await
+}
+
+/// The fallback's output as a future of the fn's output `R`: its one check,
+/// so that a wrong output type is reported once, at the `method` string.
+#[inline]
+pub fn fallback_output<R, T, E, X, M>(output: X) -> X::Future
+where
+    R: ResultType<Ok = T, Err = E>,
     X: FallbackOutput<T, E, M>,
 {
-    crate::fallback::run(fn_name, on, wrap, f, |e| g(e).into_fallback_future()).await
+    output.into_fallback_future()
 }
 
 /// Calls the fallback `target` with `args`, and the error if it takes it.
+/// The target comes last, so that the arguments' types are known when it is
+/// matched against them.
 #[inline]
-pub fn fallback_call<Target, Args, E, M>(target: Target, args: Args, error: E) -> Target::Output
+pub fn fallback_call<Args, E, Target, M>(args: Args, error: E, target: Target) -> Target::Output
 where
     Target: FallbackFn<Args, E, M>,
 {
@@ -163,7 +233,10 @@ where
 
 /// The body's outcome (of the fn's return type `R`), entering the chain.
 #[inline]
-pub fn body<R: ResultType>(outcome: R) -> Result<R::Ok, Fail<R::Err>> {
+pub fn body<R, T, E>(outcome: R) -> Result<T, Fail<E>>
+where
+    R: ResultType<Ok = T, Err = E>,
+{
     outcome.into_result().map_err(Fail::Body)
 }
 
@@ -171,19 +244,24 @@ pub fn body<R: ResultType>(outcome: R) -> Result<R::Ok, Fail<R::Err>> {
 /// apart from the chain, so that a missing `From` impl is reported once, at
 /// the return type.
 #[inline]
-pub fn error_wrap<R>() -> fn(Error) -> R::Err
+pub fn error_wrap<R, E>() -> fn(Error) -> E
 where
-    R: ResultType,
-    R::Err: ResilientError,
+    R: ResultType<Err = E>,
+    E: ResilientError,
 {
-    <R::Err as ResilientError>::from_resilient
+    E::from_resilient
 }
 
-/// The chain's outcome, leaving it: a resilience error becomes the fn's error
-/// through `wrap`.
+/// The chain's outcome, leaving it as the fn's return type `R`: a resilience
+/// error becomes the fn's error through `wrap`. Typed as `R` itself, so that
+/// a return type that is no `Result` is reported once, by its bound, and not
+/// again as a mismatch.
 #[inline]
-pub fn finish<T, E>(outcome: Result<T, Fail<E>>, wrap: fn(Error) -> E) -> Result<T, E> {
-    outcome.map_err(|fail| fail.into_error(wrap))
+pub fn finish<R, T, E>(outcome: Result<T, Fail<E>>, wrap: fn(Error) -> E) -> R
+where
+    R: ResultType<Ok = T, Err = E>,
+{
+    R::from_result(outcome.map_err(|fail| fail.into_error(wrap)))
 }
 
 /// The return type of an annotated fn.
@@ -199,6 +277,8 @@ pub trait ResultType {
     type Err;
     /// The value as a `Result`.
     fn into_result(self) -> Result<Self::Ok, Self::Err>;
+    /// The value from a `Result`.
+    fn from_result(result: Result<Self::Ok, Self::Err>) -> Self;
 }
 
 impl<T, E> ResultType for Result<T, E> {
@@ -207,6 +287,10 @@ impl<T, E> ResultType for Result<T, E> {
     #[inline]
     fn into_result(self) -> Self {
         self
+    }
+    #[inline]
+    fn from_result(result: Self) -> Self {
+        result
     }
 }
 

@@ -150,7 +150,8 @@ impl RegistryBuilder {
         };
         let mut problems = Vec::new();
         let mut instances = HashMap::with_capacity(entries.len());
-        for entry in entries {
+        let shared = crate::settings::shared_sections(&entries, &mut problems);
+        for entry in entries.into_iter().filter(|e| !shared.contains(&e.path)) {
             let mut section = Section::root(entry.name, entry.path, root, &mut problems);
             let instance = match entry.kind {
                 SpecKind::Retry => RetrySettings::read(&mut section)

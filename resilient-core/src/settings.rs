@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use crate::spec::SpecEntry;
+
 /// A configuration value, as read from a file or the environment.
 ///
 /// Environment variables arrive as strings; numbers and booleans are therefore
@@ -42,9 +44,26 @@ impl fmt::Display for Value {
             Value::Bool(b) => write!(f, "{b}"),
             Value::Int(i) => write!(f, "{i}"),
             Value::Float(x) => write!(f, "{x}"),
-            Value::Str(s) => write!(f, "{s:?}"),
+            Value::Str(s) => write_str_value(f, s),
             Value::List(_) => f.write_str("a list"),
             Value::Table(_) => f.write_str("a table"),
+        }
+    }
+}
+
+/// How many characters of a string value a problem echoes: enough to
+/// recognise it, not a whole file pasted into a setting.
+const ECHO_MAX: usize = 80;
+
+/// A string value, quoted; a long one cut after [`ECHO_MAX`] characters, with
+/// its length, so that a huge value does not make a huge message.
+fn write_str_value(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
+    match s.char_indices().nth(ECHO_MAX) {
+        None => write!(f, "{s:?}"),
+        Some((cut, _)) => {
+            let quoted = format!("{:?}", &s[..cut]);
+            let open = quoted.strip_suffix('"').unwrap_or(&quoted);
+            write!(f, "{open}…\" ({} characters)", s.chars().count())
         }
     }
 }
@@ -86,6 +105,12 @@ impl fmt::Display for Problem {
     }
 }
 
+/// The rule of a duration written with a minus sign.
+const NEGATIVE: &str = "must not be negative: a duration is a wait or a limit, from \"0s\" up";
+
+/// The rule of a duration too large (or too precise) for `Duration`.
+const OUT_OF_RANGE: &str = "is out of range: a duration is at most about 584 billion years, in whole nanoseconds; use a smaller value";
+
 /// A reader over one table of a spec's section that records every problem.
 ///
 /// Each accessor takes the key and returns the value if it is present and valid;
@@ -122,11 +147,17 @@ impl<'a> Section<'a> {
         let table = match node {
             Some(Value::Table(t)) => Some(t),
             None | Some(Value::Nil) => {
+                let rule = match nearest_section(root, path) {
+                    Some(near) => format!(
+                        "has no section in the configuration; did you mean `{near}`? (the section must be at `{path}`, the path in `#[spec(..)]`)"
+                    ),
+                    None => "has no section in the configuration; add one (every spec linked into the binary needs its own section, nothing is inherited)".into(),
+                };
                 problems.push(Problem {
                     spec,
                     path,
                     key: String::new(),
-                    rule: "has no section in the configuration; add one (every spec linked into the binary needs its own section, nothing is inherited)".into(),
+                    rule,
                     found: None,
                 });
                 None
@@ -304,20 +335,50 @@ impl<'a> Section<'a> {
             return None;
         };
         let rule = "must be a duration with a unit, such as \"100ms\", \"2s\" or \"1m\"";
-        match v {
-            Value::Str(s) => match humantime::parse_duration(s.trim()) {
-                Ok(d) => Some(Some(d)),
-                Err(_) => {
-                    self.problem(key, rule, Some(v));
-                    Some(None)
-                }
-            },
-            Value::Int(0) => Some(Some(Duration::ZERO)),
-            _ => {
+        let parsed = match v {
+            Value::Str(s) if s.trim().starts_with('-') => Err(NEGATIVE),
+            Value::Str(s) => humantime::parse_duration(s.trim()).map_err(|e| match e {
+                humantime::DurationError::NumberOverflow => OUT_OF_RANGE,
+                _ => rule,
+            }),
+            Value::Int(0) => Ok(Duration::ZERO),
+            Value::Int(i) if *i < 0 => Err(NEGATIVE),
+            Value::Float(x) if *x < 0.0 => Err(NEGATIVE),
+            _ => Err(rule),
+        };
+        match parsed {
+            Ok(d) => Some(Some(d)),
+            Err(rule) => {
                 self.problem(key, rule, Some(v));
                 Some(None)
             }
         }
+    }
+
+    /// Reads a percent: a whole number in 1..=100. A fraction such as `0.5`
+    /// is taken for what it most likely is, a rate written as a fraction, and
+    /// the message says how to write it.
+    pub fn percent(&mut self, key: &'static str) -> Option<u64> {
+        let fraction = match self.table.and_then(|t| t.get(key)) {
+            Some(Value::Float(x)) if *x > 0.0 && *x < 1.0 => Some(*x),
+            Some(Value::Str(s)) => s
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| *x > 0.0 && *x < 1.0),
+            _ => None,
+        };
+        if let Some(x) = fraction {
+            let v = self.raw(key);
+            let as_percent = (x * 100.0).round().max(1.0);
+            self.problem(
+                key,
+                format!("must be a whole number in 1..=100: it is a percent, not a fraction; write `{as_percent}` for {x}"),
+                v,
+            );
+            return None;
+        }
+        self.int(key, None, 1, 100)
     }
 
     /// Reads a string that must be one of `choices`; `default` when absent.
@@ -343,6 +404,20 @@ impl<'a> Section<'a> {
             self.problem(key, format!("must be {list}"), Some(v));
         }
         found.copied()
+    }
+
+    /// Reports `key` as belonging in the nested table `table`, if it is here:
+    /// for a key users put one level too high (`delay_max` beside `delay`
+    /// instead of under `backoff`), which a suggestion of the nearest key
+    /// at this level would only mislead.
+    pub fn misplaced(&mut self, key: &'static str, table: &'static str) {
+        let Some(v) = self.raw(key) else { return };
+        let full = self.full_key(table);
+        self.problem(
+            key,
+            format!("belongs under `{table}`: move it to `{full}.{key}` (a `[{}.{full}]` table in TOML)", self.path),
+            Some(v),
+        );
     }
 
     /// Reads a nested table; `None` when absent. A value that is not a table is
@@ -423,9 +498,83 @@ impl<'a> Section<'a> {
     }
 }
 
+/// Reports each path that specs of different kinds share, once, naming
+/// them all, and returns those paths: their sections are not read, since one
+/// table cannot hold the settings of two mechanisms and reading it for each
+/// would report every key of one as unknown to the other.
+pub(crate) fn shared_sections(
+    entries: &[&SpecEntry],
+    problems: &mut Vec<Problem>,
+) -> Vec<&'static str> {
+    let mut shared = Vec::new();
+    for entry in entries {
+        if shared.contains(&entry.path) {
+            continue;
+        }
+        let mut on_path: Vec<&SpecEntry> = entries
+            .iter()
+            .copied()
+            .filter(|e| e.path == entry.path)
+            .collect();
+        if on_path.iter().all(|e| e.kind == entry.kind) {
+            continue;
+        }
+        on_path.sort_by_key(|e| e.name);
+        let named = on_path
+            .iter()
+            .map(|e| format!("`{}` (a {} spec)", e.name, e.kind))
+            .collect::<Vec<_>>()
+            .join(", ");
+        problems.push(Problem {
+            spec: on_path[0].name,
+            path: entry.path,
+            key: String::new(),
+            rule: format!(
+                "is the section of specs of different kinds: {named}; one section configures one mechanism, so give each spec its own path in `#[spec(\"..\")]`"
+            ),
+            found: None,
+        });
+        shared.push(entry.path);
+    }
+    shared
+}
+
+/// The existing section nearest to the missing `path`: at the first segment
+/// that is not found, a close sibling (see [`suggest`]) under which the rest of
+/// the path exists, so that `resilient.retry.pett` or `resilient.retyr.pet`
+/// is found for `resilient.retry.pet`.
+fn nearest_section(root: &Value, path: &str) -> Option<String> {
+    let parts: Vec<&str> = path.split('.').collect();
+    let mut node = root;
+    for (i, part) in parts.iter().enumerate() {
+        let Value::Table(t) = node else { return None };
+        match t.get(*part) {
+            Some(next) if !matches!(next, Value::Nil) => node = next,
+            _ => {
+                let siblings: Vec<&str> = t.keys().map(String::as_str).collect();
+                let near = suggest(part, &siblings)?;
+                let rest = &parts[i + 1..];
+                let mut found = t.get(near)?;
+                for p in rest {
+                    let Value::Table(t) = found else { return None };
+                    found = t.get(*p)?;
+                }
+                if !matches!(found, Value::Table(_)) {
+                    return None;
+                }
+                let mut near_path: Vec<&str> = parts[..i].to_vec();
+                near_path.push(near);
+                near_path.extend_from_slice(rest);
+                return Some(near_path.join("."));
+            }
+        }
+    }
+    None
+}
+
 /// The known key closest to `key`, compared without case and underscores so
 /// that `delayStep` and `delaystep` (an environment override) find `delay_step`.
-fn suggest(key: &str, known: &[&'static str]) -> Option<&'static str> {
+fn suggest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
     let squash = |s: &str| s.replace(['_', '-'], "").to_ascii_lowercase();
     let key = squash(key);
     known

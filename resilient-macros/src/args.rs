@@ -95,6 +95,9 @@ pub(crate) enum FallbackOn {
 
 const FALLBACK_EXAMPLE: &str = "#[fallback(method = \"cached(id)\")]";
 
+/// The accepted `on = ..` values, as every message lists them (and README).
+const ON_VALUES: &str = "`on = any` (every failure: the default), `on = resilience` (failures raised by a resilience attribute inside), `on = rejection` (breaker, rate or concurrency rejections), `on = timeout`";
+
 /// Parses `method = "name(a, b)"` and the optional `on = ..` / `when = ..`.
 pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<FallbackArgs> {
     if tokens.is_empty() {
@@ -107,14 +110,34 @@ pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<Fal
         let mut method: Option<LitStr> = None;
         let mut on: Option<(syn::Ident, FallbackOn)> = None;
         while !input.is_empty() {
-            let key: syn::Ident = input.parse()?;
+            if input.peek(LitStr) {
+                let lit: LitStr = input.parse()?;
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "`#[fallback]` takes the fallback as `method = ..`: write `#[fallback(method = {})]`",
+                        quote::quote!(#lit)
+                    ),
+                ));
+            }
+            let key: syn::Ident = input.parse().map_err(|e| {
+                syn::Error::new(
+                    e.span(),
+                    format!(
+                        "`#[fallback]` takes `key = value` arguments, such as `{FALLBACK_EXAMPLE}`"
+                    ),
+                )
+            })?;
             input.parse::<Token![=]>().map_err(|e| {
                 syn::Error::new(e.span(), format!("`{key}` takes a value: `{key} = ..`"))
             })?;
             match key.to_string().as_str() {
                 "method" => {
                     if method.is_some() {
-                        return Err(syn::Error::new(key.span(), "`method` is given more than once; keep one"));
+                        return Err(syn::Error::new(
+                            key.span(),
+                            "`method` is given more than once; keep one",
+                        ));
                     }
                     method = Some(input.parse().map_err(|e| {
                         syn::Error::new(e.span(), format!("`method` takes a string naming the fallback and its arguments, such as `{FALLBACK_EXAMPLE}`"))
@@ -133,7 +156,10 @@ pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<Fal
                         })?)
                     } else {
                         let value: syn::Ident = input.parse().map_err(|e| {
-                            syn::Error::new(e.span(), "`on` takes `resilience`, `rejection` or `timeout`")
+                            syn::Error::new(
+                                e.span(),
+                                format!("`on` takes a word; accepted: {ON_VALUES}"),
+                            )
                         })?;
                         match value.to_string().as_str() {
                             "resilience" => FallbackOn::Resilience,
@@ -143,7 +169,7 @@ pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<Fal
                             other => {
                                 return Err(syn::Error::new(
                                     value.span(),
-                                    format!("unknown `on` value `{other}`; accepted: `on = resilience` (failures raised by a resilience attribute inside), `on = rejection` (breaker, rate or concurrency rejections), `on = timeout`, `on = any`"),
+                                    format!("unknown `on` value `{other}`; accepted: {ON_VALUES}"),
                                 ))
                             }
                         }
@@ -151,10 +177,13 @@ pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<Fal
                     on = Some((key, filter));
                 }
                 other => {
+                    let near = crate::diag::did_you_mean(other, &["method", "on", "when"])
+                        .map(|near| format!("did you mean `{near}`? "))
+                        .unwrap_or_default();
                     return Err(syn::Error::new(
                         key.span(),
-                        format!("`#[fallback]` has no argument `{other}`; accepted: `method = \"name(args)\"`, and one of `on = ..` or `when = ..`"),
-                    ))
+                        format!("`#[fallback]` has no argument `{other}`; {near}accepted: `method = \"name(args)\"`, and one of `on = ..` or `when = ..`"),
+                    ));
                 }
             }
             if !input.is_empty() {

@@ -13,7 +13,7 @@ use crate::layer;
 
 /// What the layers need to know of the fn they wrap.
 pub(crate) struct Context {
-    /// The fn's return type, or `Result<_, _>` when it names `impl Trait`.
+    /// The fn's return type.
     pub(crate) ret: TokenStream,
     /// Whether a layer runs the body more than once.
     pub(crate) again: bool,
@@ -152,7 +152,16 @@ pub(crate) fn check(func: &ItemFn, layers: &[Layer]) -> syn::Result<()> {
                 "`#[{name}]` needs a fn that returns `Result<T, E>` (or an alias whose name ends in `Result`), where `E: From<resilient_core::Error>`; resilience failures are reported through `E`"
             ),
         )),
-        ReturnType::Type(..) => {}
+        ReturnType::Type(_, ty) => {
+            if let Some(hidden) = impl_trait_in(ty) {
+                errors.push(syn::Error::new_spanned(
+                    hidden,
+                    format!(
+                        "`#[{name}]` needs the fn's result types by name, and `impl Trait` hides one; name the type here (such as `Result<String, PetError>` for `Result<impl Display, PetError>`)"
+                    ),
+                ));
+            }
+        }
     }
     if let Some(again) = layers.iter().find(|l| l.kind.calls_again()) {
         let again = again.kind.attr_name();
@@ -163,7 +172,7 @@ pub(crate) fn check(func: &ItemFn, layers: &[Layer]) -> syn::Result<()> {
                     (None, _) => mut_ref_type(&r.ty),
                     _ => None,
                 },
-                FnArg::Typed(t) => mut_ref_type(&t.ty),
+                FnArg::Typed(t) => mut_ref_type(&t.ty).or_else(|| mut_ref_within(&t.ty)),
             };
             if let Some(tokens) = mut_ref {
                 errors.push(syn::Error::new_spanned(
@@ -190,6 +199,56 @@ fn mut_ref_type(ty: &Type) -> Option<TokenStream> {
     }
 }
 
+/// A `&mut` inside a type that is `Clone` only if its parts are (a tuple, an
+/// array, an `Option`), as in `(count, step): (&mut u32, u32)`: such an
+/// argument cannot be cloned for another attempt either.
+fn mut_ref_within(ty: &Type) -> Option<TokenStream> {
+    let inner = |ty: &Type| mut_ref_type(ty).or_else(|| mut_ref_within(ty));
+    match ty {
+        Type::Tuple(t) => t.elems.iter().find_map(inner),
+        Type::Array(a) => inner(&a.elem),
+        Type::Paren(p) => mut_ref_within(&p.elem),
+        Type::Group(g) => mut_ref_within(&g.elem),
+        Type::Path(p) if p.qself.is_none() => {
+            let last = p.path.segments.last()?;
+            if last.ident != "Option" {
+                return None;
+            }
+            match &last.arguments {
+                syn::PathArguments::AngleBracketed(args) => {
+                    args.args.iter().find_map(|a| match a {
+                        syn::GenericArgument::Type(t) => inner(t),
+                        _ => None,
+                    })
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The first `impl Trait` in a return type, as in `Result<impl Display, E>`.
+fn impl_trait_in(ty: &Type) -> Option<&syn::TypeImplTrait> {
+    match ty {
+        Type::ImplTrait(i) => Some(i),
+        Type::Tuple(t) => t.elems.iter().find_map(impl_trait_in),
+        Type::Array(a) => impl_trait_in(&a.elem),
+        Type::Slice(s) => impl_trait_in(&s.elem),
+        Type::Reference(r) => impl_trait_in(&r.elem),
+        Type::Paren(p) => impl_trait_in(&p.elem),
+        Type::Group(g) => impl_trait_in(&g.elem),
+        Type::Path(p) => p.path.segments.iter().find_map(|seg| match &seg.arguments {
+            syn::PathArguments::AngleBracketed(args) => args.args.iter().find_map(|a| match a {
+                syn::GenericArgument::Type(t) => impl_trait_in(t),
+                _ => None,
+            }),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
 /// `Result<..>`, `io::Result<..>`, `PetResult<..>`: a path whose last segment
 /// names a result. The compiler checks the rest (see `__private::ResultType`).
 fn is_result(ty: &Type) -> bool {
@@ -203,24 +262,6 @@ fn is_result(ty: &Type) -> bool {
         Type::Paren(p) => is_result(&p.elem),
         _ => false,
     }
-}
-
-fn contains_impl_trait(ty: &Type) -> bool {
-    ty.to_token_stream()
-        .into_iter()
-        .any(|t| matches!(&t, TokenTree::Ident(i) if i == "impl"))
-        || ty.to_token_stream().into_iter().any(|t| match t {
-            TokenTree::Group(g) => contains_impl_trait_tokens(g.stream()),
-            _ => false,
-        })
-}
-
-fn contains_impl_trait_tokens(ts: TokenStream) -> bool {
-    ts.into_iter().any(|t| match t {
-        TokenTree::Ident(i) => i == "impl",
-        TokenTree::Group(g) => contains_impl_trait_tokens(g.stream()),
-        _ => false,
-    })
 }
 
 /// Rewrites the fn's body into the nested chain. `check` has passed.
@@ -295,26 +336,17 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
         body = rename_self(body, &self_ident);
         rebind.push(quote! { let #self_mut #self_ident = #p::clone_arg(&self); });
     }
-    // The body's `?` and `return` need the output type: a typed binding gives
-    // it to the async block (not possible when it mentions `impl Trait`).
     // The return type, for the layers' bounds (errors about it point at it).
-    let ret_arg = if contains_impl_trait(&ret) {
-        quote!(::core::result::Result<_, _>)
-    } else {
-        ret.to_token_stream()
-    };
+    // `check` rejected `impl Trait` in it, which could not be named here.
+    let ret_arg = ret.to_token_stream();
     // The body runs in an async block of its own, typed as the fn's output,
     // so that its `return` and `?` mean what they meant in the fn; its
     // outcome then enters the chain.
-    let typed = if contains_impl_trait(&ret) {
-        quote!()
-    } else {
-        quote!(: #ret)
-    };
+    let typed = quote!(: #ret);
     let body = quote! {
         async move {
             let __resilient_out #typed = async move #body.await;
-            #p::body::<#ret_arg>(__resilient_out)
+            #p::body::<#ret_arg, _, _>(__resilient_out)
         }
     };
     let factory = if again {
@@ -334,7 +366,8 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     if !again {
         for layer in layers {
             if let LayerArgs::Fallback(f) = &layer.args {
-                let span = f.method.span();
+                // As in `layer::fallback`: at the string, marked as generated.
+                let span = Span::call_site().located_at(f.method.span());
                 let takes_self =
                     f.target.get_ident().is_some() && cx.receiver == Some(Receiver::Owned);
                 let self_ident = Ident::new("self", Span::call_site());
@@ -364,10 +397,17 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     // the same tokens as the call's, once.
     let outer = layers.first().map_or_else(Span::call_site, Layer::span);
     let awaited = quote_spanned!(outer=> #chain.await);
+    // Spanned from the return type's first token to its last, so that a
+    // missing `From<resilient_core::Error>` is reported at the whole type.
+    let mut ret_tokens = ret.to_token_stream().into_iter().map(|t| t.span());
+    let first = ret_tokens.next().unwrap_or_else(Span::call_site);
+    let last = ret_tokens.last().unwrap_or(first);
+    let wrap_fn = quote_spanned!(first=> ::resilient_core::__private::error_wrap::<#ret_arg, _>);
+    let wrap = quote_spanned!(last=> #wrap_fn());
     let block: syn::Block = syn::parse_quote!({
-        let __resilient_wrap = #p::error_wrap::<#ret_arg>();
+        let __resilient_wrap = #wrap;
         #(#saved)*
-        #p::finish(#awaited, __resilient_wrap)
+        #p::finish::<#ret_arg, _, _>(#awaited, __resilient_wrap)
     });
     func.block.stmts = block.stmts;
     quote!(#func)

@@ -226,10 +226,16 @@ fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAt
             "classify" => "`classify = custom` (you implement `resilient_core::Classify` for the spec) or `classify = all_errors` (the default)",
             "exhausted" => "`exhausted = error` (the default: `resilient_core::Error::RetryExhausted`) or `exhausted = last_failure` (the last failure, unchanged)",
             _ => {
-                errors.push(syn::Error::new(
-                    opt.key.span(),
-                    format!("unknown `#[spec]` option `{key}`; {options}; settings such as `{key}` belong in the config section"),
-                ));
+                let names: &[&str] = match kind {
+                    SpecKind::Retry => &["classify", "exhausted"],
+                    SpecKind::CircuitBreaker => &["classify"],
+                    _ => &[],
+                };
+                let message = match crate::diag::did_you_mean(&key, names) {
+                    Some(near) => format!("unknown `#[spec]` option `{key}`; did you mean `{near}`? {options}"),
+                    None => format!("unknown `#[spec]` option `{key}`; {options}; settings such as `{key}` belong in the config section"),
+                };
+                errors.push(syn::Error::new(opt.key.span(), message));
                 continue;
             }
         };
@@ -289,31 +295,76 @@ impl OptionArg {
 
 fn check_path(kind: SpecKind, lit: &LitStr) -> syn::Result<()> {
     let path = lit.value();
+    let example = kind.example_path();
     if path.trim().is_empty() {
         return Err(syn::Error::new(
             lit.span(),
             format!(
-                "the config path is blank; write the absolute, dotted path of the spec's section, such as `\"{}\"`",
-                kind.example_path()
+                "the config path is blank; write the absolute, dotted path of the spec's section, such as `\"{example}\"`"
             ),
         ));
     }
-    let bad_segment = path.split('.').any(|seg| {
-        seg.is_empty()
-            || !seg
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    });
-    if bad_segment {
+    // Environment overrides reach only lower-case keys (`config` lower-cases
+    // them), and cannot spell `-` or an empty segment: a path outside
+    // snake_case would build, and could never be overridden.
+    let rule = format!(
+        "write dot-separated snake_case names (lower-case letters, digits and `_`), which environment overrides can reach, such as `\"{example}\"`"
+    );
+    let segments: Vec<&str> = path.split('.').collect();
+    if segments.iter().any(|seg| seg.is_empty()) {
         return Err(syn::Error::new(
             lit.span(),
-            format!(
-                "`{path}` is not a valid config path; write dot-separated names of letters, digits, `_` or `-`, such as `\"{}\"`",
-                kind.example_path()
-            ),
+            format!("`{path}` has an empty segment; {rule}"),
         ));
     }
-    Ok(())
+    let is_snake = |seg: &str| {
+        seg.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    if segments.iter().all(|seg| is_snake(seg)) {
+        return Ok(());
+    }
+    let snake: Vec<String> = segments.iter().map(|seg| to_snake_case(seg)).collect();
+    let message = if snake.iter().all(|seg| is_snake(seg)) {
+        format!(
+            "`{path}` is not snake_case: write `\"{}\"`; environment overrides reach only lower-case keys, so each segment of a config path is a snake_case name (lower-case letters, digits and `_`)",
+            snake.join(".")
+        )
+    } else {
+        let bad: Vec<String> = segments
+            .iter()
+            .filter(|seg| !is_snake(seg))
+            .map(|seg| format!("`{seg}`"))
+            .collect();
+        format!(
+            "`{path}` is not a valid config path: {} is not a snake_case name; {rule}",
+            bad.join(", ")
+        )
+    };
+    Err(syn::Error::new(lit.span(), message))
+}
+
+/// `PetStore` → `pet_store`, `Pet-Store` → `pet_store`; anything else is
+/// left for the caller to reject.
+fn to_snake_case(seg: &str) -> String {
+    let mut out = String::with_capacity(seg.len() + 2);
+    let mut prev_lower = false;
+    for c in seg.chars() {
+        if c == '-' {
+            out.push('_');
+            prev_lower = false;
+        } else if c.is_ascii_uppercase() {
+            if prev_lower {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+            prev_lower = false;
+        } else {
+            out.push(c);
+            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        }
+    }
+    out
 }
 
 fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {

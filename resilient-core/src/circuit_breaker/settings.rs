@@ -106,7 +106,7 @@ impl CircuitBreakerSettings {
             ],
             "ring_buffer",
         );
-        let threshold = s.int("failure_rate_threshold", None, 1, 100);
+        let threshold = s.percent("failure_rate_threshold");
         let minimum = s.int("minimum_required_calls", None, 1, u64::from(u32::MAX));
         let wait = s
             .duration("wait_duration_in_open_state", true)
@@ -148,7 +148,7 @@ impl CircuitBreakerSettings {
                 }
                 other => other.flatten(),
             };
-            let rate = sc.int("rate_threshold", None, 1, 100);
+            let rate = sc.percent("rate_threshold");
             Some(SlowCall {
                 duration_threshold: threshold?,
                 rate_threshold: u8::try_from(rate?).ok()?,

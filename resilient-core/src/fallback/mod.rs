@@ -67,6 +67,7 @@
 
 use std::future::{ready, Future, Ready};
 
+use crate::__private::ResultType;
 use crate::error::Error;
 use crate::outcome::Fail;
 
@@ -99,9 +100,9 @@ pub enum WithError {}
 /// A fn that can be called as a fallback with `Args`, and optionally the
 /// error `E`; `M` tells the two apart. Implemented for every such fn.
 #[diagnostic::on_unimplemented(
-    message = "this fallback cannot be called with the arguments named in `method`",
-    label = "the fallback must take `{Args}`: the arguments named in `method = \"..\"`, in that order (a method's receiver first), optionally followed by the error, as the annotated fn's error type",
-    note = "change the fallback's parameters, or the arguments named in `method = \"..\"`, so that they match"
+    message = "the fallback does not take what `method` passes: `{Args}`, optionally followed by the error `{E}`",
+    label = "passes `{Args}` (the arguments named here, a method's receiver first), then optionally the error `{E}`",
+    note = "give it exactly these parameters, in this order, with at most one more, last: the error, by value as `{E}` (not `&{E}`); or change the arguments named in `method = \"..\"`"
 )]
 pub trait FallbackFn<Args, E, M> {
     /// What the fallback returns.
@@ -172,11 +173,17 @@ pub trait FallbackOutput<T, E, M> {
     fn into_fallback_future(self) -> Self::Future;
 }
 
-impl<T, E> FallbackOutput<T, E, Immediate> for Result<T, E> {
+// Both impls are for any type, told apart by their bounds only: with a wrong
+// output, rustc then finds neither and reports it once, instead of taking
+// the one whose header fits and reporting its bound as a second error.
+impl<T, E, R> FallbackOutput<T, E, Immediate> for R
+where
+    R: ResultType<Ok = T, Err = E>,
+{
     type Future = Ready<Result<T, E>>;
     #[inline]
     fn into_fallback_future(self) -> Self::Future {
-        ready(self)
+        ready(self.into_result())
     }
 }
 

@@ -32,6 +32,13 @@ pub enum ReturnLastFailure {}
 /// An error type that retry can give up with under exhaustion mode `Mode`
 /// ([`ReturnError`] or [`ReturnLastFailure`]). Implemented for every error
 /// type that qualifies; not meant to be implemented by hand.
+// Only `ReturnError` can be missing (`ReturnLastFailure` takes any error),
+// so the message is that of `IntoBoxError`, for when rustc reports this bound.
+#[diagnostic::on_unimplemented(
+    message = "a retry spec that gives up with `resilient_core::Error::RetryExhausted` cannot keep `{Self}` as its source",
+    label = "`{Self}` does not convert into `Box<dyn std::error::Error + Send + Sync>`",
+    note = "implement `std::error::Error` for `{Self}` (for example with `thiserror`), or declare the spec with `#[spec(\"..\", exhausted = last_failure)]` to give up with the last failure unchanged"
+)]
 pub trait Exhaustion<Mode>: Sized {
     /// What the mode keeps of the failures before the last.
     type Trail: Default + Send;

@@ -11,7 +11,7 @@ use crate::settings::{Section, Value};
 /// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
 /// | `delay` | required | duration: the wait before the first retry |
 /// | `attempts` | required | whole number ≥ 0: retries **after** the first call (`2` = at most 3 calls) |
-/// | `delay_step` | `"0s"` | duration added to each further wait (ignored with `backoff`) |
+/// | `delay_step` | `"0s"` | duration added to each further wait; not allowed with `backoff` |
 /// | `backoff.type` | `"exponential"` | the only type |
 /// | `backoff.multiplier` | `2.0` | number > 0 |
 /// | `backoff.delay_max` | none | duration ≥ `delay`: cap on each wait (without it, waits grow until they saturate at the largest duration: set it, or an overall `timeout`) |
@@ -32,7 +32,7 @@ pub struct RetrySettings {
     pub delay: Duration,
     /// Retries after the first call: at most `attempts + 1` calls.
     pub attempts: u32,
-    /// Added to each further wait when there is no backoff.
+    /// Added to each further wait (zero with a backoff, which rejects it).
     pub delay_step: Duration,
     /// Exponential backoff, if configured.
     pub backoff: Option<Backoff>,
@@ -88,6 +88,21 @@ impl RetrySettings {
         let delay_step = s
             .duration("delay_step", false)
             .unwrap_or(Some(Duration::ZERO));
+        // Keys of the nested tables, written one level too high.
+        s.misplaced("multiplier", "backoff");
+        s.misplaced("delay_max", "backoff");
+        s.misplaced("tokens_max", "retry_budget");
+        s.misplaced("tokens_initial", "retry_budget");
+        s.misplaced("min_tokens_per_second", "retry_budget");
+        if s.has("delay_step") && s.has("backoff") {
+            // With backoff, each wait is `delay·multiplier^(k−1)`: a step
+            // would be accepted and mean nothing.
+            s.problem(
+                "delay_step",
+                "cannot be combined with `backoff`, whose waits grow by `backoff.multiplier`; remove `delay_step` (for waits that grow by a fixed step), or remove `backoff`",
+                None,
+            );
+        }
         let backoff = s.table("backoff", |b| {
             let _type = b.choice("type", &["exponential"], "exponential");
             let multiplier = b.float("multiplier", Some(2.0), "must be a number > 0", |m| m > 0.0);

@@ -13,7 +13,7 @@ pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> Toke
     // As for retry: every requirement is checked by `breaker_ops`.
     quote_spanned! {spec_span(spec)=>
         ::resilient_core::__private::circuit_breaker(
-            ::resilient_core::__private::breaker_ops::<#spec, #ret>(),
+            ::resilient_core::__private::breaker_ops::<#spec, #ret, _, _>(),
             #inner,
         )
     }

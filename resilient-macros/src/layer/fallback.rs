@@ -14,9 +14,14 @@ pub(crate) fn saved(name: &syn::Ident) -> syn::Ident {
 }
 
 pub(crate) fn call(f: &FallbackArgs, cx: &Context, inner: TokenStream) -> TokenStream {
-    let p = quote!(::resilient_core::__private);
-    let span = f.method.span();
+    // At the `method` string, but marked as generated: rustc then reports
+    // the bounds below in our words, and suggests no edit to the string
+    // (such as `&"cached(id)"`). Every bound of the fallback is reported
+    // there, so that rustc reports one mistake once.
+    let span = Span::call_site().located_at(f.method.span());
+    let p = quote_spanned!(span=> ::resilient_core::__private);
     let fn_name = cx.fn_name.to_string();
+    let ret = &cx.ret;
     let on = match &f.on {
         FallbackOn::Any => quote!(#p::FallbackOn::Any),
         FallbackOn::Resilience => quote!(#p::FallbackOn::Resilience),
@@ -56,14 +61,26 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, inner: TokenStream) -> TokenS
             }
         })
         .collect();
-    let capture = if cx.again { quote!() } else { quote!(move) };
+    let capture = if cx.again {
+        quote!()
+    } else {
+        quote_spanned!(span=> move)
+    };
     quote_spanned! {span=>
         #p::fallback(
             #fn_name,
             #on,
             __resilient_wrap,
             #inner,
-            #capture |__resilient_error| #p::fallback_call(#target, (#(#args,)*), __resilient_error),
+            #capture |__resilient_error| {
+                // The arguments and the error are typed before the fallback
+                // is matched against them, so that a mismatch is reported as
+                // one, not as a type inferred from the fallback.
+                let __resilient_args = (#(#args,)*);
+                #p::fallback_output::<#ret, _, _, _, _>(
+                    #p::fallback_call(__resilient_args, __resilient_error, #target),
+                )
+            },
         )
     }
 }

@@ -15,7 +15,7 @@ pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> Toke
     // reported once.
     quote_spanned! {spec_span(spec)=>
         ::resilient_core::__private::retry(
-            ::resilient_core::__private::retry_ops::<#spec, #ret>(),
+            ::resilient_core::__private::retry_ops::<#spec, #ret, _, _, _>(),
             #inner,
         )
     }
