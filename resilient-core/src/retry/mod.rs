@@ -28,6 +28,8 @@
 //!   (a retry whose wait would cross the limit is not started), then the retry
 //!   budget (an empty bucket ends the call at once with the latest failure,
 //!   unchanged).
+//! - A budget token is spent when its retry starts: a call dropped during
+//!   the wait before it gives the token back.
 //! - When retry gives up, the call ends as the spec's exhaustion mode says:
 //!   [`Error::RetryExhausted`] by default ([`ReturnError`]), or the last
 //!   failure unchanged with `#[spec("..", exhausted = last_failure)]`
@@ -280,16 +282,22 @@ where
                 return (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome);
             }
         }
-        if let Some(budget) = &retry.budget {
-            if !budget.try_withdraw() {
-                tracing::warn!(
-                    target: "resilient::retry",
-                    spec, path, calls,
-                    "retry budget empty: returning the failure without retrying"
-                );
-                return outcome;
-            }
-        }
+        // Held across the wait: a call dropped before its retry starts gives
+        // the token back.
+        let withdrawal = match &retry.budget {
+            None => None,
+            Some(budget) => match budget.try_withdraw() {
+                Some(w) => Some(w),
+                None => {
+                    tracing::warn!(
+                        target: "resilient::retry",
+                        spec, path, calls,
+                        "retry budget empty: returning the failure without retrying"
+                    );
+                    return outcome;
+                }
+            },
+        };
         tracing::debug!(
             target: "resilient::retry",
             spec, path, calls,
@@ -297,5 +305,8 @@ where
         );
         (ops.keep)(&mut trail, spec, outcome);
         tokio::time::sleep(delay).await;
+        if let Some(w) = withdrawal {
+            w.spend();
+        }
     }
 }
