@@ -207,6 +207,19 @@ impl Breaker {
         }
     }
 
+    /// The rest of the open period, or `None` unless the breaker is open
+    /// (a delay hint for a retry outside the breaker).
+    pub(crate) fn until_half_open(&self) -> Option<Duration> {
+        let w = self.state.load(Ordering::Acquire);
+        if self.mode.load(Ordering::Acquire) != NORMAL || tag(w) != OPEN {
+            return None;
+        }
+        // No stamp yet: the period has only just begun.
+        let waited = stamped(self.opened_at.load(Ordering::Acquire), generation(w))
+            .map_or(0, |at| self.now_us_floor().wrapping_sub(at) & LOW48);
+        Some(Duration::from_micros(self.wait_us.saturating_sub(waited)))
+    }
+
     /// Whether the half-open period `gen` has waited `max_wait_in_half_open`.
     fn probes_overdue(&self, gen: u64) -> bool {
         let Some(max_wait) = self.max_wait_us else {
