@@ -100,14 +100,6 @@ pub enum Verdict {
     Ignore,
 }
 
-impl Verdict {
-    /// Whether the outcome is a failure ([`Failure`](Verdict::Failure) or
-    /// [`RetryAfter`](Verdict::RetryAfter)).
-    pub fn is_failure(self) -> bool {
-        matches!(self, Verdict::Failure | Verdict::RetryAfter(_))
-    }
-}
-
 /// A type that decides which outcomes are failures, for the specs that name
 /// it: implemented by every type that implements [`Classify`].
 ///

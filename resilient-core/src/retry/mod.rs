@@ -53,7 +53,8 @@
 //! capped by `backoff.delay_max` and by `max_hinted_delay` when they are set.
 //! Every other rule stays: the attempt counts, a wait that would cross the
 //! overall `timeout` ends the retry ([`GaveUp::Timeout`]), and the retry
-//! needs a budget token.
+//! needs a budget token. Without any cap or `timeout` a hint is waited in
+//! full: set one when the hint comes from a server you do not control.
 //!
 //! # Imperative use
 //!
