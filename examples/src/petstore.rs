@@ -6,39 +6,37 @@
 use std::net::SocketAddr;
 
 use resilient_core::{
-    circuit_breakable, fallback, retryable, timeout, CircuitBreakerSpec, Classify, RetrySpec,
-    TimeoutSpec, Verdict,
+    circuit_breakable, fallback, retryable, timeout, CircuitBreakerSpec, Classifier, Classify,
+    RetrySpec, TimeoutSpec, Verdict,
 };
 
 use crate::http::{self, Response};
 
-/// Retry settings for pet lookups, at `resilient.retry.pet`.
-///
-/// `classify = custom`: the spec says itself which outcomes are failures (see
-/// the `Classify` impl below).
+/// Retry settings for pet lookups, at `resilient.retry.pet`; outcomes are
+/// classified by [`PetOutcomes`].
 #[derive(RetrySpec)]
-#[spec("resilient.retry.pet", classify = custom)]
+#[spec("resilient.retry.pet", classify = PetOutcomes)]
 pub struct PetRetry;
 
 /// Circuit breaker settings for the pet store, at
-/// `resilient.circuitbreaker.pet`; it classifies outcomes as [`PetRetry`] does.
+/// `resilient.circuitbreaker.pet`; it classifies outcomes as [`PetRetry`]
+/// does, by naming the same classifier.
 #[derive(CircuitBreakerSpec)]
-#[spec("resilient.circuitbreaker.pet", classify = custom)]
+#[spec("resilient.circuitbreaker.pet", classify = PetOutcomes)]
 pub struct PetBreaker;
-
-impl Classify<Response, PetError> for PetBreaker {
-    fn classify(outcome: &Result<Response, PetError>) -> Verdict {
-        PetRetry::classify(outcome)
-    }
-}
 
 /// A time limit for each attempt of a lookup, at `resilient.timeout.pet`.
 #[derive(TimeoutSpec)]
 #[spec("resilient.timeout.pet")]
 pub struct PetTimeout;
 
-/// What a lookup returns when the store answers.
-impl Classify<Response, PetError> for PetRetry {
+/// What counts as a failed lookup, for the retry and the breaker alike.
+#[derive(Debug)]
+pub struct PetOutcomes;
+
+impl Classifier for PetOutcomes {}
+
+impl Classify<Response, PetError> for PetOutcomes {
     fn classify(outcome: &Result<Response, PetError>) -> Verdict {
         match outcome {
             // A 5xx arrives as a value: still a failure worth retrying.

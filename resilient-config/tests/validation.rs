@@ -79,6 +79,7 @@ fn minimal() -> RetrySettings {
         timeout: None,
         budget: None,
         retry_call_not_permitted: false,
+        max_hinted_delay: None,
     }
 }
 

@@ -1,5 +1,6 @@
 //! The error every resilience mechanism ends a call with.
 
+use std::any::Any;
 use std::error::Error as StdError;
 use std::fmt;
 
@@ -55,6 +56,11 @@ pub enum Error {
         /// The state that rejected the call: open, half-open with every probe
         /// taken, or forced open.
         state: crate::circuit_breaker::State,
+        /// When open: the rest of `wait_duration_in_open_state`, after which
+        /// the next call is a probe. `None` in the other states, which end at
+        /// no known time. A retry outside the breaker with
+        /// `retry_call_not_permitted = true` waits this long.
+        retry_after: Option<std::time::Duration>,
     },
 
     /// The call took longer than the timeout spec's `duration` and was
@@ -129,9 +135,61 @@ impl fmt::Display for GaveUp {
 
 /// The failure recorded when a call returned `Ok` with a value that the spec
 /// classifies as a failure (see [`Classify`](crate::Classify)).
-#[derive(Debug, Clone, thiserror::Error)]
+///
+/// When it is the last failure of [`Error::RetryExhausted`], it holds the
+/// value itself if the classification keeps it (see
+/// [`Classify::keep_failed_value`](crate::Classify::keep_failed_value); the
+/// HTTP classifier keeps the last failed response):
+///
+/// ```
+/// use resilient_core::{Error, FailedValue};
+///
+/// /// The status of the last response a retry gave up on, if it kept one.
+/// fn last_status(e: &Error) -> Option<u16> {
+///     match e {
+///         Error::RetryExhausted { last, .. } => {
+///             let failed = last.downcast_ref::<FailedValue>()?;
+///             failed.value::<u16>().copied()
+///         }
+///         _ => None,
+///     }
+/// }
+/// # let _ = last_status;
+/// ```
+#[derive(Debug, thiserror::Error)]
 #[error("`{spec}` classified the returned value as a failure")]
 pub struct FailedValue {
     /// The spec whose classification rejected the value.
     pub spec: &'static str,
+    value: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl FailedValue {
+    pub(crate) fn new(spec: &'static str, value: Option<Box<dyn Any + Send + Sync>>) -> Self {
+        Self { spec, value }
+    }
+
+    /// The value, if it was kept and is a `T`.
+    pub fn value<T: Any>(&self) -> Option<&T> {
+        self.value.as_deref()?.downcast_ref()
+    }
+
+    /// The value, if it was kept and is a `T`; otherwise `self` unchanged.
+    ///
+    /// # Errors
+    ///
+    /// `self` when no value was kept or it is not a `T`.
+    pub fn into_value<T: Any>(self) -> Result<T, Self> {
+        match self.value.map(|v| v.downcast::<T>()) {
+            Some(Ok(v)) => Ok(*v),
+            Some(Err(v)) => Err(Self {
+                spec: self.spec,
+                value: Some(v),
+            }),
+            None => Err(Self {
+                spec: self.spec,
+                value: None,
+            }),
+        }
+    }
 }

@@ -59,8 +59,12 @@
 //! By default every `Err` is a failure and every `Ok` a success. A spec
 //! declared with `classify = custom` implements [`Classify`] for the result
 //! types it is used with, and can count an `Ok` value as a failure (an HTTP
-//! client's `Ok(response)` with status 503) or let an error pass through
-//! untouched ([`Verdict::Ignore`]).
+//! client's `Ok(response)` with status 503), let an error pass through
+//! untouched ([`Verdict::Ignore`]), or say how long to wait before the next
+//! attempt ([`Verdict::RetryAfter`]). Specs that classify alike name one
+//! shared type, `classify = PetOutcomes` (see [`Classifier`]); HTTP
+//! responses are classified ready-made with `classify = http` (see
+//! [`http`]).
 //!
 //! # Order
 //!
@@ -166,6 +170,7 @@ pub mod circuit_breaker;
 pub mod concurrency;
 mod error;
 pub mod fallback;
+pub mod http;
 mod outcome;
 pub mod rate_limiter;
 pub mod registry;
@@ -184,7 +189,7 @@ pub use error::{BoxError, Error, FailedValue, GaveUp};
 pub use rate_limiter::{RateLimiterHandle, RateLimiterSpec};
 pub use registry::{AlreadyInstalled, DefaultGuard, Registry, RegistryBuilder};
 pub use retry::{RetryHandle, RetrySpec};
-pub use spec::{Classify, Spec, SpecEntry, SpecKind, Verdict};
+pub use spec::{AllErrors, Classifier, Classify, Spec, SpecEntry, SpecKind, Verdict};
 pub use timeout::{TimeoutHandle, TimeoutSpec};
 
 /// Retries an `async fn` under a retry spec: `#[retryable(PetRetry)]`.
@@ -210,8 +215,8 @@ pub use resilient_macros::circuit_breakable;
 /// Declares a circuit breaker spec:
 /// `#[derive(CircuitBreakerSpec)] #[spec("resilient.circuitbreaker.pet")]`.
 ///
-/// Option after the path: `classify = custom` (implement [`Classify`]
-/// yourself).
+/// Option after the path: `classify = ..` (`all_errors`, `custom`, `http`, or
+/// a shared classifier type; see [`Classify`]).
 pub use resilient_macros::CircuitBreakerSpec;
 
 /// Answers a failed call with another method's result:
@@ -252,7 +257,7 @@ pub use resilient_macros::RateLimiterSpec;
 
 /// Declares a retry spec: `#[derive(RetrySpec)] #[spec("resilient.retry.pet")]`.
 ///
-/// Options after the path: `classify = custom` (implement [`Classify`]
-/// yourself) and `exhausted = last_failure` (see
-/// [`retry::ReturnLastFailure`]).
+/// Options after the path: `classify = ..` (`all_errors`, `custom`, `http`,
+/// or a shared classifier type; see [`Classify`]) and
+/// `exhausted = last_failure` (see [`retry::ReturnLastFailure`]).
 pub use resilient_macros::RetrySpec;

@@ -10,10 +10,11 @@ pub use crate::circuit_breaker::{BreakerOps, CircuitBreakerSpec};
 pub use crate::concurrency::ConcurrencyLimitSpec;
 pub use crate::error::Error;
 pub use crate::fallback::{FallbackFn, FallbackOn, FallbackOutput};
+pub use crate::http::Http;
 pub use crate::outcome::Fail;
 pub use crate::rate_limiter::RateLimiterSpec;
 pub use crate::retry::{Exhaustion, OpsOf, RetryOps, RetrySpec, ReturnError, ReturnLastFailure};
-pub use crate::spec::{Classify, Spec, SpecEntry, SpecKind, Verdict};
+pub use crate::spec::{AllErrors, Classifier, Classify, Spec, SpecEntry, SpecKind, Verdict};
 pub use crate::timeout::TimeoutSpec;
 
 /// The retry operations of spec `S` for a fn returning `R`: where

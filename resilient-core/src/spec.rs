@@ -5,8 +5,9 @@
 //! link-time list ([`SpecEntry`]) so that the configuration of every spec in the
 //! binary can be validated at startup without a hand-kept list.
 
-use std::any::TypeId;
+use std::any::{Any, TypeId};
 use std::fmt;
+use std::time::Duration;
 
 /// The mechanism a spec configures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -86,25 +87,83 @@ impl SpecEntry {
 pub enum Verdict {
     /// The call succeeded.
     Success,
-    /// The call failed: retry tries again.
+    /// The call failed: retry tries again after its computed delay.
     Failure,
+    /// The call failed, and the outcome says how long to wait before trying
+    /// again (a delay hint, such as HTTP's `Retry-After`). Retry waits this
+    /// long instead of its computed delay, capped by `backoff.delay_max` and
+    /// `max_hinted_delay` when they are set; a circuit breaker counts it as a
+    /// [`Failure`](Verdict::Failure).
+    RetryAfter(Duration),
     /// The outcome is none of the spec's business: retry returns it at once,
     /// unchanged, and uses no budget token.
     Ignore,
 }
 
-/// Which outcomes of calls returning `Result<T, E>` a spec treats as failures.
+/// A type that decides which outcomes are failures, for the specs that name
+/// it: implemented by every type that implements [`Classify`].
 ///
-/// By default a spec derive implements this for every `T` and `E`, with every
-/// `Err` a failure and every `Ok` a success. A spec declared with
-/// `#[spec("..", classify = custom)]` gets no implementation; you write one for
-/// each result type the spec is used with, and the compiler checks that there
-/// is one wherever the spec is used:
+/// A spec declared with `classify = custom` is its own classifier, and its
+/// derive implements this trait for it. A type shared by several specs
+/// (`#[spec("..", classify = PetOutcomes)]`) declares itself with one line,
+/// beside its [`Classify`] impls:
 ///
 /// ```
+/// use resilient_core::{Classifier, Classify, CircuitBreakerSpec, RetrySpec, Verdict};
+///
+/// /// What counts as a failed pet lookup, for retry and breaker alike.
+/// pub struct PetOutcomes;
+/// impl Classifier for PetOutcomes {}
+///
+/// impl Classify<u16, std::io::Error> for PetOutcomes {
+///     fn classify(outcome: &Result<u16, std::io::Error>) -> Verdict {
+///         match outcome {
+///             Ok(status) if *status >= 500 => Verdict::Failure,
+///             Ok(_) => Verdict::Success,
+///             Err(_) => Verdict::Failure,
+///         }
+///     }
+/// }
+///
+/// #[derive(RetrySpec)]
+/// #[spec("resilient.retry.pet", classify = PetOutcomes)]
+/// pub struct PetRetry;
+///
+/// #[derive(CircuitBreakerSpec)]
+/// #[spec("resilient.circuitbreaker.pet", classify = PetOutcomes)]
+/// pub struct PetBreaker;
+/// ```
+///
+/// The declaration is what keeps a [`Classify`] impl from being ignored: a
+/// spec without `classify = custom` is classified by another type, so an impl
+/// of `Classify` for it would never be used, and is refused.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not declared as a classifier",
+    label = "`Classify` needs `{Self}: resilient_core::Classifier`",
+    note = "if `{Self}` is a spec, it is classified by its own `Classify` impls only when declared with `#[spec(\"..\", classify = custom)]`: add `classify = custom` to its `#[spec]` (without it every `Err` is a failure and this impl would never be used)",
+    note = "if `{Self}` is a classifier shared by specs declared with `classify = {Self}`, declare it with `impl resilient_core::Classifier for {Self} {{}}`"
+)]
+pub trait Classifier {}
+
+/// Which outcomes of calls returning `Result<T, E>` a spec treats as failures.
+///
+/// Implemented by a spec's classifier, which its derive chooses:
+///
+/// | `#[spec(..)]` | classifier |
+/// |---|---|
+/// | (nothing), `classify = all_errors` | [`AllErrors`]: every `Err` a failure, every `Ok` a success |
+/// | `classify = custom` | the spec itself: you implement `Classify` for it |
+/// | `classify = PetOutcomes` | the named type, shared by every spec that names it (see [`Classifier`]) |
+/// | `classify = http` | [`http::Http`](crate::http::Http): 5xx, 408 and 429 responses are failures, `Retry-After` the delay hint |
+///
+/// You write one implementation for each result type the spec is used with,
+/// and the compiler checks that there is one wherever the spec is used:
+///
+/// ```
+/// use std::time::Duration;
 /// use resilient_core::{Classify, RetrySpec, Verdict};
 ///
-/// pub struct Response { pub status: u16 }
+/// pub struct Response { pub status: u16, pub retry_after_secs: Option<u64> }
 /// #[derive(Debug)]
 /// pub enum HttpError { Timeout, InvalidUrl }
 ///
@@ -115,6 +174,10 @@ pub enum Verdict {
 /// impl Classify<Response, HttpError> for HttpRetry {
 ///     fn classify(outcome: &Result<Response, HttpError>) -> Verdict {
 ///         match outcome {
+///             // The server says when to come back: a delay hint.
+///             Ok(Response { status: 429, retry_after_secs: Some(secs) }) => {
+///                 Verdict::RetryAfter(Duration::from_secs(*secs))
+///             }
 ///             // A 5xx arrives as a value, not as an error: still a failure.
 ///             Ok(response) if response.status >= 500 => Verdict::Failure,
 ///             Ok(_) => Verdict::Success,
@@ -127,10 +190,40 @@ pub enum Verdict {
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` does not classify `Result<{T}, {E}>`",
-    label = "no `Classify<{T}, {E}>` for this spec",
-    note = "`{Self}` is declared with `classify = custom`: implement `resilient_core::Classify<{T}, {E}>` for `{Self}`, or drop `classify = custom` to treat every `Err` as a failure"
+    label = "no `Classify<{T}, {E}>` for this spec's classifier",
+    note = "`{Self}` classifies the outcomes of the specs that name it (a spec declared with `classify = custom` names itself): implement `resilient_core::Classify<{T}, {E}>` for `{Self}`, or drop the spec's `classify` option to treat every `Err` as a failure"
 )]
-pub trait Classify<T, E> {
+pub trait Classify<T, E>: Classifier {
     /// How `outcome` counts.
     fn classify(outcome: &Result<T, E>) -> Verdict;
+
+    /// What [`Error::RetryExhausted`](crate::Error::RetryExhausted) keeps of
+    /// a returned value that [`classify`](Classify::classify) called a
+    /// failure, when it is the last outcome before retry gives up: nothing by
+    /// default. Return `Some(Box::new(value))` to make it reachable through
+    /// [`FailedValue::value`](crate::FailedValue::value) (the HTTP classifier
+    /// keeps the last failed response this way).
+    fn keep_failed_value(value: T) -> Option<Box<dyn Any + Send + Sync>> {
+        drop(value);
+        None
+    }
+}
+
+/// The default classifier: every `Err` is a failure, every `Ok` a success.
+///
+/// Used by every spec declared without a `classify` option (or with
+/// `classify = all_errors`).
+#[derive(Debug, Clone, Copy)]
+pub struct AllErrors;
+
+impl Classifier for AllErrors {}
+
+impl<T, E> Classify<T, E> for AllErrors {
+    #[inline]
+    fn classify(outcome: &Result<T, E>) -> Verdict {
+        match outcome {
+            Ok(_) => Verdict::Success,
+            Err(_) => Verdict::Failure,
+        }
+    }
 }

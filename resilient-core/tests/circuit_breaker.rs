@@ -788,7 +788,7 @@ async fn retry_stops_at_the_first_rejection_of_an_open_breaker_inside_it() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn retry_call_not_permitted_retries_the_rejection_when_asked() {
+async fn retry_call_not_permitted_waits_out_the_open_period_then_probes() {
     let retry = table([
         ("delay", s("1s")),
         ("attempts", int(5)),
@@ -805,10 +805,14 @@ async fn retry_call_not_permitted_retries_the_rejection_when_asked() {
     let svc = Service {
         runs: AtomicU32::new(0),
     };
+    let start = tokio::time::Instant::now();
     let _ = r.scope(svc.hammer()).await;
-    // Attempts 1-4 run and open the breaker (at 3 s); attempts 5 and 6 (at 4 s
-    // and 5 s) are rejected, since the wait ends at 5.5 s.
-    assert_eq!(svc.runs.load(Ordering::SeqCst), 4);
+    // Attempts 1-4 run and open the breaker (at 3 s); attempt 5 (at 4 s) is
+    // rejected with the 1.5 s left of the open period as its delay hint, so
+    // attempt 6 comes at 5.5 s, the end of the wait, and runs as the probe.
+    assert_eq!(svc.runs.load(Ordering::SeqCst), 5);
+    assert_eq!(start.elapsed(), Duration::from_millis(5500));
     let b = r.sync_scope(ChainBreaker::get).expect("configured");
-    assert_eq!(b.metrics().rejected, 2);
+    assert_eq!(b.metrics().rejected, 1);
+    assert_eq!(b.metrics().half_opened, 1);
 }

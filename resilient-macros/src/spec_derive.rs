@@ -48,9 +48,27 @@ impl SpecKind {
 /// What `#[spec(..)]` says.
 struct SpecAttr {
     path: LitStr,
-    classify_custom: bool,
+    classify: Classification,
     last_failure: bool,
 }
+
+/// Which type classifies the spec's outcomes (`classify = ..`).
+enum Classification {
+    /// `classify = all_errors`, the default: every `Err` is a failure.
+    AllErrors,
+    /// `classify = custom`: the spec itself, by the user's `Classify` impls.
+    Custom,
+    /// `classify = http`: HTTP statuses and `Retry-After`.
+    Http,
+    /// `classify = PetOutcomes`: a classifier type shared by several specs.
+    Type(syn::Path),
+}
+
+/// The `classify` words, as a sentence's end.
+const CLASSIFY_ACCEPTED: &str = "`classify = all_errors` (the default: every `Err` is a failure), \
+    `classify = custom` (you implement `resilient_core::Classify` for the spec), \
+    `classify = http` (HTTP responses: 5xx, 408 and 429 fail, `Retry-After` is the wait), \
+    or a classifier type shared by several specs, such as `classify = PetOutcomes`";
 
 pub(crate) fn expand(kind: SpecKind, input: TokenStream) -> TokenStream {
     let input: DeriveInput = match syn::parse2(input) {
@@ -134,7 +152,7 @@ fn model(kind: SpecKind, input: &DeriveInput) -> syn::Result<SpecAttr> {
         // Counted as given, so that a second `#[spec]` is still reported.
         found = Some(SpecAttr {
             path: LitStr::new("", Span::call_site()),
-            classify_custom: false,
+            classify: Classification::AllErrors,
             last_failure: false,
         });
     }
@@ -178,7 +196,7 @@ fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAt
     check_path(kind, &path)?;
     let mut spec = SpecAttr {
         path,
-        classify_custom: false,
+        classify: Classification::AllErrors,
         last_failure: false,
     };
     let mut errors = Errors::default();
@@ -223,7 +241,7 @@ fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAt
                 ));
                 continue;
             }
-            "classify" => "`classify = custom` (you implement `resilient_core::Classify` for the spec) or `classify = all_errors` (the default)",
+            "classify" => CLASSIFY_ACCEPTED,
             "exhausted" => "`exhausted = error` (the default: `resilient_core::Error::RetryExhausted`) or `exhausted = last_failure` (the last failure, unchanged)",
             _ => {
                 let names: &[&str] = match kind {
@@ -240,8 +258,14 @@ fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAt
             }
         };
         match (key.as_str(), opt.word().as_deref()) {
-            ("classify", Some("custom")) => spec.classify_custom = true,
-            ("classify", Some("all_errors")) => spec.classify_custom = false,
+            ("classify", Some("custom")) => spec.classify = Classification::Custom,
+            ("classify", Some("all_errors")) => spec.classify = Classification::AllErrors,
+            ("classify", Some("http")) => spec.classify = Classification::Http,
+            ("classify", _) if opt.type_path().is_some() => {
+                if let Some(path) = opt.type_path() {
+                    spec.classify = Classification::Type(path.clone());
+                }
+            }
             ("exhausted", Some("last_failure")) => spec.last_failure = true,
             ("exhausted", Some("error")) => spec.last_failure = false,
             (_, word) => {
@@ -284,6 +308,26 @@ impl Parse for OptionArg {
 }
 
 impl OptionArg {
+    /// The value as a type path (`PetOutcomes`, `crate::classify::Pet`): a
+    /// path of more than one segment, or one that does not start with a
+    /// lower-case letter, so that a misspelt word (`custm`) is reported as
+    /// one.
+    fn type_path(&self) -> Option<&syn::Path> {
+        let syn::Expr::Path(p) = &self.value else {
+            return None;
+        };
+        if p.qself.is_some() {
+            return None;
+        }
+        let lower_word = p.path.get_ident().is_some_and(|ident| {
+            ident
+                .to_string()
+                .trim_start_matches("r#")
+                .starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        });
+        (!lower_word).then_some(&p.path)
+    }
+
     /// The value as a bare word (`custom`), if it is one.
     fn word(&self) -> Option<String> {
         match &self.value {
@@ -378,6 +422,13 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
         SpecKind::ConcurrencyLimit => quote!(#p::SpecKind::ConcurrencyLimit),
         SpecKind::RateLimiter => quote!(#p::SpecKind::RateLimiter),
     };
+    let classifier = match &spec.classify {
+        Classification::AllErrors => quote!(#p::AllErrors),
+        Classification::Custom => quote!(Self),
+        Classification::Http => quote!(#p::Http),
+        // Spanned, so that a missing or wrong type is reported at the option.
+        Classification::Type(path) => quote_spanned!(path.span()=> #path),
+    };
     let mechanism = match kind {
         SpecKind::Retry => {
             let exhausted = if spec.last_failure {
@@ -387,34 +438,26 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
             };
             quote! {
                 impl #p::RetrySpec for #ident {
-                    type Classifier = Self;
+                    type Classifier = #classifier;
                     type Exhausted = #exhausted;
                 }
             }
         }
         SpecKind::CircuitBreaker => quote! {
             impl #p::CircuitBreakerSpec for #ident {
-                type Classifier = Self;
+                type Classifier = #classifier;
             }
         },
         SpecKind::Timeout => quote!(impl #p::TimeoutSpec for #ident {}),
         SpecKind::ConcurrencyLimit => quote!(impl #p::ConcurrencyLimitSpec for #ident {}),
         SpecKind::RateLimiter => quote!(impl #p::RateLimiterSpec for #ident {}),
     };
-    let classify = if spec.classify_custom || !kind.classifies() {
-        quote!()
-    } else {
-        quote! {
-            impl<T, E> #p::Classify<T, E> for #ident {
-                #[inline]
-                fn classify(outcome: &::core::result::Result<T, E>) -> #p::Verdict {
-                    match outcome {
-                        ::core::result::Result::Ok(_) => #p::Verdict::Success,
-                        ::core::result::Result::Err(_) => #p::Verdict::Failure,
-                    }
-                }
-            }
-        }
+    // Only a spec declared with `classify = custom` may implement `Classify`
+    // for itself: for any other spec such an impl would never be used, and
+    // `Classify`'s supertrait refuses it with a message that says so.
+    let classify = match (&spec.classify, kind.classifies()) {
+        (Classification::Custom, true) => quote!(impl #p::Classifier for #ident {}),
+        _ => quote!(),
     };
     let span = ident.span();
     let submit = quote_spanned! {span=>

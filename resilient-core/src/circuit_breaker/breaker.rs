@@ -64,8 +64,17 @@ fn stamp_advances(stamp: u64, gen: u64) -> bool {
 /// 48-bit clock (it wraps after 8.9 years): a `now` before `since` has
 /// waited nothing.
 fn waited(since: u64, now: u64, wait_us: u64) -> bool {
+    wait_us == 0 || elapsed_us(since, now) >= wait_us
+}
+/// The µs from `since` to `now` on the 48-bit clock; 0 when `now` lies
+/// before `since` (both in the microsecond the stamp was rounded up in).
+fn elapsed_us(since: u64, now: u64) -> u64 {
     let elapsed = now.wrapping_sub(since) & LOW48;
-    wait_us == 0 || (elapsed < 1 << 47 && elapsed >= wait_us)
+    if elapsed < 1 << 47 {
+        elapsed
+    } else {
+        0
+    }
 }
 fn half_open(gen: u64, acquired: u64, successes: u64) -> u64 {
     (HALF_OPEN << TAG_SHIFT)
@@ -237,6 +246,20 @@ impl Breaker {
                 }
             }
         }
+    }
+
+    /// The rest of the open period, or `None` unless the breaker is open
+    /// (a delay hint for a retry outside the breaker).
+    pub(crate) fn until_half_open(&self) -> Option<Duration> {
+        let w = self.state.load(Ordering::Acquire);
+        if self.mode.load(Ordering::Acquire) != NORMAL || tag(w) != OPEN {
+            return None;
+        }
+        // No stamp yet: the period has only just begun. The stamp before the
+        // clock, and a clock in the stamped microsecond has waited nothing.
+        let waited = stamped(self.opened_at.load(Ordering::Acquire), generation(w))
+            .map_or(0, |at| elapsed_us(at, self.now_us()));
+        Some(Duration::from_micros(self.wait_us.saturating_sub(waited)))
     }
 
     /// Whether the half-open period `gen` has waited `max_wait_in_half_open`.

@@ -103,8 +103,10 @@ use crate::spec::{Classify, Spec, Verdict};
 
 /// A circuit breaker spec: implemented by `#[derive(CircuitBreakerSpec)]`.
 ///
-/// The derive accepts `#[spec("path", classify = custom)]`: you implement
-/// [`Classify`] for the spec yourself.
+/// The derive accepts `classify = ..` after the path, as a retry spec does
+/// ([`RetrySpec`](crate::RetrySpec)): `all_errors` (the default), `custom`
+/// (you implement [`Classify`] for the spec), `http`, or a classifier type
+/// shared with other specs. A [`Verdict::RetryAfter`] counts as a failure.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a circuit breaker spec",
     label = "`#[circuit_breakable]` needs a type declared with `#[derive(CircuitBreakerSpec)]`",
@@ -112,8 +114,8 @@ use crate::spec::{Classify, Spec, Verdict};
     note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
 )]
 pub trait CircuitBreakerSpec: Spec + Sized {
-    /// The type whose [`Classify`] implementations decide what a failure is;
-    /// the derive sets it to the spec itself.
+    /// The type whose [`Classify`] implementations decide what a failure is,
+    /// as the derive's `classify` option names it.
     type Classifier;
 
     /// The spec's shared breaker, from the registry in use.
@@ -226,6 +228,7 @@ impl<S: CircuitBreakerSpec> CircuitBreakerHandle<S> {
         Permit::new(&self.inner).map_err(|state| Error::CallNotPermitted {
             spec: S::NAME,
             state,
+            retry_after: self.inner.until_half_open(),
         })
     }
 
@@ -397,6 +400,7 @@ where
             return Err(Fail::Resilience(Error::CallNotPermitted {
                 spec: ops.name,
                 state,
+                retry_after: breaker.until_half_open(),
             }))
         }
     };
@@ -404,7 +408,7 @@ where
     let (outcome, verdict) = outcome::classify(f().await, ops.classify, on_resilience);
     match verdict {
         Verdict::Success => permit.success(),
-        Verdict::Failure => permit.failure(),
+        Verdict::Failure | Verdict::RetryAfter(_) => permit.failure(),
         Verdict::Ignore => permit.ignore(),
     }
     outcome

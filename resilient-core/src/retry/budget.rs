@@ -23,6 +23,26 @@ pub(crate) struct Budget {
     refilled_at: AtomicU64,
 }
 
+/// One token taken for a retry that has not started yet.
+#[derive(Debug)]
+#[must_use = "a withdrawal that is dropped at once gives its token back"]
+pub(crate) struct Withdrawal<'a> {
+    budget: &'a Budget,
+}
+
+impl Withdrawal<'_> {
+    /// The retry starts: the token is spent.
+    pub(crate) fn spend(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Withdrawal<'_> {
+    fn drop(&mut self) {
+        self.budget.add(SCALE);
+    }
+}
+
 fn scaled(x: f64) -> u64 {
     // Validation keeps x finite and ≥ 0; `as` saturates anyway.
     (x * SCALE as f64).round() as u64
@@ -41,14 +61,18 @@ impl Budget {
         }
     }
 
-    /// Takes one token for a retry; `false` when the bucket holds less than one.
-    pub(crate) fn try_withdraw(&self) -> bool {
+    /// Takes one token for a retry; `None` when the bucket holds less than
+    /// one. The token goes back into the bucket if the [`Withdrawal`] is
+    /// dropped before [`Withdrawal::spend`]: a call cancelled during its
+    /// back-off wait never made the retry it paid for.
+    pub(crate) fn try_withdraw(&self) -> Option<Withdrawal<'_>> {
         self.refill();
         self.tokens
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
                 t.checked_sub(SCALE)
             })
-            .is_ok()
+            .ok()
+            .map(|_| Withdrawal { budget: self })
     }
 
     /// Returns `ratio` tokens after a successful call.
@@ -119,7 +143,10 @@ mod tests {
     #[tokio::test]
     async fn withdraws_whole_tokens_until_empty() {
         let b = budget(3, 10, 0.1, 0.0);
-        let taken = (0..10).filter(|_| b.try_withdraw()).count();
+        let taken = (0..10)
+            .filter_map(|_| b.try_withdraw())
+            .map(Withdrawal::spend)
+            .count();
         assert_eq!(taken, 3);
         assert_eq!(b.tokens(), 0.0);
     }
@@ -130,10 +157,13 @@ mod tests {
         for _ in 0..9 {
             b.deposit();
         }
-        assert!(!b.try_withdraw(), "0.9 tokens are not a whole token");
+        assert!(
+            b.try_withdraw().is_none(),
+            "0.9 tokens are not a whole token"
+        );
         b.deposit();
-        assert!(b.try_withdraw());
-        assert!(!b.try_withdraw());
+        assert!(b.try_withdraw().map(Withdrawal::spend).is_some());
+        assert!(b.try_withdraw().is_none());
     }
 
     #[tokio::test]
@@ -148,10 +178,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn refills_per_second_on_the_paused_clock() {
         let b = budget(0, 100, 0.0, 2.0);
-        assert!(!b.try_withdraw());
+        assert!(b.try_withdraw().is_none());
         tokio::time::advance(std::time::Duration::from_millis(500)).await;
-        assert!(b.try_withdraw(), "half a second at 2/s is one token");
-        assert!(!b.try_withdraw());
+        assert!(
+            b.try_withdraw().map(Withdrawal::spend).is_some(),
+            "half a second at 2/s is one token"
+        );
+        assert!(b.try_withdraw().is_none());
         tokio::time::advance(std::time::Duration::from_secs(10)).await;
         assert_eq!(b.tokens(), 20.0);
     }
@@ -179,7 +212,7 @@ mod tests {
         let tasks: Vec<_> = (0..100)
             .map(|_| {
                 let b = b.clone();
-                tokio::spawn(async move { b.try_withdraw() })
+                tokio::spawn(async move { b.try_withdraw().map(Withdrawal::spend).is_some() })
             })
             .collect();
         let mut taken = 0;

@@ -1,5 +1,6 @@
 //! What a call returns when retry gives up.
 
+use std::any::Any;
 use std::collections::VecDeque;
 
 use crate::error::{BoxError, Error, FailedValue, GaveUp};
@@ -46,19 +47,28 @@ pub trait Exhaustion<Mode>: Sized {
     /// Keeps (or drops) a failure that will be retried.
     fn keep<T>(trail: &mut Self::Trail, spec: &'static str, failure: Result<T, Fail<Self>>);
 
-    /// The outcome of a call that gave up after `calls` calls.
+    /// The outcome of a call that gave up after `calls` calls; `keep` is
+    /// what the classification keeps of a failed value.
     fn give_up<T>(
         trail: Self::Trail,
         spec: &'static str,
         calls: u64,
         reason: GaveUp,
         last: Result<T, Fail<Self>>,
+        keep: fn(T) -> Option<Box<dyn Any + Send + Sync>>,
     ) -> Result<T, Fail<Self>>;
 }
 
-fn boxed<T, E: Into<BoxError>>(spec: &'static str, failure: Result<T, Fail<E>>) -> BoxError {
+/// What a classification keeps of a returned value it called a failure.
+pub(crate) type KeepValue<T> = fn(T) -> Option<Box<dyn Any + Send + Sync>>;
+
+fn boxed<T, E: Into<BoxError>>(
+    spec: &'static str,
+    failure: Result<T, Fail<E>>,
+    keep: Option<KeepValue<T>>,
+) -> BoxError {
     match failure {
-        Ok(_) => Box::new(FailedValue { spec }),
+        Ok(v) => Box::new(FailedValue::new(spec, keep.and_then(|keep| keep(v)))),
         Err(Fail::Body(e)) => e.into(),
         Err(Fail::Resilience(e)) => Box::new(e),
     }
@@ -81,7 +91,8 @@ impl<E: IntoBoxError> Exhaustion<ReturnError> for E {
         if trail.len() == RETRY_TRAIL_MAX {
             trail.pop_front();
         }
-        trail.push_back(boxed(spec, failure));
+        // Earlier values are dropped: a kept response may hold a connection.
+        trail.push_back(boxed(spec, failure, None));
     }
 
     fn give_up<T>(
@@ -90,12 +101,13 @@ impl<E: IntoBoxError> Exhaustion<ReturnError> for E {
         calls: u64,
         reason: GaveUp,
         last: Result<T, Fail<E>>,
+        keep: fn(T) -> Option<Box<dyn Any + Send + Sync>>,
     ) -> Result<T, Fail<E>> {
         Err(Fail::Resilience(Error::RetryExhausted {
             spec,
             calls,
             reason,
-            last: boxed(spec, last),
+            last: boxed(spec, last, Some(keep)),
             earlier: trail.into(),
         }))
     }
@@ -112,6 +124,7 @@ impl<E> Exhaustion<ReturnLastFailure> for E {
         _: u64,
         _: GaveUp,
         last: Result<T, Fail<E>>,
+        _: fn(T) -> Option<Box<dyn Any + Send + Sync>>,
     ) -> Result<T, Fail<E>> {
         last
     }

@@ -28,12 +28,33 @@
 //!   (a retry whose wait would cross the limit is not started), then the retry
 //!   budget (an empty bucket ends the call at once with the latest failure,
 //!   unchanged).
+//! - A budget token is spent when its retry starts: a call dropped during
+//!   the wait before it gives the token back.
 //! - When retry gives up, the call ends as the spec's exhaustion mode says:
 //!   [`Error::RetryExhausted`] by default ([`ReturnError`]), or the last
 //!   failure unchanged with `#[spec("..", exhausted = last_failure)]`
 //!   ([`ReturnLastFailure`]).
 //! - Waits never overflow: they saturate at `backoff.delay_max`, or at
 //!   [`Duration::MAX`](std::time::Duration::MAX).
+//!
+//! # Delay hints
+//!
+//! A failure can say how long to wait before the next call
+//! ([`Verdict::RetryAfter`]): an HTTP response's
+//! `Retry-After` (with `classify = http`, see [`http`](crate::http)), or a
+//! resilience error raised inside the retry:
+//!
+//! | failure | hint |
+//! |---|---|
+//! | [`Error::RateLimitExceeded`] | its `retry_after`: the time until the limiter's next permit |
+//! | [`Error::CallNotPermitted`] from an open breaker, with `retry_call_not_permitted = true` | its `retry_after`: the rest of the open period |
+//!
+//! Retry then waits the hint instead of its computed delay (no jitter),
+//! capped by `backoff.delay_max` and by `max_hinted_delay` when they are set.
+//! Every other rule stays: the attempt counts, a wait that would cross the
+//! overall `timeout` ends the retry ([`GaveUp::Timeout`]), and the retry
+//! needs a budget token. Without any cap or `timeout` a hint is waited in
+//! full: set one when the hint comes from a server you do not control.
 //!
 //! # Imperative use
 //!
@@ -75,10 +96,12 @@ use budget::Budget;
 
 /// A retry spec: implemented by `#[derive(RetrySpec)]`.
 ///
-/// The derive accepts, besides the path, two options:
-/// `#[spec("path", classify = custom)]` (you implement
-/// [`Classify`] for the spec yourself) and
-/// `#[spec("path", exhausted = last_failure)]` (see [`ReturnLastFailure`]).
+/// The derive accepts, besides the path, two options: `classify = ..` (who
+/// decides what a failure is: `all_errors`, the default; `custom`, you
+/// implement [`Classify`] for the spec; `http`, see [`http`](crate::http);
+/// or a shared classifier type such as `PetOutcomes`, see
+/// [`Classifier`](crate::Classifier)) and `exhausted = last_failure` (see
+/// [`ReturnLastFailure`]).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a retry spec",
     label = "`#[retryable]` needs a type declared with `#[derive(RetrySpec)]`",
@@ -86,8 +109,8 @@ use budget::Budget;
     note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
 )]
 pub trait RetrySpec: Spec + Sized {
-    /// The type whose [`Classify`] implementations decide what a failure is;
-    /// the derive sets it to the spec itself.
+    /// The type whose [`Classify`] implementations decide what a failure is,
+    /// as the derive's `classify` option names it.
     type Classifier;
 
     /// What a call returns when retry gives up: [`ReturnError`] (the default)
@@ -179,6 +202,7 @@ pub struct RetryOps<T, E, Tr> {
     pub(crate) path: &'static str,
     pub(crate) type_id: TypeId,
     classify: fn(&Result<T, E>) -> Verdict,
+    keep_value: exhausted::KeepValue<T>,
     keep: fn(&mut Tr, &'static str, Result<T, Fail<E>>),
     give_up: GiveUp<T, E, Tr>,
 }
@@ -187,7 +211,14 @@ pub struct RetryOps<T, E, Tr> {
 #[doc(hidden)]
 pub type OpsOf<S, T, E> = RetryOps<T, E, <E as Exhaustion<<S as RetrySpec>::Exhausted>>::Trail>;
 
-type GiveUp<T, E, Tr> = fn(Tr, &'static str, u64, GaveUp, Result<T, Fail<E>>) -> Result<T, Fail<E>>;
+type GiveUp<T, E, Tr> = fn(
+    Tr,
+    &'static str,
+    u64,
+    GaveUp,
+    Result<T, Fail<E>>,
+    exhausted::KeepValue<T>,
+) -> Result<T, Fail<E>>;
 
 /// The operations of spec `S` for `Result<T, E>`.
 pub(crate) fn ops<S, T, E>() -> OpsOf<S, T, E>
@@ -201,24 +232,30 @@ where
         path: S::PATH,
         type_id: TypeId::of::<S>(),
         classify: <S::Classifier as Classify<T, E>>::classify,
+        keep_value: <S::Classifier as Classify<T, E>>::keep_failed_value,
         keep: <E as Exhaustion<S::Exhausted>>::keep::<T>,
         give_up: <E as Exhaustion<S::Exhausted>>::give_up::<T>,
     }
 }
 
-/// How retry treats a resilience error raised by a layer inside it.
+/// How retry treats a resilience error raised by a layer inside it. The
+/// rejections that know when a call could pass say so as a delay hint.
 fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
     match error {
         // An open breaker inside: retrying would hammer it, unless the spec
-        // asks for it.
-        Error::CallNotPermitted { .. } if settings.retry_call_not_permitted => Verdict::Failure,
+        // asks for it; then the wait is the rest of the open period.
+        Error::CallNotPermitted { retry_after, .. } if settings.retry_call_not_permitted => {
+            retry_after.map_or(Verdict::Failure, Verdict::RetryAfter)
+        }
         Error::CallNotPermitted { .. } => Verdict::Ignore,
         // Nothing to retry: the spec has no settings.
         Error::NotConfigured { .. } => Verdict::Ignore,
         // A retry inside gave up, or an attempt timed out: try again.
         Error::RetryExhausted { .. } | Error::Timeout { .. } => Verdict::Failure,
-        // A local limit was full: after the wait a place or permit may be free.
-        Error::RateLimitExceeded { .. } | Error::ConcurrencyLimitReached { .. } => Verdict::Failure,
+        // The rate limiter knows when its next permit is free.
+        Error::RateLimitExceeded { retry_after, .. } => Verdict::RetryAfter(*retry_after),
+        // A place may be free after the wait.
+        Error::ConcurrencyLimitReached { .. } => Verdict::Failure,
     }
 }
 
@@ -246,7 +283,7 @@ where
         let (outcome, verdict) =
             outcome::classify(f().await, ops.classify, |e| on_resilience(s, e));
         calls += 1;
-        match verdict {
+        let hint = match verdict {
             Verdict::Success => {
                 if let Some(budget) = &retry.budget {
                     budget.deposit();
@@ -254,8 +291,9 @@ where
                 return outcome;
             }
             Verdict::Ignore => return outcome,
-            Verdict::Failure => {}
-        }
+            Verdict::Failure => None,
+            Verdict::RetryAfter(hint) => Some(hint),
+        };
         if s.attempts == 0 {
             return outcome;
         }
@@ -266,10 +304,22 @@ where
                 spec, path, calls,
                 "retry exhausted after {calls} calls"
             );
-            return (ops.give_up)(trail, spec, calls, GaveUp::Attempts, outcome);
+            return (ops.give_up)(
+                trail,
+                spec,
+                calls,
+                GaveUp::Attempts,
+                outcome,
+                ops.keep_value,
+            );
         }
-        let retry_number = u32::try_from(calls).unwrap_or(u32::MAX);
-        let delay = s.delay(retry_number, |bound| fastrand::u128(0..=bound));
+        let delay = match hint {
+            Some(hint) => s.hinted_delay(hint),
+            None => {
+                let retry_number = u32::try_from(calls).unwrap_or(u32::MAX);
+                s.delay(retry_number, |bound| fastrand::u128(0..=bound))
+            }
+        };
         if let (Some(limit), Some(started)) = (s.timeout, started) {
             if started.elapsed().saturating_add(delay) > limit {
                 tracing::warn!(
@@ -277,25 +327,34 @@ where
                     spec, path, calls,
                     "retry stopped: waiting {delay:?} would cross the overall timeout of {limit:?}"
                 );
-                return (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome);
+                return (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, ops.keep_value);
             }
         }
-        if let Some(budget) = &retry.budget {
-            if !budget.try_withdraw() {
-                tracing::warn!(
-                    target: "resilient::retry",
-                    spec, path, calls,
-                    "retry budget empty: returning the failure without retrying"
-                );
-                return outcome;
-            }
-        }
+        // Held across the wait: a call dropped before its retry starts gives
+        // the token back.
+        let withdrawal = match &retry.budget {
+            None => None,
+            Some(budget) => match budget.try_withdraw() {
+                Some(w) => Some(w),
+                None => {
+                    tracing::warn!(
+                        target: "resilient::retry",
+                        spec, path, calls,
+                        "retry budget empty: returning the failure without retrying"
+                    );
+                    return outcome;
+                }
+            },
+        };
         tracing::debug!(
             target: "resilient::retry",
-            spec, path, calls,
+            spec, path, calls, ?hint,
             "call {calls} failed; retrying after {delay:?}"
         );
         (ops.keep)(&mut trail, spec, outcome);
         tokio::time::sleep(delay).await;
+        if let Some(w) = withdrawal {
+            w.spend();
+        }
     }
 }

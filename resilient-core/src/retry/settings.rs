@@ -18,6 +18,7 @@ use crate::settings::{Section, Value};
 /// | `jitter.type` | `"none"` | `"none"` or `"full"` |
 /// | `jitter.ratio` | `1.0` | number in 0..=1: a wait is uniform in [computed·(1 − ratio), computed]; needs `type = "full"` |
 /// | `timeout` | none | duration > 0: overall limit for all calls and waits |
+/// | `max_hinted_delay` | none | duration > 0: cap on a wait that a failure asked for (a delay hint such as `Retry-After`; `backoff.delay_max` caps it too) |
 /// | `retry_call_not_permitted` | `false` | `true` retries a call that a circuit breaker inside the retry rejected (by default the rejection ends the call at once) |
 /// | `retry_budget.enabled` | `true` | the budget exists only if the section does |
 /// | `retry_budget.ratio` | `0.1` | number ≥ 0: tokens returned by each successful call (counted in millionths of a token) |
@@ -44,6 +45,8 @@ pub struct RetrySettings {
     pub budget: Option<BudgetSettings>,
     /// Whether a circuit breaker's rejection from inside the retry is retried.
     pub retry_call_not_permitted: bool,
+    /// Cap on a wait that a failure asked for (a delay hint).
+    pub max_hinted_delay: Option<Duration>,
 }
 
 /// Exponential backoff: the `k`-th retry waits `delay · multiplier^(k−1)`,
@@ -164,6 +167,17 @@ impl RetrySettings {
             }
             other => other,
         };
+        let max_hinted_delay = match s.duration("max_hinted_delay", false) {
+            Some(Some(d)) if d.is_zero() => {
+                s.problem(
+                    "max_hinted_delay",
+                    "must be > 0 (a zero cap would retry at once whatever the failure asked for; leave it out to cap hints by `backoff.delay_max` only)",
+                    Some(&as_value(d)),
+                );
+                Some(None)
+            }
+            other => other,
+        };
         let budget = s.table("retry_budget", |b| {
             let enabled = b.bool("enabled", true);
             let ratio = b.float("ratio", Some(0.1), "must be a number ≥ 0", |r| r >= 0.0);
@@ -219,6 +233,10 @@ impl RetrySettings {
                 Some(b) => b?,
             },
             retry_call_not_permitted: retry_call_not_permitted?,
+            max_hinted_delay: match max_hinted_delay {
+                None => None,
+                Some(d) => Some(d?),
+            },
         })
     }
 
@@ -252,6 +270,17 @@ impl RetrySettings {
                 }
             }
         }
+    }
+
+    /// The wait for a failure that asked for `hint`: the hint, capped by
+    /// `backoff.delay_max` and `max_hinted_delay`. No jitter: the hint is
+    /// the dependency's own word.
+    pub fn hinted_delay(&self, hint: Duration) -> Duration {
+        let delay_max = self.backoff.and_then(|b| b.delay_max);
+        [delay_max, self.max_hinted_delay]
+            .into_iter()
+            .flatten()
+            .fold(hint, Duration::min)
     }
 
     /// The wait before retry number `retry`, jitter applied. `random` maps a

@@ -1,0 +1,235 @@
+//! Classification of HTTP responses: `#[spec("..", classify = http)]`.
+//!
+//! An HTTP client returns `Ok(response)` for a 503: the request reached the
+//! server, and the failure is in the status. A spec declared with
+//! `classify = http` is classified by [`Http`]:
+//!
+//! | outcome | verdict |
+//! |---|---|
+//! | `Err(_)` (the request did not complete) | failure |
+//! | a 5xx, 408 (Request Timeout) or 429 (Too Many Requests) response | failure; with a valid `Retry-After` header, [`Verdict::RetryAfter`] its wait |
+//! | any other status | success |
+//!
+//! `Retry-After` is read in both of its forms, seconds (`Retry-After: 2`) and
+//! an HTTP-date (`Retry-After: Fri, 07 Nov 2025 08:49:37 GMT`, a wait until
+//! then; a date in the past is no wait). Retry waits the hint instead of its
+//! computed delay, capped by `backoff.delay_max` and `max_hinted_delay` (see
+//! [`retry`](crate::retry#delay-hints)).
+//!
+//! When retry gives up with [`Error::RetryExhausted`](crate::Error), the
+//! last failed response is kept in its
+//! [`FailedValue`](crate::FailedValue), so that the status, headers and body
+//! the server sent last are not lost.
+//!
+//! The response types come from cargo features of `resilient-core`:
+//!
+//! | feature | response type |
+//! |---|---|
+//! | `http` | [`http::Response<B>`](https://docs.rs/http/1/http/response/struct.Response.html) (hyper, axum, and clients built on them) |
+//! | `reqwest` | [`reqwest::Response`](https://docs.rs/reqwest/0.13/reqwest/struct.Response.html) |
+//!
+//! Another client's response type can implement [`HttpResponse`].
+//!
+//! ```
+//! # #[cfg(feature = "http")] mod demo {
+//! use resilient_core::{retryable, RetrySpec};
+//!
+//! #[derive(RetrySpec)]
+//! #[spec("resilient.retry.pet", classify = http)]
+//! pub struct PetRetry;
+//!
+//! #[derive(Debug, thiserror::Error)]
+//! pub enum PetError {
+//!     #[error("pet store unreachable")]
+//!     Unreachable,
+//!     #[error(transparent)]
+//!     Resilience(#[from] resilient_core::Error),
+//! }
+//!
+//! /// A 503 answer is retried; the last one is kept if retry gives up.
+//! #[retryable(PetRetry)]
+//! pub async fn find(id: u64) -> Result<http::Response<String>, PetError> {
+//!     # let _ = PetError::Unreachable;
+//!     Ok(http::Response::new(format!("pet {id}")))
+//! }
+//! # }
+//! ```
+
+use std::any::Any;
+use std::time::{Duration, SystemTime};
+
+use crate::spec::{Classifier, Classify, Verdict};
+
+/// The classifier of specs declared with `classify = http`; see the
+/// [module docs](self).
+#[derive(Debug, Clone, Copy)]
+pub struct Http;
+
+impl Classifier for Http {}
+
+impl<R: HttpResponse, E> Classify<R, E> for Http {
+    fn classify(outcome: &Result<R, E>) -> Verdict {
+        let response = match outcome {
+            Ok(response) => response,
+            Err(_) => return Verdict::Failure,
+        };
+        if !is_failure(response.status()) {
+            return Verdict::Success;
+        }
+        response
+            .header("retry-after")
+            .and_then(|value| parse_retry_after(value, SystemTime::now()))
+            .map_or(Verdict::Failure, Verdict::RetryAfter)
+    }
+
+    fn keep_failed_value(value: R) -> Option<Box<dyn Any + Send + Sync>> {
+        Some(Box::new(value))
+    }
+}
+
+/// The statuses [`Http`] counts as failures: every 5xx, 408 and 429.
+fn is_failure(status: u16) -> bool {
+    matches!(status, 500..=599 | 408 | 429)
+}
+
+/// A response that [`Http`] can classify: its status and its headers.
+///
+/// Implemented for `http::Response<B>` with the `http` feature and for
+/// `reqwest::Response` with the `reqwest` feature. `Send + Sync + 'static`
+/// so that the last failed response can be kept in
+/// [`Error::RetryExhausted`](crate::Error::RetryExhausted).
+#[diagnostic::on_unimplemented(
+    message = "`classify = http` cannot classify `{Self}`",
+    label = "not an HTTP response that `resilient_core::http::Http` knows",
+    note = "a spec declared with `classify = http` classifies fns returning `Result<http::Response<B>, E>` (enable the `http` feature of `resilient-core`) or `Result<reqwest::Response, E>` (enable its `reqwest` feature)",
+    note = "for another response type, implement `resilient_core::http::HttpResponse` for it, or classify it yourself with `classify = custom`"
+)]
+pub trait HttpResponse: Send + Sync + 'static {
+    /// The status code (`503`).
+    fn status(&self) -> u16;
+
+    /// The value of the first header named `name` (lower case), if any.
+    fn header(&self, name: &str) -> Option<&[u8]>;
+}
+
+/// The wait a `Retry-After` header value asks for, as of `now`: seconds
+/// (`"2"`) or an HTTP-date (`"Fri, 07 Nov 2025 08:49:37 GMT"`, and the two
+/// obsolete date forms HTTP recipients must accept). `None` when the value is
+/// neither.
+///
+/// A date at or before `now` is no wait; a number of seconds too large for a
+/// [`Duration`] saturates (retry caps it anyway).
+///
+/// ```
+/// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+/// use resilient_core::http::parse_retry_after;
+///
+/// let now = UNIX_EPOCH + Duration::from_secs(784_111_775); // 06 Nov 1994 08:49:35 GMT
+/// assert_eq!(parse_retry_after(b"120", now), Some(Duration::from_secs(120)));
+/// assert_eq!(
+///     parse_retry_after(b"Sun, 06 Nov 1994 08:49:37 GMT", now),
+///     Some(Duration::from_secs(2)),
+/// );
+/// assert_eq!(parse_retry_after(b"soon", now), None);
+/// # let _ = SystemTime::now();
+/// ```
+pub fn parse_retry_after(value: &[u8], now: SystemTime) -> Option<Duration> {
+    let value = std::str::from_utf8(value).ok()?.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // Digits only: `parse` can fail on overflow alone.
+        return Some(value.parse().map_or(Duration::MAX, Duration::from_secs));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(feature = "http")]
+impl<B: Send + Sync + 'static> HttpResponse for ::http::Response<B> {
+    fn status(&self) -> u16 {
+        self.status().as_u16()
+    }
+
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers().get(name).map(::http::HeaderValue::as_bytes)
+    }
+}
+
+#[cfg(feature = "reqwest")]
+impl HttpResponse for ::reqwest::Response {
+    fn status(&self) -> u16 {
+        self.status().as_u16()
+    }
+
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers().get(name).map(::http::HeaderValue::as_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    /// 06 Nov 1994 08:49:37 GMT, the date of RFC 9110's examples.
+    fn rfc_date() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(784_111_777)
+    }
+
+    fn at(secs_before: u64) -> SystemTime {
+        rfc_date() - Duration::from_secs(secs_before)
+    }
+
+    #[test]
+    fn seconds_are_a_wait_of_that_many_seconds() {
+        assert_eq!(parse_retry_after(b"0", at(0)), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after(b" 7 ", at(0)),
+            Some(Duration::from_secs(7))
+        );
+    }
+
+    #[test]
+    fn seconds_too_large_for_a_duration_saturate() {
+        let huge = b"99999999999999999999999999";
+        assert_eq!(parse_retry_after(huge, at(0)), Some(Duration::MAX));
+    }
+
+    #[test]
+    fn each_http_date_form_is_a_wait_until_then() {
+        let forms: [&[u8]; 3] = [
+            b"Sun, 06 Nov 1994 08:49:37 GMT",
+            b"Sunday, 06-Nov-94 08:49:37 GMT",
+            b"Sun Nov  6 08:49:37 1994",
+        ];
+        for form in forms {
+            assert_eq!(
+                parse_retry_after(form, at(5)),
+                Some(Duration::from_secs(5)),
+                "{}",
+                String::from_utf8_lossy(form)
+            );
+        }
+    }
+
+    #[test]
+    fn a_date_in_the_past_is_no_wait() {
+        let later = rfc_date() + Duration::from_secs(60);
+        let value = b"Sun, 06 Nov 1994 08:49:37 GMT";
+        assert_eq!(parse_retry_after(value, later), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn anything_else_is_no_hint() {
+        for value in [&b""[..], b"-1", b"1.5", b"soon", b"\xff"] {
+            assert_eq!(parse_retry_after(value, at(0)), None);
+        }
+    }
+
+    #[test]
+    fn failure_statuses_are_5xx_408_and_429() {
+        let failures: Vec<u16> = (100..=599).filter(|s| is_failure(*s)).collect();
+        let mut expected = vec![408, 429];
+        expected.extend(500..=599);
+        assert_eq!(failures, expected);
+    }
+}
