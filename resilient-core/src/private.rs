@@ -1,7 +1,6 @@
 //! Items the macros' generated code names. Not a public API: anything here may
 //! change in any release.
 
-use std::any::TypeId;
 use std::future::Future;
 
 pub use inventory;
@@ -13,6 +12,8 @@ pub use crate::fallback::{FallbackFn, FallbackOn, FallbackOutput};
 pub use crate::http::Http;
 pub use crate::outcome::Fail;
 pub use crate::rate_limiter::RateLimiterSpec;
+use crate::registry::Key;
+pub use crate::registry::Slot;
 pub use crate::retry::{Exhaustion, OpsOf, RetryOps, RetrySpec, ReturnError, ReturnLastFailure};
 pub use crate::spec::{AllErrors, Classifier, Classify, Spec, SpecEntry, SpecKind, Verdict};
 pub use crate::timeout::TimeoutSpec;
@@ -96,7 +97,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    match crate::registry::lookup_retry(ops.name, ops.path, ops.type_id) {
+    match crate::registry::lookup_retry(ops.key) {
         Ok(instance) => crate::retry::run(&ops, &instance, f).await,
         Err(e) => Err(Fail::Resilience(e)),
     }
@@ -119,26 +120,19 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    match crate::registry::lookup_breaker(ops.name, ops.path, ops.type_id) {
+    match crate::registry::lookup_breaker(ops.key) {
         Ok(breaker) => crate::circuit_breaker::run(&ops, &breaker, f).await,
         Err(e) => Err(Fail::Resilience(e)),
     }
 }
 
-/// Where a spec without classification lives: its name, path and type.
+/// Where a spec without classification lives: its name, path, type and
+/// slot.
 #[derive(Debug, Clone, Copy)]
-pub struct SpecRef {
-    name: &'static str,
-    path: &'static str,
-    type_id: TypeId,
-}
+pub struct SpecRef(Key);
 
 fn spec_ref<S: Spec>() -> SpecRef {
-    SpecRef {
-        name: S::NAME,
-        path: S::PATH,
-        type_id: TypeId::of::<S>(),
-    }
+    SpecRef(Key::of::<S>())
 }
 
 /// The timeout spec `S`, checked where the user named it.
@@ -162,8 +156,8 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    match crate::registry::lookup_timeout(spec.name, spec.path, spec.type_id) {
-        Ok(t) => crate::timeout::run(spec.name, &t, f).await,
+    match crate::registry::lookup_timeout(spec.0) {
+        Ok(t) => crate::timeout::run(spec.0.name, &t, f).await,
         Err(e) => Err(Fail::Resilience(e)),
     }
 }
@@ -174,8 +168,8 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    match crate::registry::lookup_concurrency(spec.name, spec.path, spec.type_id) {
-        Ok(l) => crate::concurrency::run(spec.name, &l, f).await,
+    match crate::registry::lookup_concurrency(spec.0) {
+        Ok(l) => crate::concurrency::run(spec.0.name, &l, f).await,
         Err(e) => Err(Fail::Resilience(e)),
     }
 }
@@ -186,8 +180,8 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    match crate::registry::lookup_rate(spec.name, spec.path, spec.type_id) {
-        Ok(r) => crate::rate_limiter::run(spec.name, &r, f).await,
+    match crate::registry::lookup_rate(spec.0) {
+        Ok(r) => crate::rate_limiter::run(spec.0.name, &r, f).await,
         Err(e) => Err(Fail::Resilience(e)),
     }
 }

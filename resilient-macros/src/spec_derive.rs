@@ -467,6 +467,7 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
                 path: #path,
                 kind: #kind_tokens,
                 type_id: ::core::any::TypeId::of::<#ident>,
+                slot: <#ident as #p::Spec>::__slot,
             }
         }
     };
@@ -475,6 +476,10 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
             const NAME: &'static str = #name;
             const PATH: &'static str = #path;
             const KIND: #p::SpecKind = #kind_tokens;
+            fn __slot() -> &'static #p::Slot {
+                static SLOT: #p::Slot = #p::Slot::new();
+                &SLOT
+            }
         }
         #mechanism
         #classify

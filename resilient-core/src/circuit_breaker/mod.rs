@@ -83,11 +83,9 @@ mod breaker;
 mod settings;
 mod window;
 
-use std::any::TypeId;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use tokio::time::Instant;
 
@@ -99,6 +97,7 @@ use breaker::{End, Taken};
 
 use crate::error::Error;
 use crate::outcome::{self, Fail};
+use crate::registry::{Key, Shared};
 use crate::spec::{Classify, Spec, Verdict};
 
 /// A circuit breaker spec: implemented by `#[derive(CircuitBreakerSpec)]`.
@@ -125,11 +124,9 @@ pub trait CircuitBreakerSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<CircuitBreakerHandle<Self>, Error> {
-        crate::registry::lookup_breaker(Self::NAME, Self::PATH, TypeId::of::<Self>()).map(|inner| {
-            CircuitBreakerHandle {
-                inner,
-                _spec: PhantomData,
-            }
+        crate::registry::lookup_breaker(Key::of::<Self>()).map(|inner| CircuitBreakerHandle {
+            inner,
+            _spec: PhantomData,
         })
     }
 }
@@ -193,14 +190,14 @@ pub struct Metrics {
 /// Access to a circuit breaker spec's shared breaker; cheap to clone.
 #[derive(Debug)]
 pub struct CircuitBreakerHandle<S> {
-    inner: Arc<Breaker>,
+    inner: Shared<Breaker>,
     _spec: PhantomData<fn() -> S>,
 }
 
 impl<S> Clone for CircuitBreakerHandle<S> {
     fn clone(&self) -> Self {
         Self {
-            inner: Arc::clone(&self.inner),
+            inner: self.inner.clone(),
             _spec: PhantomData,
         }
     }
@@ -351,9 +348,7 @@ impl Drop for Permit<'_> {
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct BreakerOps<T, E> {
-    pub(crate) name: &'static str,
-    pub(crate) path: &'static str,
-    pub(crate) type_id: TypeId,
+    pub(crate) key: Key,
     classify: fn(&Result<T, E>) -> Verdict,
 }
 
@@ -364,9 +359,7 @@ where
     S::Classifier: Classify<T, E>,
 {
     BreakerOps {
-        name: S::NAME,
-        path: S::PATH,
-        type_id: TypeId::of::<S>(),
+        key: Key::of::<S>(),
         classify: <S::Classifier as Classify<T, E>>::classify,
     }
 }
@@ -398,7 +391,7 @@ where
         Ok(permit) => permit,
         Err(state) => {
             return Err(Fail::Resilience(Error::CallNotPermitted {
-                spec: ops.name,
+                spec: ops.key.name,
                 state,
                 retry_after: breaker.until_half_open(),
             }))

@@ -24,17 +24,16 @@
 //! freeing a place is a compare-and-swap and a subtraction, with no lock. A
 //! `block` limiter is tokio's fair semaphore.
 
-use std::any::TypeId;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::error::Error;
 use crate::outcome::Fail;
+use crate::registry::{Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
 
@@ -53,12 +52,10 @@ pub trait ConcurrencyLimitSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<ConcurrencyLimitHandle<Self>, Error> {
-        crate::registry::lookup_concurrency(Self::NAME, Self::PATH, TypeId::of::<Self>()).map(
-            |inner| ConcurrencyLimitHandle {
-                inner,
-                _spec: PhantomData,
-            },
-        )
+        crate::registry::lookup_concurrency(Key::of::<Self>()).map(|inner| ConcurrencyLimitHandle {
+            inner,
+            _spec: PhantomData,
+        })
     }
 }
 
@@ -234,14 +231,14 @@ impl Limiter {
 /// Access to a concurrency limit spec's shared limiter; cheap to clone.
 #[derive(Debug)]
 pub struct ConcurrencyLimitHandle<S> {
-    inner: Arc<Limiter>,
+    inner: Shared<Limiter>,
     _spec: PhantomData<fn() -> S>,
 }
 
 impl<S> Clone for ConcurrencyLimitHandle<S> {
     fn clone(&self) -> Self {
         Self {
-            inner: Arc::clone(&self.inner),
+            inner: self.inner.clone(),
             _spec: PhantomData,
         }
     }

@@ -34,17 +34,16 @@
 //! starts at the millisecond of the call that opens it; reserved permits fill
 //! the windows that follow, back to back.
 
-use std::any::TypeId;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::outcome::Fail;
+use crate::registry::{Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
 
@@ -63,11 +62,9 @@ pub trait RateLimiterSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<RateLimiterHandle<Self>, Error> {
-        crate::registry::lookup_rate(Self::NAME, Self::PATH, TypeId::of::<Self>()).map(|inner| {
-            RateLimiterHandle {
-                inner,
-                _spec: PhantomData,
-            }
+        crate::registry::lookup_rate(Key::of::<Self>()).map(|inner| RateLimiterHandle {
+            inner,
+            _spec: PhantomData,
         })
     }
 }
@@ -376,14 +373,14 @@ impl Drop for Reservation<'_> {
 /// Access to a rate limiter spec's shared limiter; cheap to clone.
 #[derive(Debug)]
 pub struct RateLimiterHandle<S> {
-    inner: Arc<RateLimiter>,
+    inner: Shared<RateLimiter>,
     _spec: PhantomData<fn() -> S>,
 }
 
 impl<S> Clone for RateLimiterHandle<S> {
     fn clone(&self) -> Self {
         Self {
-            inner: Arc::clone(&self.inner),
+            inner: self.inner.clone(),
             _spec: PhantomData,
         }
     }

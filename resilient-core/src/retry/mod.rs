@@ -79,10 +79,8 @@ mod budget;
 mod exhausted;
 mod settings;
 
-use std::any::TypeId;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use tokio::time::Instant;
 
@@ -91,6 +89,7 @@ pub use settings::{Backoff, BudgetSettings, Jitter, RetrySettings};
 
 use crate::error::{Error, GaveUp};
 use crate::outcome::{self, Fail};
+use crate::registry::{Key, Shared};
 use crate::spec::{Classify, Spec, Verdict};
 use budget::Budget;
 
@@ -125,12 +124,10 @@ pub trait RetrySpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<RetryHandle<Self>, Error> {
-        crate::registry::lookup_retry(Self::NAME, Self::PATH, std::any::TypeId::of::<Self>()).map(
-            |inner| RetryHandle {
-                inner,
-                _spec: PhantomData,
-            },
-        )
+        crate::registry::lookup_retry(Key::of::<Self>()).map(|inner| RetryHandle {
+            inner,
+            _spec: PhantomData,
+        })
     }
 }
 
@@ -151,14 +148,14 @@ impl Retry {
 /// Access to a retry spec's shared instance; cheap to clone.
 #[derive(Debug)]
 pub struct RetryHandle<S> {
-    inner: Arc<Retry>,
+    inner: Shared<Retry>,
     _spec: PhantomData<fn() -> S>,
 }
 
 impl<S> Clone for RetryHandle<S> {
     fn clone(&self) -> Self {
         Self {
-            inner: Arc::clone(&self.inner),
+            inner: self.inner.clone(),
             _spec: PhantomData,
         }
     }
@@ -198,9 +195,7 @@ impl<S: RetrySpec> RetryHandle<S> {
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct RetryOps<T, E, Tr> {
-    pub(crate) name: &'static str,
-    pub(crate) path: &'static str,
-    pub(crate) type_id: TypeId,
+    pub(crate) key: Key,
     classify: fn(&Result<T, E>) -> Verdict,
     keep_value: exhausted::KeepValue<T>,
     keep: fn(&mut Tr, &'static str, Result<T, Fail<E>>),
@@ -228,9 +223,7 @@ where
     E: Exhaustion<S::Exhausted>,
 {
     RetryOps {
-        name: S::NAME,
-        path: S::PATH,
-        type_id: TypeId::of::<S>(),
+        key: Key::of::<S>(),
         classify: <S::Classifier as Classify<T, E>>::classify,
         keep_value: <S::Classifier as Classify<T, E>>::keep_failed_value,
         keep: <E as Exhaustion<S::Exhausted>>::keep::<T>,
@@ -270,7 +263,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    let (spec, path) = (ops.name, ops.path);
+    let (spec, path) = (ops.key.name, ops.key.path);
     let s = &retry.settings;
     if !s.enabled {
         return f().await;

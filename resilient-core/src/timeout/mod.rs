@@ -22,16 +22,15 @@
 //! if that poll does not finish the call: a call that completes at once never
 //! reads the clock.
 
-use std::any::TypeId;
 use std::future::{poll_fn, Future};
 use std::marker::PhantomData;
 use std::pin::pin;
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use crate::error::Error;
 use crate::outcome::Fail;
+use crate::registry::{Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
 
@@ -50,11 +49,9 @@ pub trait TimeoutSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<TimeoutHandle<Self>, Error> {
-        crate::registry::lookup_timeout(Self::NAME, Self::PATH, TypeId::of::<Self>()).map(|inner| {
-            TimeoutHandle {
-                inner,
-                _spec: PhantomData,
-            }
+        crate::registry::lookup_timeout(Key::of::<Self>()).map(|inner| TimeoutHandle {
+            inner,
+            _spec: PhantomData,
         })
     }
 }
@@ -104,14 +101,14 @@ pub(crate) struct Timeout {
 /// Access to a timeout spec's settings; cheap to clone.
 #[derive(Debug)]
 pub struct TimeoutHandle<S> {
-    inner: Arc<Timeout>,
+    inner: Shared<Timeout>,
     _spec: PhantomData<fn() -> S>,
 }
 
 impl<S> Clone for TimeoutHandle<S> {
     fn clone(&self) -> Self {
         Self {
-            inner: Arc::clone(&self.inner),
+            inner: self.inner.clone(),
             _spec: PhantomData,
         }
     }
