@@ -86,9 +86,9 @@ impl Hand {
                 self.failures.store(0, Ordering::Relaxed);
             }
         } else if self.failures.fetch_add(1, Ordering::Relaxed) + 1 >= self.open_after {
-            let until = self.now().saturating_add(
-                u64::try_from(self.open_wait.as_nanos()).unwrap_or(u64::MAX),
-            );
+            let until = self
+                .now()
+                .saturating_add(u64::try_from(self.open_wait.as_nanos()).unwrap_or(u64::MAX));
             self.open_until.store(until, Ordering::Relaxed);
         }
     }
@@ -103,14 +103,13 @@ impl Hand {
             return Err(HandError::Full);
         }
         let _in_flight = InFlight(&self.in_flight);
-        let result = match tokio::time::timeout(self.timeout, async {
-            Ok::<u32, HandError>(black_box(1))
-        })
-        .await
-        {
-            Ok(result) => result,
-            Err(_) => Err(HandError::TimedOut),
-        };
+        let result =
+            match tokio::time::timeout(self.timeout, async { Ok::<u32, HandError>(black_box(1)) })
+                .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(HandError::TimedOut),
+            };
         self.record(result.is_ok());
         result
     }

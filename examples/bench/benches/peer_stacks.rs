@@ -116,10 +116,16 @@ pub fn bench_tower_resilience(g: &mut BenchmarkGroup<'_, WallTime>, rt: &Runtime
         )
         .layer(breaker)
         .layer(bulkhead)
-        .layer(TimeLimiterLayer::builder().timeout_duration(TIMEOUT).build())
+        .layer(
+            TimeLimiterLayer::builder()
+                .timeout_duration(TIMEOUT)
+                .build(),
+        )
         .service(tower::service_fn(|()| async {
             Ok::<u32, PeerError>(black_box(1))
         }));
+    let first = rt.block_on(service.clone().oneshot(()));
+    assert!(first.is_ok(), "{name}: the first call failed");
     g.bench_function(name, |bench| {
         bench.to_async(rt).iter(|| {
             let service = service.clone();
@@ -147,8 +153,10 @@ pub fn bench_seatbelt(
     use seatbelt::{RecoveryInfo, ResilienceContext};
 
     // The clock's timers are driven by a task on the bench's runtime.
-    let _runtime = rt.enter();
-    let clock = tick::Clock::new_tokio();
+    let clock = {
+        let _runtime = rt.enter();
+        tick::Clock::new_tokio()
+    };
     let context: ResilienceContext<(), Result<u32, PeerError>> = ResilienceContext::new(&clock);
     let service = (
         Retry::layer("retry", &context)
@@ -184,6 +192,8 @@ pub fn bench_seatbelt(
         }),
     )
         .into_service();
+    let first = rt.block_on(service.execute(()));
+    assert!(first.is_ok(), "{name}: the first call failed");
     g.bench_function(name, |bench| {
         bench.to_async(rt).iter(|| async {
             let result = service.execute(()).await;

@@ -354,16 +354,37 @@ fn retry_success(c: &mut Criterion) {
 fn stack_success(c: &mut Criterion) {
     install();
     let rt = current_thread();
+    // Every stack must reach the op and succeed, or its figure means nothing.
+    let hand = hand::Hand::new(ATTEMPTS, RETRY_DELAY, 5, OPEN_WAIT, LIMIT, TIMEOUT);
+    let backon = peer_stacks::BackonStack::new();
+    let scoped = registry("ring_buffer");
+    let checks = [
+        ("4 attributes", rt.block_on(four_attributes()).is_ok()),
+        (
+            "4 attributes, scoped",
+            rt.block_on(scoped.scope(four_attributes())).is_ok(),
+        ),
+        ("#[retryable]", rt.block_on(retry_only()).is_ok()),
+        ("#[circuit_breakable]", rt.block_on(breaker_only()).is_ok()),
+        ("#[concurrency_limit]", rt.block_on(limit_only()).is_ok()),
+        ("#[timeout]", rt.block_on(timeout_only()).is_ok()),
+        ("hand-written", rt.block_on(hand.call()).is_ok()),
+        ("backon stack", rt.block_on(backon.call()).is_ok()),
+    ];
+    for (name, ok) in checks {
+        assert!(ok, "{name}: the first call failed");
+    }
     let mut g = c.benchmark_group("stack success path");
     g.bench_function("op alone (baseline)", |bench| {
-        bench.to_async(&rt).iter(|| async { black_box(op().await.is_ok()) });
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(op().await.is_ok()) });
     });
     g.bench_function("resilient 4 attributes, installed registry", |bench| {
         bench
             .to_async(&rt)
             .iter(|| async { black_box(four_attributes().await.is_ok()) });
     });
-    let scoped = registry("ring_buffer");
     g.bench_function("resilient 4 attributes, scope per call", |bench| {
         bench
             .to_async(&rt)
@@ -389,13 +410,11 @@ fn stack_success(c: &mut Criterion) {
             .to_async(&rt)
             .iter(|| async { black_box(timeout_only().await.is_ok()) });
     });
-    let hand = hand::Hand::new(ATTEMPTS, RETRY_DELAY, 5, OPEN_WAIT, LIMIT, TIMEOUT);
     g.bench_function("hand-written reference", |bench| {
         bench
             .to_async(&rt)
             .iter(|| async { black_box(hand.call().await.is_ok()) });
     });
-    let backon = peer_stacks::BackonStack::new();
     g.bench_function("backon + recloser + Semaphore + timeout", |bench| {
         bench
             .to_async(&rt)
@@ -461,6 +480,21 @@ fn breaker_tasks(c: &mut Criterion) {
             Ok(rt) => rt,
             Err(e) => panic!("{e}"),
         };
+        let checks = [
+            ("ring_buffer macro", rt.block_on(contended_ring()).is_ok()),
+            (
+                "striped_approx macro",
+                rt.block_on(contended_striped()).is_ok(),
+            ),
+            ("ring_buffer handle", rt.block_on(ring.call(op)).is_ok()),
+            (
+                "striped_approx handle",
+                rt.block_on(striped.call(op)).is_ok(),
+            ),
+        ];
+        for (name, ok) in checks {
+            assert!(ok, "{name}: the first call failed");
+        }
         let on = format!("{workers} worker{}", if workers == 1 { "" } else { "s" });
         g.bench_function(format!("resilient ring_buffer macro, {on}"), |bench| {
             bench.iter_custom(|iters| {
