@@ -1,17 +1,23 @@
-//! The success path of resilient's circuit breaker and retry beside the peer
-//! crates', measured in one run so that the ratios compare like with like.
+//! The success path of resilient beside the peer crates and a hand-written
+//! reference, measured in one run so that the ratios compare like with like.
 //!
 //! Run with `cargo bench --manifest-path examples/bench/Cargo.toml`.
 
 use std::hint::black_box;
-use std::sync::Barrier;
+use std::sync::{Barrier, Once};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use failsafe::CircuitBreaker as _;
 use resilient_core::settings::Value;
-use resilient_core::{CircuitBreakerSpec, Registry, RetrySpec};
+use resilient_core::{
+    circuit_breakable, concurrency_limit, retryable, timeout, CircuitBreakerSpec,
+    ConcurrencyLimitSpec, Registry, RetrySpec, TimeoutSpec,
+};
+
+mod hand;
+mod peer_stacks;
 
 #[derive(CircuitBreakerSpec)]
 #[spec("bench.breaker")]
@@ -21,15 +27,86 @@ struct Breaker;
 #[spec("bench.retry")]
 struct Retry;
 
+#[derive(TimeoutSpec)]
+#[spec("bench.timeout")]
+struct Timeout;
+
+#[derive(ConcurrencyLimitSpec)]
+#[spec("bench.limit")]
+struct Limit;
+
+/// The breaker the contention group shares between tasks, one spec per
+/// window kind.
+#[derive(CircuitBreakerSpec)]
+#[spec("bench.contended_ring")]
+struct ContendedRing;
+
+#[derive(CircuitBreakerSpec)]
+#[spec("bench.contended_striped")]
+struct ContendedStriped;
+
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 struct Failed(#[from] resilient_core::Error);
+
+/// The settings every stack below is given, resilient's and the peers':
+/// retry 3 attempts 1ms apart, breaker opening at 50% failures over 100
+/// calls (at least 10) for 1s, at most 64 calls in flight (reject when
+/// full), timeout 1s.
+const ATTEMPTS: u32 = 3;
+const RETRY_DELAY: Duration = Duration::from_millis(1);
+const LIMIT: usize = 64;
+const TIMEOUT: Duration = Duration::from_secs(1);
+const OPEN_WAIT: Duration = Duration::from_secs(1);
+
+/// The wrapped op in every stack: it succeeds at once.
+async fn op() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
+#[retryable(Retry)]
+#[circuit_breakable(Breaker)]
+#[concurrency_limit(Limit)]
+#[timeout(Timeout)]
+async fn four_attributes() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
+#[retryable(Retry)]
+async fn retry_only() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
+#[circuit_breakable(Breaker)]
+async fn breaker_only() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
+#[concurrency_limit(Limit)]
+async fn limit_only() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
+#[timeout(Timeout)]
+async fn timeout_only() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
+#[circuit_breakable(ContendedRing)]
+async fn contended_ring() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
+#[circuit_breakable(ContendedStriped)]
+async fn contended_striped() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
 
 fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
 
-fn registry(kind: &str) -> Registry {
+fn breaker_settings(kind: &str) -> Value {
     let window = if kind == "time_based" {
         (
             "time_based",
@@ -38,26 +115,66 @@ fn registry(kind: &str) -> Registry {
     } else {
         ("count_based", table([("window_size", Value::Int(100))]))
     };
-    let breaker = table([
+    table([
         ("type", Value::Str(kind.into())),
         ("failure_rate_threshold", Value::Int(50)),
         ("minimum_required_calls", Value::Int(10)),
         ("wait_duration_in_open_state", Value::Str("1s".into())),
         ("permitted_calls_in_half_open_state", Value::Int(1)),
         window,
-    ]);
+    ])
+}
+
+/// Every spec of the bench; `kind` is `bench.breaker`'s window type.
+fn registry(kind: &str) -> Registry {
     let retry = table([
         ("delay", Value::Str("1ms".into())),
-        ("attempts", Value::Int(3)),
+        ("attempts", Value::Int(i128::from(ATTEMPTS))),
     ]);
-    let root = table([("bench", table([("breaker", breaker), ("retry", retry)]))]);
+    let root = table([(
+        "bench",
+        table([
+            ("breaker", breaker_settings(kind)),
+            ("retry", retry),
+            ("timeout", table([("duration", Value::Str("1s".into()))])),
+            ("limit", table([("limit", Value::Int(LIMIT as i128))])),
+            ("contended_ring", breaker_settings("ring_buffer")),
+            ("contended_striped", breaker_settings("striped_approx")),
+        ]),
+    )]);
     match Registry::builder()
         .spec::<Breaker>()
         .spec::<Retry>()
+        .spec::<Timeout>()
+        .spec::<Limit>()
+        .spec::<ContendedRing>()
+        .spec::<ContendedStriped>()
         .build(&root)
     {
         Ok(r) => r,
         Err(problems) => panic!("{problems:?}"),
+    }
+}
+
+/// Installs the process's registry (default breaker type, `ring_buffer`)
+/// once, as an application does at startup; annotated fns called outside
+/// any scope use it.
+fn install() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        if registry("ring_buffer").install().is_err() {
+            panic!("a registry was installed before");
+        }
+    });
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("{e}"),
     }
 }
 
@@ -231,11 +348,201 @@ fn retry_success(c: &mut Criterion) {
     g.finish();
 }
 
+/// The four-attribute stack beside each attribute alone, the hand-written
+/// reference and the peers' stacks, all around an op that succeeds at once,
+/// on a tokio current-thread runtime.
+fn stack_success(c: &mut Criterion) {
+    install();
+    let rt = current_thread();
+    // Every stack must reach the op and succeed, or its figure means nothing.
+    let hand = hand::Hand::new(ATTEMPTS, RETRY_DELAY, 5, OPEN_WAIT, LIMIT, TIMEOUT);
+    let backon = peer_stacks::BackonStack::new();
+    let scoped = registry("ring_buffer");
+    let checks = [
+        ("4 attributes", rt.block_on(four_attributes()).is_ok()),
+        (
+            "4 attributes, scoped",
+            rt.block_on(scoped.scope(four_attributes())).is_ok(),
+        ),
+        ("#[retryable]", rt.block_on(retry_only()).is_ok()),
+        ("#[circuit_breakable]", rt.block_on(breaker_only()).is_ok()),
+        ("#[concurrency_limit]", rt.block_on(limit_only()).is_ok()),
+        ("#[timeout]", rt.block_on(timeout_only()).is_ok()),
+        ("hand-written", rt.block_on(hand.call()).is_ok()),
+        ("backon stack", rt.block_on(backon.call()).is_ok()),
+    ];
+    for (name, ok) in checks {
+        assert!(ok, "{name}: the first call failed");
+    }
+    let mut g = c.benchmark_group("stack success path");
+    g.bench_function("op alone (baseline)", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(op().await.is_ok()) });
+    });
+    g.bench_function("resilient 4 attributes, installed registry", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(four_attributes().await.is_ok()) });
+    });
+    g.bench_function("resilient 4 attributes, scope per call", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(scoped.scope(four_attributes()).await.is_ok()) });
+    });
+    g.bench_function("resilient #[retryable] alone", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(retry_only().await.is_ok()) });
+    });
+    g.bench_function("resilient #[circuit_breakable] alone", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(breaker_only().await.is_ok()) });
+    });
+    g.bench_function("resilient #[concurrency_limit] alone", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(limit_only().await.is_ok()) });
+    });
+    g.bench_function("resilient #[timeout] alone", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(timeout_only().await.is_ok()) });
+    });
+    g.bench_function("hand-written reference", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(hand.call().await.is_ok()) });
+    });
+    g.bench_function("backon + recloser + Semaphore + timeout", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(backon.call().await.is_ok()) });
+    });
+    peer_stacks::bench_tower_resilience(&mut g, &rt, "tower-resilience stack");
+    peer_stacks::bench_seatbelt(&mut g, &rt, "seatbelt stack + Semaphore", true);
+    peer_stacks::bench_seatbelt(&mut g, &rt, "seatbelt stack (no limit)", false);
+    g.finish();
+}
+
+/// `iters` calls of `call`, spread over 64 tasks on a runtime with `workers`
+/// worker threads; the wall time from the first spawn to the last task's end.
+fn spread_over_tasks<F, Fut>(rt: &tokio::runtime::Runtime, iters: u64, call: F) -> Duration
+where
+    F: Fn() -> Fut + Copy + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    const TASKS: u64 = 64;
+    rt.block_on(async {
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|i| {
+                let n = iters / TASKS + u64::from(i < iters % TASKS);
+                tokio::spawn(async move {
+                    for _ in 0..n {
+                        call().await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            if let Err(e) = task.await {
+                panic!("{e}");
+            }
+        }
+        start.elapsed()
+    })
+}
+
+/// One shared breaker called from 64 tasks on 1 and on 2 worker threads:
+/// through the macro form (the installed registry), through a handle taken
+/// once, and failsafe's breaker, each around the same op. The figure is wall
+/// time per call (and calls/s): a breaker that scales shows about half its
+/// 1-worker time on 2 workers.
+fn breaker_tasks(c: &mut Criterion) {
+    install();
+    let mut g = c.benchmark_group("breaker success, 64 tasks");
+    g.throughput(Throughput::Elements(1));
+    let (Ok(ring), Ok(striped)) = (ContendedRing::get(), ContendedStriped::get()) else {
+        panic!("configured")
+    };
+    // Taken once and borrowed by every task: no refcount traffic per call.
+    let ring = &*Box::leak(Box::new(ring));
+    let striped = &*Box::leak(Box::new(striped));
+    let failsafe = &*Box::leak(Box::new(failsafe::Config::new().build()));
+    for workers in [1, 2] {
+        let rt = match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_time()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => panic!("{e}"),
+        };
+        let checks = [
+            ("ring_buffer macro", rt.block_on(contended_ring()).is_ok()),
+            (
+                "striped_approx macro",
+                rt.block_on(contended_striped()).is_ok(),
+            ),
+            ("ring_buffer handle", rt.block_on(ring.call(op)).is_ok()),
+            (
+                "striped_approx handle",
+                rt.block_on(striped.call(op)).is_ok(),
+            ),
+        ];
+        for (name, ok) in checks {
+            assert!(ok, "{name}: the first call failed");
+        }
+        let on = format!("{workers} worker{}", if workers == 1 { "" } else { "s" });
+        g.bench_function(format!("resilient ring_buffer macro, {on}"), |bench| {
+            bench.iter_custom(|iters| {
+                spread_over_tasks(&rt, iters, || async {
+                    black_box(contended_ring().await.is_ok());
+                })
+            });
+        });
+        g.bench_function(format!("resilient ring_buffer handle, {on}"), |bench| {
+            bench.iter_custom(|iters| {
+                spread_over_tasks(&rt, iters, move || async move {
+                    black_box(ring.call(op).await.is_ok());
+                })
+            });
+        });
+        g.bench_function(format!("resilient striped_approx macro, {on}"), |bench| {
+            bench.iter_custom(|iters| {
+                spread_over_tasks(&rt, iters, || async {
+                    black_box(contended_striped().await.is_ok());
+                })
+            });
+        });
+        g.bench_function(format!("resilient striped_approx handle, {on}"), |bench| {
+            bench.iter_custom(|iters| {
+                spread_over_tasks(&rt, iters, move || async move {
+                    black_box(striped.call(op).await.is_ok());
+                })
+            });
+        });
+        g.bench_function(format!("failsafe, {on}"), |bench| {
+            bench.iter_custom(|iters| {
+                spread_over_tasks(&rt, iters, move || async move {
+                    let call = failsafe::futures::CircuitBreaker::call(failsafe, op());
+                    black_box(call.await.is_ok());
+                })
+            });
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     breaker_success,
     breaker_contended,
     breaker_transition,
-    retry_success
+    retry_success,
+    stack_success,
+    breaker_tasks
 );
 criterion_main!(benches);
