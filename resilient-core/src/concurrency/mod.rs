@@ -22,7 +22,8 @@
 //!
 //! A `reject` limiter has no waiters, so it is one atomic counter: taking and
 //! freeing a place is a compare-and-swap and a subtraction, with no lock. A
-//! `block` limiter is tokio's fair semaphore.
+//! `block` limiter is tokio's fair semaphore; a call that finds a free place
+//! takes it at once, and only a call that must wait allocates its wait.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -212,19 +213,27 @@ impl Limiter {
         }
         match self.settings.policy {
             Policy::Reject => Err(self.reached(spec)),
-            Policy::Block { max_wait: None } => self
-                .semaphore
-                .acquire()
-                .await
-                .map(Place::Queued)
-                .map_err(|_| self.reached(spec)),
-            Policy::Block {
-                max_wait: Some(max_wait),
-            } => match tokio::time::timeout(max_wait, self.semaphore.acquire()).await {
-                Ok(Ok(permit)) => Ok(Place::Queued(permit)),
-                _ => Err(self.reached(spec)),
-            },
+            // Boxed: the wait's future (a semaphore queue entry and a timer)
+            // would otherwise widen every call's future, and only a call
+            // that must wait pays for it.
+            Policy::Block { max_wait } => Box::pin(self.wait(spec, max_wait)).await,
         }
+    }
+
+    /// Waits for a place of a `block` limiter, at most `max_wait`.
+    async fn wait(
+        &self,
+        spec: &'static str,
+        max_wait: Option<Duration>,
+    ) -> Result<Place<'_>, Error> {
+        let permit = match max_wait {
+            None => self.semaphore.acquire().await.ok(),
+            Some(max_wait) => tokio::time::timeout(max_wait, self.semaphore.acquire())
+                .await
+                .ok()
+                .and_then(Result::ok),
+        };
+        permit.map(Place::Queued).ok_or_else(|| self.reached(spec))
     }
 }
 
