@@ -91,16 +91,17 @@ gives_up_with!(ReturnLastFailure, Applies, Exhaustion<ReturnLastFailure>);
 
 /// Runs `f` under the retry operations `ops`; no bound here can fail for a
 /// body whose type matches the fn, so nothing is reported twice.
-pub async fn retry<T, E, Tr, F, Fut>(ops: RetryOps<T, E, Tr>, f: F) -> Result<T, Fail<E>>
+pub fn retry<T, E, Tr, F, Fut>(
+    ops: RetryOps<T, E, Tr>,
+    f: F,
+) -> impl Future<Output = Result<T, Fail<E>>>
 where
     Tr: Default,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    match crate::registry::lookup_retry(ops.key) {
-        Ok(instance) => crate::retry::run(&ops, &instance, f).await,
-        Err(e) => Err(Fail::Resilience(e)),
-    }
+    let instance = crate::registry::lookup_retry(ops.key);
+    crate::retry::run(ops, instance, f)
 }
 
 /// The breaker operations of spec `S` for a fn returning `R`; see
@@ -115,24 +116,25 @@ where
 }
 
 /// Runs `f` through the breaker of `ops`.
-pub async fn circuit_breaker<T, E, F, Fut>(ops: BreakerOps<T, E>, f: F) -> Result<T, Fail<E>>
+pub fn circuit_breaker<T, E, F, Fut>(
+    ops: BreakerOps<T, E>,
+    f: F,
+) -> impl Future<Output = Result<T, Fail<E>>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    match crate::registry::lookup_breaker(ops.key) {
-        Ok(breaker) => crate::circuit_breaker::run(&ops, &breaker, f).await,
-        Err(e) => Err(Fail::Resilience(e)),
-    }
+    let instance = crate::registry::lookup_breaker(ops.key);
+    crate::circuit_breaker::run(ops, instance, f)
 }
 
 /// Where a spec without classification lives: its name, path, type and
 /// slot.
 #[derive(Debug, Clone, Copy)]
-pub struct SpecRef(Key);
+pub struct SpecRef(&'static Key);
 
 fn spec_ref<S: Spec>() -> SpecRef {
-    SpecRef(Key::of::<S>())
+    SpecRef(const { &Key::of::<S>() })
 }
 
 /// The timeout spec `S`, checked where the user named it.
@@ -151,39 +153,33 @@ pub fn rate_spec<S: RateLimiterSpec>() -> SpecRef {
 }
 
 /// Runs `f` under the timeout spec `spec`.
-pub async fn timeout<T, E, F, Fut>(spec: SpecRef, f: F) -> Result<T, Fail<E>>
+pub fn timeout<T, E, F, Fut>(spec: SpecRef, f: F) -> impl Future<Output = Result<T, Fail<E>>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    match crate::registry::lookup_timeout(spec.0) {
-        Ok(t) => crate::timeout::run(spec.0.name, &t, f).await,
-        Err(e) => Err(Fail::Resilience(e)),
-    }
+    crate::timeout::run(spec.0, crate::registry::lookup_timeout(spec.0), f)
 }
 
 /// Runs `f` holding a place of the concurrency limit spec `spec`.
-pub async fn concurrency_limit<T, E, F, Fut>(spec: SpecRef, f: F) -> Result<T, Fail<E>>
+pub fn concurrency_limit<T, E, F, Fut>(
+    spec: SpecRef,
+    f: F,
+) -> impl Future<Output = Result<T, Fail<E>>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    match crate::registry::lookup_concurrency(spec.0) {
-        Ok(l) => crate::concurrency::run(spec.0.name, &l, f).await,
-        Err(e) => Err(Fail::Resilience(e)),
-    }
+    crate::concurrency::run(spec.0, crate::registry::lookup_concurrency(spec.0), f)
 }
 
 /// Runs `f` with a permit of the rate limiter spec `spec`.
-pub async fn rate_limited<T, E, F, Fut>(spec: SpecRef, f: F) -> Result<T, Fail<E>>
+pub fn rate_limited<T, E, F, Fut>(spec: SpecRef, f: F) -> impl Future<Output = Result<T, Fail<E>>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    match crate::registry::lookup_rate(spec.0) {
-        Ok(r) => crate::rate_limiter::run(spec.0.name, &r, f).await,
-        Err(e) => Err(Fail::Resilience(e)),
-    }
+    crate::rate_limiter::run(spec.0, crate::registry::lookup_rate(spec.0), f)
 }
 
 /// Runs `f`; on a failure `on` accepts, answers with `g(error)`; what

@@ -167,16 +167,26 @@ impl<T> std::ops::Deref for Shared<T> {
 pub(crate) struct Key {
     pub(crate) name: &'static str,
     pub(crate) path: &'static str,
-    pub(crate) type_id: TypeId,
+    pub(crate) type_id: fn() -> TypeId,
     pub(crate) slot: SlotOf,
 }
 
 impl Key {
-    pub(crate) fn of<S: Spec>() -> Self {
+    /// The error of a call whose spec has no instance in the registry in use.
+    pub(crate) fn not_configured(&self) -> Error {
+        Error::NotConfigured {
+            spec: self.name,
+            path: self.path,
+        }
+    }
+
+    /// The key of spec `S`; a constant, so that generated code keeps a
+    /// `&'static Key` (one word) in its future rather than the key itself.
+    pub(crate) const fn of<S: Spec>() -> Self {
         Key {
             name: S::NAME,
             path: S::PATH,
-            type_id: TypeId::of::<S>(),
+            type_id: TypeId::of::<S>,
             slot: S::__slot,
         }
     }
@@ -362,32 +372,25 @@ impl Registry {
 /// thread's default, or (while no scope or default is alive anywhere) the
 /// installed registry, through the spec's slot.
 #[inline]
-fn lookup<T>(key: Key, pick: impl Fn(&Instance) -> Option<&Arc<T>>) -> Result<Shared<T>, Error> {
+fn lookup<T>(key: &Key, pick: impl Fn(&Instance) -> Option<&Arc<T>>) -> Option<Shared<T>> {
     if ACTIVE.load(Ordering::Acquire) == 0 {
-        if let Some(instance) = (key.slot)().0.get().copied().and_then(&pick) {
-            return Ok(Shared::Installed(&**instance));
-        }
-    } else {
-        let find = |r: &Registry| r.instance(key.type_id).and_then(&pick).map(Arc::clone);
-        let found = match SCOPED.try_with(find) {
-            Ok(found) => found,
-            Err(_) => DEFAULT
-                .try_with(|d| d.borrow().as_ref().and_then(find))
-                .ok()
-                .flatten(),
-        };
-        if let Some(found) = found {
-            return Ok(Shared::Scoped(found));
-        }
+        let instance = (key.slot)().0.get().copied().and_then(&pick)?;
+        return Some(Shared::Installed(&**instance));
     }
-    Err(Error::NotConfigured {
-        spec: key.name,
-        path: key.path,
-    })
+    let find = |r: &Registry| r.instance((key.type_id)()).and_then(&pick).map(Arc::clone);
+    let found = match SCOPED.try_with(find) {
+        Ok(found) => found,
+        Err(_) => DEFAULT
+            .try_with(|d| d.borrow().as_ref().and_then(find))
+            .ok()
+            .flatten(),
+    };
+    found.map(Shared::Scoped)
 }
 
 /// The retry instance of a spec from the registry in use.
-pub(crate) fn lookup_retry(key: Key) -> Result<Shared<Retry>, Error> {
+#[inline]
+pub(crate) fn lookup_retry(key: &Key) -> Option<Shared<Retry>> {
     lookup(key, |i| match i {
         Instance::Retry(r) => Some(r),
         _ => None,
@@ -395,7 +398,8 @@ pub(crate) fn lookup_retry(key: Key) -> Result<Shared<Retry>, Error> {
 }
 
 /// The breaker of a spec from the registry in use.
-pub(crate) fn lookup_breaker(key: Key) -> Result<Shared<Breaker>, Error> {
+#[inline]
+pub(crate) fn lookup_breaker(key: &Key) -> Option<Shared<Breaker>> {
     lookup(key, |i| match i {
         Instance::CircuitBreaker(b) => Some(b),
         _ => None,
@@ -403,7 +407,8 @@ pub(crate) fn lookup_breaker(key: Key) -> Result<Shared<Breaker>, Error> {
 }
 
 /// The timeout of a spec from the registry in use.
-pub(crate) fn lookup_timeout(key: Key) -> Result<Shared<Timeout>, Error> {
+#[inline]
+pub(crate) fn lookup_timeout(key: &Key) -> Option<Shared<Timeout>> {
     lookup(key, |i| match i {
         Instance::Timeout(t) => Some(t),
         _ => None,
@@ -411,7 +416,8 @@ pub(crate) fn lookup_timeout(key: Key) -> Result<Shared<Timeout>, Error> {
 }
 
 /// The concurrency limiter of a spec from the registry in use.
-pub(crate) fn lookup_concurrency(key: Key) -> Result<Shared<Limiter>, Error> {
+#[inline]
+pub(crate) fn lookup_concurrency(key: &Key) -> Option<Shared<Limiter>> {
     lookup(key, |i| match i {
         Instance::ConcurrencyLimit(l) => Some(l),
         _ => None,
@@ -419,7 +425,8 @@ pub(crate) fn lookup_concurrency(key: Key) -> Result<Shared<Limiter>, Error> {
 }
 
 /// The rate limiter of a spec from the registry in use.
-pub(crate) fn lookup_rate(key: Key) -> Result<Shared<RateLimiter>, Error> {
+#[inline]
+pub(crate) fn lookup_rate(key: &Key) -> Option<Shared<RateLimiter>> {
     lookup(key, |i| match i {
         Instance::RateLimiter(r) => Some(r),
         _ => None,

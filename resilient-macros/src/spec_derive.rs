@@ -476,6 +476,7 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
             const NAME: &'static str = #name;
             const PATH: &'static str = #path;
             const KIND: #p::SpecKind = #kind_tokens;
+            #[inline]
             fn __slot() -> &'static #p::Slot {
                 static SLOT: #p::Slot = #p::Slot::new();
                 &SLOT

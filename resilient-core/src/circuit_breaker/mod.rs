@@ -86,6 +86,7 @@ mod window;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::ops::Deref;
 
 use tokio::time::Instant;
 
@@ -124,10 +125,13 @@ pub trait CircuitBreakerSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<CircuitBreakerHandle<Self>, Error> {
-        crate::registry::lookup_breaker(Key::of::<Self>()).map(|inner| CircuitBreakerHandle {
-            inner,
-            _spec: PhantomData,
-        })
+        let key = const { &Key::of::<Self>() };
+        crate::registry::lookup_breaker(key)
+            .map(|inner| CircuitBreakerHandle {
+                inner,
+                _spec: PhantomData,
+            })
+            .ok_or_else(|| key.not_configured())
     }
 }
 
@@ -238,7 +242,7 @@ impl<S: CircuitBreakerSpec> CircuitBreakerHandle<S> {
         S::Classifier: Classify<T, E>,
         E: From<Error>,
     {
-        run(&ops::<S, T, E>(), &self.inner, || {
+        run(ops::<S, T, E>(), Some(&*self.inner), || {
             crate::outcome::lifted(f())
         })
         .await
@@ -348,7 +352,7 @@ impl Drop for Permit<'_> {
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct BreakerOps<T, E> {
-    pub(crate) key: Key,
+    pub(crate) key: &'static Key,
     classify: fn(&Result<T, E>) -> Verdict,
 }
 
@@ -359,7 +363,7 @@ where
     S::Classifier: Classify<T, E>,
 {
     BreakerOps {
-        key: Key::of::<S>(),
+        key: const { &Key::of::<S>() },
         classify: <S::Classifier as Classify<T, E>>::classify,
     }
 }
@@ -378,15 +382,22 @@ fn on_resilience(error: &Error) -> Verdict {
 }
 
 /// One call through `breaker`.
+///
+/// `instance` is the spec's breaker, if it has one: one async fn per
+/// layer, whether the breaker was looked up or held by a handle.
 pub(crate) async fn run<T, E, F, Fut>(
-    ops: &BreakerOps<T, E>,
-    breaker: &Breaker,
+    ops: BreakerOps<T, E>,
+    instance: Option<impl Deref<Target = Breaker>>,
     f: F,
 ) -> Result<T, Fail<E>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
+    let Some(instance) = instance else {
+        return Err(Fail::Resilience(ops.key.not_configured()));
+    };
+    let breaker = &*instance;
     let permit = match Permit::new(breaker) {
         Ok(permit) => permit,
         Err(state) => {

@@ -27,6 +27,7 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -53,10 +54,13 @@ pub trait ConcurrencyLimitSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<ConcurrencyLimitHandle<Self>, Error> {
-        crate::registry::lookup_concurrency(Key::of::<Self>()).map(|inner| ConcurrencyLimitHandle {
-            inner,
-            _spec: PhantomData,
-        })
+        let key = const { &Key::of::<Self>() };
+        crate::registry::lookup_concurrency(key)
+            .map(|inner| ConcurrencyLimitHandle {
+                inner,
+                _spec: PhantomData,
+            })
+            .ok_or_else(|| key.not_configured())
     }
 }
 
@@ -171,6 +175,7 @@ impl Limiter {
     }
 
     /// A place if one is free now.
+    #[inline]
     fn try_take(&self) -> Option<Place<'_>> {
         if !self.settings.enabled {
             return Some(Place::Free);
@@ -208,9 +213,15 @@ impl Limiter {
     /// A place as the policy says.
     async fn acquire(&self, spec: &'static str) -> Result<Place<'_>, Error> {
         // Free places are taken without a lock or a timer.
-        if let Some(place) = self.try_take() {
-            return Ok(place);
+        match self.try_take() {
+            Some(place) => Ok(place),
+            None => self.when_full(spec).await,
         }
+    }
+
+    /// A place for a call that found none free: an error at once (`reject`),
+    /// or one that comes free in time (`block`).
+    async fn when_full(&self, spec: &'static str) -> Result<Place<'_>, Error> {
         match self.settings.policy {
             Policy::Reject => Err(self.reached(spec)),
             // Boxed: the wait's future (a semaphore queue entry and a timer)
@@ -306,24 +317,38 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
         Fut: Future<Output = Result<T, E>>,
         E: From<Error>,
     {
-        run(S::NAME, &self.inner, || crate::outcome::lifted(f()))
-            .await
-            .map_err(|fail| fail.into_error(E::from))
+        run(const { &Key::of::<S>() }, Some(&*self.inner), || {
+            crate::outcome::lifted(f())
+        })
+        .await
+        .map_err(|fail| fail.into_error(E::from))
     }
 }
 
 /// One call under `limiter`.
+///
+/// `instance` is the spec's limiter, if it has one.
 pub(crate) async fn run<T, E, F, Fut>(
-    spec: &'static str,
-    limiter: &Limiter,
+    key: &'static Key,
+    instance: Option<impl Deref<Target = Limiter>>,
     f: F,
 ) -> Result<T, Fail<E>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    let _permit = match limiter.acquire(spec).await {
-        Ok(permit) => permit,
+    let Some(instance) = instance else {
+        return Err(Fail::Resilience(key.not_configured()));
+    };
+    let spec = key.name;
+    let limiter = &*instance;
+    // A free place is taken without entering an async fn.
+    let taken = match limiter.try_take() {
+        Some(place) => Ok(place),
+        None => limiter.when_full(spec).await,
+    };
+    let _place = match taken {
+        Ok(place) => place,
         Err(e) => {
             tracing::debug!(target: "resilient::concurrency", spec, "concurrency limit reached");
             return Err(Fail::Resilience(e));

@@ -36,6 +36,7 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -62,10 +63,13 @@ pub trait RateLimiterSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<RateLimiterHandle<Self>, Error> {
-        crate::registry::lookup_rate(Key::of::<Self>()).map(|inner| RateLimiterHandle {
-            inner,
-            _spec: PhantomData,
-        })
+        let key = const { &Key::of::<Self>() };
+        crate::registry::lookup_rate(key)
+            .map(|inner| RateLimiterHandle {
+                inner,
+                _spec: PhantomData,
+            })
+            .ok_or_else(|| key.not_configured())
     }
 }
 
@@ -320,15 +324,21 @@ impl RateLimiter {
             .take(max_wait)
             .map_err(|retry_after| Self::exceeded(spec, retry_after))?;
         if !taken.wait.is_zero() {
-            let reservation = Reservation {
-                limiter: self,
-                taken,
-                due: false,
-            };
-            tokio::time::sleep(taken.wait).await;
-            reservation.due();
+            self.wait_for(taken).await;
         }
         Ok(())
+    }
+
+    /// Sleeps until the reserved permit `taken` is due; boxed, so that only
+    /// a call that waits carries a timer in its future.
+    async fn wait_for(&self, taken: Taken) {
+        let reservation = Reservation {
+            limiter: self,
+            taken,
+            due: false,
+        };
+        Box::pin(tokio::time::sleep(taken.wait)).await;
+        reservation.due();
     }
 }
 
@@ -428,16 +438,32 @@ impl<S: RateLimiterSpec> RateLimiterHandle<S> {
 }
 
 /// One call under `limiter`.
+///
+/// `instance` is the spec's limiter, if it has one.
 pub(crate) async fn run<T, E, F, Fut>(
-    spec: &'static str,
-    limiter: &RateLimiter,
+    key: &'static Key,
+    instance: Option<impl Deref<Target = RateLimiter>>,
     f: F,
 ) -> Result<T, Fail<E>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    if let Err(e) = limiter.acquire(spec).await {
+    let Some(instance) = instance else {
+        return Err(Fail::Resilience(key.not_configured()));
+    };
+    let spec = key.name;
+    let limiter = &*instance;
+    // A permit due now is taken without entering an async fn.
+    let granted = match limiter.take(limiter.settings.max_wait.unwrap_or(Duration::ZERO)) {
+        Ok(taken) if taken.wait.is_zero() => Ok(()),
+        Ok(taken) => {
+            limiter.wait_for(taken).await;
+            Ok(())
+        }
+        Err(retry_after) => Err(RateLimiter::exceeded(spec, retry_after)),
+    };
+    if let Err(e) = granted {
         tracing::debug!(target: "resilient::rate_limiter", spec, "rate limit exceeded");
         return Err(Fail::Resilience(e));
     }

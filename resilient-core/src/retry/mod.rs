@@ -81,6 +81,7 @@ mod settings;
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::ops::Deref;
 
 use tokio::time::Instant;
 
@@ -124,10 +125,13 @@ pub trait RetrySpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<RetryHandle<Self>, Error> {
-        crate::registry::lookup_retry(Key::of::<Self>()).map(|inner| RetryHandle {
-            inner,
-            _spec: PhantomData,
-        })
+        let key = const { &Key::of::<Self>() };
+        crate::registry::lookup_retry(key)
+            .map(|inner| RetryHandle {
+                inner,
+                _spec: PhantomData,
+            })
+            .ok_or_else(|| key.not_configured())
     }
 }
 
@@ -181,7 +185,7 @@ impl<S: RetrySpec> RetryHandle<S> {
         S::Classifier: Classify<T, E>,
         E: From<Error> + Exhaustion<S::Exhausted>,
     {
-        run(&ops::<S, T, E>(), &self.inner, || {
+        run(ops::<S, T, E>(), Some(&*self.inner), || {
             crate::outcome::lifted(f())
         })
         .await
@@ -195,7 +199,7 @@ impl<S: RetrySpec> RetryHandle<S> {
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct RetryOps<T, E, Tr> {
-    pub(crate) key: Key,
+    pub(crate) key: &'static Key,
     classify: fn(&Result<T, E>) -> Verdict,
     keep_value: exhausted::KeepValue<T>,
     keep: fn(&mut Tr, &'static str, Result<T, Fail<E>>),
@@ -223,7 +227,8 @@ where
     E: Exhaustion<S::Exhausted>,
 {
     RetryOps {
-        key: Key::of::<S>(),
+        // A constant: a call's future holds one word of it.
+        key: const { &Key::of::<S>() },
         classify: <S::Classifier as Classify<T, E>>::classify,
         keep_value: <S::Classifier as Classify<T, E>>::keep_failed_value,
         keep: <E as Exhaustion<S::Exhausted>>::keep::<T>,
@@ -253,9 +258,11 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
 }
 
 /// The retry loop.
+/// `instance` is the spec's retry, if it has one: one async fn per
+/// layer, whether the instance was looked up or held by a handle.
 pub(crate) async fn run<T, E, Tr, F, Fut>(
-    ops: &RetryOps<T, E, Tr>,
-    retry: &Retry,
+    ops: RetryOps<T, E, Tr>,
+    instance: Option<impl Deref<Target = Retry>>,
     mut f: F,
 ) -> Result<T, Fail<E>>
 where
@@ -263,6 +270,10 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
+    let Some(instance) = instance else {
+        return Err(Fail::Resilience(ops.key.not_configured()));
+    };
+    let (ops, retry) = (&ops, &*instance);
     let (spec, path) = (ops.key.name, ops.key.path);
     let s = &retry.settings;
     if !s.enabled {

@@ -24,6 +24,7 @@
 
 use std::future::{poll_fn, Future};
 use std::marker::PhantomData;
+use std::ops::Deref;
 use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
@@ -49,10 +50,13 @@ pub trait TimeoutSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<TimeoutHandle<Self>, Error> {
-        crate::registry::lookup_timeout(Key::of::<Self>()).map(|inner| TimeoutHandle {
-            inner,
-            _spec: PhantomData,
-        })
+        let key = const { &Key::of::<Self>() };
+        crate::registry::lookup_timeout(key)
+            .map(|inner| TimeoutHandle {
+                inner,
+                _spec: PhantomData,
+            })
+            .ok_or_else(|| key.not_configured())
     }
 }
 
@@ -128,22 +132,31 @@ impl<S: TimeoutSpec> TimeoutHandle<S> {
         Fut: Future<Output = Result<T, E>>,
         E: From<Error>,
     {
-        run(S::NAME, &self.inner, || crate::outcome::lifted(f()))
-            .await
-            .map_err(|fail| fail.into_error(E::from))
+        run(const { &Key::of::<S>() }, Some(&*self.inner), || {
+            crate::outcome::lifted(f())
+        })
+        .await
+        .map_err(|fail| fail.into_error(E::from))
     }
 }
 
 /// One call under `timeout`.
+///
+/// `instance` is the spec's timeout, if it has one.
 pub(crate) async fn run<T, E, F, Fut>(
-    spec: &'static str,
-    timeout: &Timeout,
+    key: &'static Key,
+    instance: Option<impl Deref<Target = Timeout>>,
     f: F,
 ) -> Result<T, Fail<E>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
+    let Some(instance) = instance else {
+        return Err(Fail::Resilience(key.not_configured()));
+    };
+    let spec = key.name;
+    let timeout = &*instance;
     let s = &timeout.settings;
     if !s.enabled {
         return f().await;
