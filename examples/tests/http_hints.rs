@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use examples::http::{get_response, Reply, Server};
 use resilient_core::{
-    rate_limited, retryable, Error, FailedValue, GaveUp, RateLimiterSpec, Registry, RetrySpec,
+    rate_limited, retryable, Error, Exhausted, FailedValue, GaveUp, RateLimiterSpec, Registry,
+    RetrySpec,
 };
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -179,15 +180,15 @@ async fn exhaustion_keeps_the_last_failed_response_with_its_body() -> TestResult
     let out = registry.scope(fetch(server.addr())).await;
 
     assert_eq!(server.hits(), 3);
-    let Err(StoreError::Resilience(Error::RetryExhausted {
+    let Err(StoreError::Resilience(Error::RetryExhausted(e))) = out else {
+        panic!("expected RetryExhausted, got {out:?}");
+    };
+    let Exhausted {
         calls,
         reason,
         last,
         ..
-    })) = out
-    else {
-        panic!("expected RetryExhausted, got {out:?}");
-    };
+    } = *e;
     assert_eq!((calls, reason), (3, GaveUp::Attempts));
     let Ok(failed) = last.downcast::<FailedValue>() else {
         panic!("the last failure is a failed value");
@@ -244,10 +245,10 @@ mod with_reqwest {
         let out = registry.scope(fetch(&client, &url)).await;
 
         assert_eq!(server.hits(), 2);
-        let Err(StoreError::Resilience(Error::RetryExhausted { last, .. })) = out else {
+        let Err(StoreError::Resilience(Error::RetryExhausted(e))) = out else {
             panic!("expected RetryExhausted, got {out:?}");
         };
-        let Ok(failed) = last.downcast::<FailedValue>() else {
+        let Ok(failed) = e.last.downcast::<FailedValue>() else {
             panic!("the last failure is a failed value");
         };
         let Ok(response) = failed.into_value::<reqwest::Response>() else {

@@ -96,22 +96,42 @@ pub enum Error {
     /// would have crossed the spec's overall `timeout`.
     ///
     /// Returned only by specs whose exhaustion mode is the default,
-    /// [`ReturnError`](crate::retry::ReturnError).
-    #[error("`{spec}` gave up after {calls} calls ({reason})")]
-    RetryExhausted {
-        /// The retry spec's name.
-        spec: &'static str,
-        /// Calls made, the first one included.
-        calls: u64,
-        /// Why retry stopped.
-        reason: GaveUp,
-        /// The last failure.
-        #[source]
-        last: BoxError,
-        /// The failures before the last one, oldest first; at most
-        /// [`RETRY_TRAIL_MAX`](crate::retry::RETRY_TRAIL_MAX) are kept.
-        earlier: Vec<BoxError>,
-    },
+    /// [`ReturnError`](crate::retry::ReturnError). The details are boxed:
+    /// giving up is rare, and a small `Error` keeps every call's future
+    /// small. Its [`source`](StdError::source) is the last failure.
+    ///
+    /// ```
+    /// use resilient_core::{Error, GaveUp};
+    ///
+    /// fn gave_up_after(e: &Error) -> Option<u64> {
+    ///     match e {
+    ///         Error::RetryExhausted(x) if x.reason == GaveUp::Attempts => Some(x.calls),
+    ///         _ => None,
+    ///     }
+    /// }
+    /// # let _ = gave_up_after;
+    /// ```
+    #[error(transparent)]
+    RetryExhausted(Box<Exhausted>),
+}
+
+/// How retry gave up: what [`Error::RetryExhausted`] holds.
+#[derive(Debug, thiserror::Error)]
+#[error("`{spec}` gave up after {calls} calls ({reason})")]
+#[non_exhaustive]
+pub struct Exhausted {
+    /// The retry spec's name.
+    pub spec: &'static str,
+    /// Calls made, the first one included.
+    pub calls: u64,
+    /// Why retry stopped.
+    pub reason: GaveUp,
+    /// The last failure.
+    #[source]
+    pub last: BoxError,
+    /// The failures before the last one, oldest first; at most
+    /// [`RETRY_TRAIL_MAX`](crate::retry::RETRY_TRAIL_MAX) are kept.
+    pub earlier: Vec<BoxError>,
 }
 
 /// Why retry gave up.
@@ -147,8 +167,8 @@ impl fmt::Display for GaveUp {
 /// /// The status of the last response a retry gave up on, if it kept one.
 /// fn last_status(e: &Error) -> Option<u16> {
 ///     match e {
-///         Error::RetryExhausted { last, .. } => {
-///             let failed = last.downcast_ref::<FailedValue>()?;
+///         Error::RetryExhausted(exhausted) => {
+///             let failed = exhausted.last.downcast_ref::<FailedValue>()?;
 ///             failed.value::<u16>().copied()
 ///         }
 ///         _ => None,

@@ -185,7 +185,7 @@ pub mod __private;
 
 pub use circuit_breaker::{CircuitBreakerHandle, CircuitBreakerSpec, Permit};
 pub use concurrency::{ConcurrencyLimitHandle, ConcurrencyLimitSpec, ConcurrencyPermit};
-pub use error::{BoxError, Error, FailedValue, GaveUp};
+pub use error::{BoxError, Error, Exhausted, FailedValue, GaveUp};
 pub use rate_limiter::{RateLimiterHandle, RateLimiterSpec};
 pub use registry::{AlreadyInstalled, DefaultGuard, Registry, RegistryBuilder};
 pub use retry::{RetryHandle, RetrySpec};

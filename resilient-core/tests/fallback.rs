@@ -410,7 +410,7 @@ async fn a_limit_outside_retry_holds_its_place_through_the_waits() {
     let first = first.await.expect("task");
     assert!(matches!(
         first,
-        Err(PetError::Resilience(Error::RetryExhausted { calls: 3, .. }))
+        Err(PetError::Resilience(Error::RetryExhausted(e))) if e.calls == 3
     ));
     assert_eq!(pets.body.get(), 3, "the rejected caller never ran the body");
 }

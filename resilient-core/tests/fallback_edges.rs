@@ -269,7 +269,7 @@ async fn a_fallback_inside_retry_gets_fresh_clones_per_attempt() {
     assert!(
         matches!(
             out,
-            Err(PetError::Resilience(Error::RetryExhausted { calls: 3, .. }))
+            Err(PetError::Resilience(Error::RetryExhausted(ref e))) if e.calls == 3
         ),
         "{out:?}"
     );

@@ -15,7 +15,7 @@ use resilient_core::circuit_breaker::State;
 use resilient_core::settings::Value;
 use resilient_core::{
     circuit_breakable, rate_limited, retryable, CircuitBreakerSpec, Classifier, Classify, Error,
-    FailedValue, GaveUp, RateLimiterSpec, Registry, RetrySpec, Spec, Verdict,
+    Exhausted, FailedValue, GaveUp, RateLimiterSpec, Registry, RetrySpec, Spec, Verdict,
 };
 use tokio::time::Instant;
 
@@ -128,9 +128,7 @@ async fn run(r: &Registry, script: &Script) -> Answer {
 
 fn gave_up(out: &Answer) -> (u64, GaveUp) {
     match out {
-        Err(TestError::Resilience(Error::RetryExhausted { calls, reason, .. })) => {
-            (*calls, *reason)
-        }
+        Err(TestError::Resilience(Error::RetryExhausted(e))) => (e.calls, e.reason),
         other => panic!("expected RetryExhausted, got {other:?}"),
     }
 }
@@ -251,7 +249,8 @@ async fn exhaustion_keeps_the_last_failed_value_when_the_classifier_keeps_it() {
     let script = Script::new(vec![after_100ms, after_300ms]);
     let out = run(&r, &script).await;
     match out {
-        Err(TestError::Resilience(Error::RetryExhausted { last, earlier, .. })) => {
+        Err(TestError::Resilience(Error::RetryExhausted(e))) => {
+            let Exhausted { last, earlier, .. } = *e;
             let last = last.downcast::<FailedValue>().expect("a failed value");
             assert_eq!(last.value::<u64>(), Some(&300));
             assert_eq!(last.into_value::<u64>().ok(), Some(300));
@@ -435,7 +434,7 @@ async fn a_forced_open_breaker_gives_no_hint_and_the_computed_delay_applies() {
     let start = Instant::now();
     let out = r.scope(breaker_call(&script)).await;
     match out {
-        Err(TestError::Resilience(Error::RetryExhausted { calls: 4, .. })) => {}
+        Err(TestError::Resilience(Error::RetryExhausted(e))) if e.calls == 4 => {}
         other => panic!("expected exhaustion after 4 rejections, got {other:?}"),
     }
     assert_eq!(script.count(), 0, "a forced-open breaker runs nothing");

@@ -86,10 +86,7 @@ async fn installed_instances_are_shared_by_calls_and_handles() {
     for _ in 0..2 {
         assert!(matches!(
             down(&runs).await,
-            Err(TestError::Resilience(Error::RetryExhausted {
-                calls: 3,
-                ..
-            }))
+            Err(TestError::Resilience(Error::RetryExhausted(e))) if e.calls == 3
         ));
     }
     assert_eq!(runs.load(Ordering::SeqCst), 6);

@@ -68,13 +68,9 @@ async fn flaky(calls: &Calls, failures: u32) -> Result<u32, TestError> {
 
 fn exhausted(e: &TestError) -> (u64, GaveUp, usize, String) {
     match e {
-        TestError::Resilience(Error::RetryExhausted {
-            calls,
-            reason,
-            earlier,
-            last,
-            ..
-        }) => (*calls, *reason, earlier.len(), last.to_string()),
+        TestError::Resilience(Error::RetryExhausted(e)) => {
+            (e.calls, e.reason, e.earlier.len(), e.last.to_string())
+        }
         other => panic!("expected RetryExhausted, got {other:?}"),
     }
 }
@@ -414,9 +410,10 @@ async fn exhaustion_keeps_at_most_the_trail_limit_of_earlier_failures() {
         .await;
     let err = out.expect_err("always failing");
     assert_eq!(calls.count(), 101);
-    let TestError::Resilience(Error::RetryExhausted { earlier, last, .. }) = &err else {
+    let TestError::Resilience(Error::RetryExhausted(e)) = &err else {
         panic!("{err:?}")
     };
+    let (earlier, last) = (&e.earlier, &e.last);
     assert_eq!(earlier.len(), RETRY_TRAIL_MAX);
     // The most recent ones, oldest first.
     assert_eq!(

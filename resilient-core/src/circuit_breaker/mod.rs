@@ -377,7 +377,7 @@ fn on_resilience(error: &Error) -> Verdict {
         | Error::RateLimitExceeded { .. }
         | Error::ConcurrencyLimitReached { .. } => Verdict::Ignore,
         // Retry gave up on the dependency, or it was too slow: one failure.
-        Error::RetryExhausted { .. } | Error::Timeout { .. } => Verdict::Failure,
+        Error::RetryExhausted(_) | Error::Timeout { .. } => Verdict::Failure,
     }
 }
 

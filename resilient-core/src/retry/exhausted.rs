@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::collections::VecDeque;
 
-use crate::error::{BoxError, Error, FailedValue, GaveUp};
+use crate::error::{BoxError, Error, Exhausted, FailedValue, GaveUp};
 use crate::outcome::Fail;
 
 /// How many failures before the last one [`Error::RetryExhausted`] keeps.
@@ -103,13 +103,15 @@ impl<E: IntoBoxError> Exhaustion<ReturnError> for E {
         last: Result<T, Fail<E>>,
         keep: fn(T) -> Option<Box<dyn Any + Send + Sync>>,
     ) -> Result<T, Fail<E>> {
-        Err(Fail::Resilience(Error::RetryExhausted {
-            spec,
-            calls,
-            reason,
-            last: boxed(spec, last, Some(keep)),
-            earlier: trail.into(),
-        }))
+        Err(Fail::Resilience(Error::RetryExhausted(Box::new(
+            Exhausted {
+                spec,
+                calls,
+                reason,
+                last: boxed(spec, last, Some(keep)),
+                earlier: trail.into(),
+            },
+        ))))
     }
 }
 

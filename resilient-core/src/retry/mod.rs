@@ -249,7 +249,7 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
         // Nothing to retry: the spec has no settings.
         Error::NotConfigured { .. } => Verdict::Ignore,
         // A retry inside gave up, or an attempt timed out: try again.
-        Error::RetryExhausted { .. } | Error::Timeout { .. } => Verdict::Failure,
+        Error::RetryExhausted(_) | Error::Timeout { .. } => Verdict::Failure,
         // The rate limiter knows when its next permit is free.
         Error::RateLimitExceeded { retry_after, .. } => Verdict::RetryAfter(*retry_after),
         // A place may be free after the wait.
