@@ -177,6 +177,7 @@ pub mod registry;
 pub mod retry;
 pub mod settings;
 mod spec;
+pub mod telemetry;
 pub mod timeout;
 
 #[doc(hidden)]
@@ -187,7 +188,9 @@ pub use circuit_breaker::{CircuitBreakerHandle, CircuitBreakerSpec, Permit};
 pub use concurrency::{ConcurrencyLimitHandle, ConcurrencyLimitSpec, ConcurrencyPermit};
 pub use error::{BoxError, Error, Exhausted, FailedValue, GaveUp};
 pub use rate_limiter::{RateLimiterHandle, RateLimiterSpec};
-pub use registry::{AlreadyInstalled, DefaultGuard, Registry, RegistryBuilder};
+pub use registry::{
+    AlreadyInstalled, DefaultGuard, Registry, RegistryBuilder, Snapshot, SpecSnapshot,
+};
 pub use retry::{RetryHandle, RetrySpec};
 pub use spec::{AllErrors, Classifier, Classify, Spec, SpecEntry, SpecKind, Verdict};
 pub use timeout::{TimeoutHandle, TimeoutSpec};
