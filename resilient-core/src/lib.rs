@@ -73,8 +73,9 @@
 //! the body). The first resilience attribute collects every resilience
 //! attribute below it and builds the whole chain, so the order you read is the
 //! order that runs; other attributes (docs, `#[allow]`,
-//! `#[tracing::instrument]`) are kept as written. Each resilience attribute
-//! may appear once per fn:
+//! `#[tracing::instrument]`) are kept as written. Put `#[tracing::instrument]`
+//! below the resilience attributes for its span to cover the whole chain (see
+//! [`telemetry`]). Each resilience attribute may appear once per fn:
 //!
 //! ```compile_fail
 //! # use resilient_core::{retryable, RetrySpec};

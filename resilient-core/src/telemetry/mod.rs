@@ -17,7 +17,7 @@
 //! | same | WARN | rejections, at most once per spec per 10 s: how many since the last such line |
 //! | `resilient::timeout` | INFO | a call timed out |
 //! | `resilient::fallback` | DEBUG | a fallback answered a failure |
-//! | `resilient::registry` | ERROR | once per spec: a call found no registry with its settings |
+//! | `resilient::registry` | ERROR | once per spec: a call found no registry with its settings (`resilient_config::init` was forgotten) |
 //!
 //! Nothing is logged on the success path, and no span is entered: the chain
 //! runs inside the caller's span, so `#[tracing::instrument]` on the fn puts
@@ -68,7 +68,7 @@ use crate::spec::SpecKind;
 /// | key | default | rule |
 /// |---|---|---|
 /// | `telemetry.logging.enabled` | `true` | `false` silences this spec's log lines (the subscriber's level filter applies either way) |
-/// | `telemetry.metrics.enabled` | `false` | `true` records this spec's metrics through the `metrics` facade (see [Telemetry](#telemetry)) |
+/// | `telemetry.metrics.enabled` | `false` | `true` records this spec's metrics through the `metrics` facade (names and labels in the metrics table) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TelemetrySettings {
     /// Whether the spec logs.
