@@ -110,10 +110,16 @@ enum Instance {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Registry {
-    instances: Arc<HashMap<TypeId, Instance>>,
+    instances: Arc<Instances>,
     /// Each spec's slot, filled when the registry is installed.
     slots: Arc<[(TypeId, SlotOf)]>,
-    /// Who hears the events of this registry's specs.
+}
+
+/// A registry's instances, and who hears their events: behind one `Arc`, so
+/// that a scope's clone of the registry costs what it did before events.
+#[derive(Debug)]
+struct Instances {
+    map: HashMap<TypeId, Instance>,
     listeners: Arc<Listeners>,
 }
 
@@ -287,9 +293,11 @@ impl RegistryBuilder {
         }
         if problems.is_empty() {
             Ok(Registry {
-                instances: Arc::new(instances),
+                instances: Arc::new(Instances {
+                    map: instances,
+                    listeners,
+                }),
                 slots,
-                listeners,
             })
         } else {
             problems.sort_by(|a, b| (a.path, &a.key, a.spec).cmp(&(b.path, &b.key, b.spec)));
@@ -306,17 +314,17 @@ impl Registry {
 
     /// Whether the registry holds an instance of spec `S`.
     pub fn contains<S: Spec>(&self) -> bool {
-        self.instances.contains_key(&TypeId::of::<S>())
+        self.instances.map.contains_key(&TypeId::of::<S>())
     }
 
     /// The number of specs in the registry.
     pub fn len(&self) -> usize {
-        self.instances.len()
+        self.instances.map.len()
     }
 
     /// Whether the registry holds no spec.
     pub fn is_empty(&self) -> bool {
-        self.instances.is_empty()
+        self.instances.map.is_empty()
     }
 
     /// Makes this the registry of the whole process.
@@ -330,7 +338,7 @@ impl Registry {
         // slot can hold a plain reference to its instance.
         if let Some(installed) = INSTALLED.get() {
             for (type_id, slot) in installed.slots.iter() {
-                if let Some(instance) = installed.instances.get(type_id) {
+                if let Some(instance) = installed.instances.map.get(type_id) {
                     let _ = slot().instance.set(instance);
                 }
             }
@@ -398,7 +406,7 @@ impl Registry {
     }
 
     fn instance(&self, type_id: TypeId) -> Option<&Instance> {
-        self.instances.get(&type_id)
+        self.instances.map.get(&type_id)
     }
 
     /// The installed registry, if [`install`](Self::install) was called: for
@@ -430,13 +438,14 @@ impl Registry {
     /// # }
     /// ```
     pub fn subscribe(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
-        self.listeners.add(None, Box::new(listener));
+        self.instances.listeners.add(None, Box::new(listener));
     }
 
     /// Calls `listener` with every [`Event`] of spec `S` (see
     /// [`subscribe`](Self::subscribe)).
     pub fn subscribe_to<S: Spec>(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
-        self.listeners
+        self.instances
+            .listeners
             .add(Some((S::NAME, S::PATH)), Box::new(listener));
     }
 
@@ -446,8 +455,12 @@ impl Registry {
     /// Each spec's counts are read one after the other, without stopping
     /// calls: a snapshot taken under load is a close view, not an atomic one.
     pub fn snapshot(&self) -> Snapshot {
-        let mut specs: Vec<SpecSnapshot> =
-            self.instances.values().map(Instance::snapshot).collect();
+        let mut specs: Vec<SpecSnapshot> = self
+            .instances
+            .map
+            .values()
+            .map(Instance::snapshot)
+            .collect();
         specs.sort_by(|a, b| (a.path, a.spec).cmp(&(b.path, b.spec)));
         Snapshot { specs }
     }
@@ -475,21 +488,29 @@ pub struct SpecSnapshot {
     /// Its mechanism.
     pub kind: SpecKind,
     /// A circuit breaker's state.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub state: Option<State>,
     /// A circuit breaker's window counts (empty unless closed).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub window: Option<Counts>,
     /// A circuit breaker's failure rate in the window, in whole percent
     /// (`None` for an empty window).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub failure_rate: Option<u8>,
     /// A circuit breaker's slow-call rate in the window, in whole percent.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub slow_rate: Option<u8>,
     /// Calls a circuit breaker rejected since it was built.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub rejected: Option<u64>,
     /// A concurrency limit's places held now.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub permits_in_use: Option<u32>,
     /// A concurrency limit's places in all.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub permits_limit: Option<u32>,
     /// Tokens in a retry spec's budget now (`None` without a budget).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub budget_tokens: Option<f64>,
 }
 
@@ -540,14 +561,18 @@ impl Instance {
 pub(crate) fn with_listeners_in_use(f: impl FnOnce(&Listeners)) {
     if ACTIVE.load(Ordering::Acquire) == 0 {
         if let Some(installed) = INSTALLED.get() {
-            f(&installed.listeners);
+            f(&installed.instances.listeners);
         }
         return;
     }
-    let listeners = match SCOPED.try_with(|r| Arc::clone(&r.listeners)) {
+    let listeners = match SCOPED.try_with(|r| Arc::clone(&r.instances.listeners)) {
         Ok(l) => Some(l),
         Err(_) => DEFAULT
-            .try_with(|d| d.borrow().as_ref().map(|r| Arc::clone(&r.listeners)))
+            .try_with(|d| {
+                d.borrow()
+                    .as_ref()
+                    .map(|r| Arc::clone(&r.instances.listeners))
+            })
             .ok()
             .flatten(),
     };
