@@ -6,5 +6,6 @@
 //! the examples' build small; they speak just enough HTTP for one request per
 //! connection.
 
+pub mod health;
 pub mod http;
 pub mod petstore;

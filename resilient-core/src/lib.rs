@@ -73,8 +73,9 @@
 //! the body). The first resilience attribute collects every resilience
 //! attribute below it and builds the whole chain, so the order you read is the
 //! order that runs; other attributes (docs, `#[allow]`,
-//! `#[tracing::instrument]`) are kept as written. Each resilience attribute
-//! may appear once per fn:
+//! `#[tracing::instrument]`) are kept as written. Put `#[tracing::instrument]`
+//! below the resilience attributes for its span to cover the whole chain (see
+//! [`telemetry`]). Each resilience attribute may appear once per fn:
 //!
 //! ```compile_fail
 //! # use resilient_core::{retryable, RetrySpec};
@@ -177,6 +178,7 @@ pub mod registry;
 pub mod retry;
 pub mod settings;
 mod spec;
+pub mod telemetry;
 pub mod timeout;
 
 #[doc(hidden)]
@@ -187,7 +189,9 @@ pub use circuit_breaker::{CircuitBreakerHandle, CircuitBreakerSpec, Permit};
 pub use concurrency::{ConcurrencyLimitHandle, ConcurrencyLimitSpec, ConcurrencyPermit};
 pub use error::{BoxError, Error, Exhausted, FailedValue, GaveUp};
 pub use rate_limiter::{RateLimiterHandle, RateLimiterSpec};
-pub use registry::{AlreadyInstalled, DefaultGuard, Registry, RegistryBuilder};
+pub use registry::{
+    AlreadyInstalled, DefaultGuard, Registry, RegistryBuilder, Snapshot, SpecSnapshot,
+};
 pub use retry::{RetryHandle, RetrySpec};
 pub use spec::{AllErrors, Classifier, Classify, Spec, SpecEntry, SpecKind, Verdict};
 pub use timeout::{TimeoutHandle, TimeoutSpec};

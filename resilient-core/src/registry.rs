@@ -19,16 +19,17 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::circuit_breaker::{Breaker, CircuitBreakerSettings};
+use crate::circuit_breaker::{Breaker, CircuitBreakerSettings, Counts, State};
 use crate::concurrency::{ConcurrencyLimitSettings, Limiter};
 use crate::error::Error;
 use crate::rate_limiter::{RateLimiter, RateLimiterSettings};
 use crate::retry::{Retry, RetrySettings};
 use crate::settings::{Problem, Section, Value};
 use crate::spec::{Spec, SpecEntry, SpecKind};
+use crate::telemetry::{Event, Listeners, Telemetry, TelemetrySettings};
 use crate::timeout::{Timeout, TimeoutSettings};
 
 static INSTALLED: OnceLock<Registry> = OnceLock::new();
@@ -109,9 +110,17 @@ enum Instance {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Registry {
-    instances: Arc<HashMap<TypeId, Instance>>,
+    instances: Arc<Instances>,
     /// Each spec's slot, filled when the registry is installed.
     slots: Arc<[(TypeId, SlotOf)]>,
+}
+
+/// A registry's instances, and who hears their events: behind one `Arc`, so
+/// that a scope's clone of the registry costs what it did before events.
+#[derive(Debug)]
+struct Instances {
+    map: HashMap<TypeId, Instance>,
+    listeners: Arc<Listeners>,
 }
 
 /// A spec's slot, as its derive returns it.
@@ -123,13 +132,20 @@ type SlotOf = fn() -> &'static Slot;
 /// public API.
 #[doc(hidden)]
 #[derive(Debug)]
-pub struct Slot(OnceLock<&'static Instance>);
+pub struct Slot {
+    instance: OnceLock<&'static Instance>,
+    /// Whether a call of this spec has logged that it found no settings.
+    not_configured_logged: AtomicBool,
+}
 
 impl Slot {
     /// An empty slot.
     #[allow(clippy::new_without_default)] // built in a static by the derives
     pub const fn new() -> Self {
-        Slot(OnceLock::new())
+        Slot {
+            instance: OnceLock::new(),
+            not_configured_logged: AtomicBool::new(false),
+        }
     }
 }
 
@@ -174,6 +190,15 @@ pub(crate) struct Key {
 impl Key {
     /// The error of a call whose spec has no instance in the registry in use.
     pub(crate) fn not_configured(&self) -> Error {
+        let logged = &(self.slot)().not_configured_logged;
+        if !logged.load(Ordering::Relaxed) && !logged.swap(true, Ordering::Relaxed) {
+            tracing::error!(
+                target: "resilient::registry",
+                spec = self.name, path = self.path,
+                "`{}` was called, but the registry in use has no settings for it: build and install the registry at startup (`resilient_config::init`), with a section at `{}`; until then every call of this spec fails with `NotConfigured` (logged once per spec)",
+                self.name, self.path
+            );
+        }
         Error::NotConfigured {
             spec: self.name,
             path: self.path,
@@ -229,23 +254,37 @@ impl RegistryBuilder {
             None => SpecEntry::all().collect(),
         };
         let mut problems = Vec::new();
+        let listeners = Arc::new(Listeners::default());
         let mut instances = HashMap::with_capacity(entries.len());
         let slots: Arc<[_]> = entries.iter().map(|e| ((e.type_id)(), e.slot)).collect();
         let shared = crate::settings::shared_sections(&entries, &mut problems);
         for entry in entries.into_iter().filter(|e| !shared.contains(&e.path)) {
             let mut section = Section::root(entry.name, entry.path, root, &mut problems);
+            let telemetry = TelemetrySettings::read(&mut section).map(|settings| {
+                Telemetry::new(
+                    entry.name,
+                    entry.path,
+                    entry.kind,
+                    settings,
+                    Arc::clone(&listeners),
+                )
+            });
             let instance = match entry.kind {
                 SpecKind::Retry => RetrySettings::read(&mut section)
-                    .map(|s| Instance::Retry(Arc::new(Retry::new(s)))),
-                SpecKind::CircuitBreaker => CircuitBreakerSettings::read(&mut section).map(|s| {
-                    Instance::CircuitBreaker(Arc::new(Breaker::new(entry.name, entry.path, s)))
-                }),
+                    .zip(telemetry)
+                    .map(|(s, t)| Instance::Retry(Arc::new(Retry::new(s, t)))),
+                SpecKind::CircuitBreaker => CircuitBreakerSettings::read(&mut section)
+                    .zip(telemetry)
+                    .map(|(s, t)| Instance::CircuitBreaker(Arc::new(Breaker::new(s, t)))),
                 SpecKind::Timeout => TimeoutSettings::read(&mut section)
-                    .map(|settings| Instance::Timeout(Arc::new(Timeout { settings }))),
+                    .zip(telemetry)
+                    .map(|(s, t)| Instance::Timeout(Arc::new(Timeout::new(s, t)))),
                 SpecKind::ConcurrencyLimit => ConcurrencyLimitSettings::read(&mut section)
-                    .map(|s| Instance::ConcurrencyLimit(Arc::new(Limiter::new(s)))),
+                    .zip(telemetry)
+                    .map(|(s, t)| Instance::ConcurrencyLimit(Arc::new(Limiter::new(s, t)))),
                 SpecKind::RateLimiter => RateLimiterSettings::read(&mut section)
-                    .map(|s| Instance::RateLimiter(Arc::new(RateLimiter::new(s)))),
+                    .zip(telemetry)
+                    .map(|(s, t)| Instance::RateLimiter(Arc::new(RateLimiter::new(s, t)))),
             };
             section.finish();
             if let Some(instance) = instance {
@@ -254,7 +293,10 @@ impl RegistryBuilder {
         }
         if problems.is_empty() {
             Ok(Registry {
-                instances: Arc::new(instances),
+                instances: Arc::new(Instances {
+                    map: instances,
+                    listeners,
+                }),
                 slots,
             })
         } else {
@@ -272,17 +314,17 @@ impl Registry {
 
     /// Whether the registry holds an instance of spec `S`.
     pub fn contains<S: Spec>(&self) -> bool {
-        self.instances.contains_key(&TypeId::of::<S>())
+        self.instances.map.contains_key(&TypeId::of::<S>())
     }
 
     /// The number of specs in the registry.
     pub fn len(&self) -> usize {
-        self.instances.len()
+        self.instances.map.len()
     }
 
     /// Whether the registry holds no spec.
     pub fn is_empty(&self) -> bool {
-        self.instances.is_empty()
+        self.instances.map.is_empty()
     }
 
     /// Makes this the registry of the whole process.
@@ -296,8 +338,8 @@ impl Registry {
         // slot can hold a plain reference to its instance.
         if let Some(installed) = INSTALLED.get() {
             for (type_id, slot) in installed.slots.iter() {
-                if let Some(instance) = installed.instances.get(type_id) {
-                    let _ = slot().0.set(instance);
+                if let Some(instance) = installed.instances.map.get(type_id) {
+                    let _ = slot().instance.set(instance);
                 }
             }
         }
@@ -364,7 +406,178 @@ impl Registry {
     }
 
     fn instance(&self, type_id: TypeId) -> Option<&Instance> {
-        self.instances.get(&type_id)
+        self.instances.map.get(&type_id)
+    }
+
+    /// The installed registry, if [`install`](Self::install) was called: for
+    /// a health endpoint's [`snapshot`](Self::snapshot), or to
+    /// [`subscribe`](Self::subscribe) to the application's events.
+    pub fn installed() -> Option<&'static Registry> {
+        INSTALLED.get()
+    }
+
+    /// Calls `listener` with every [`Event`] of every spec of this registry,
+    /// and of each `#[fallback]` taken while it is the registry in use, for
+    /// as long as the registry lives.
+    ///
+    /// A listener runs on the thread of the call that published the event,
+    /// inside that call: keep it short (count, or send to a channel), and do
+    /// not call annotated fns from it.
+    ///
+    /// ```
+    /// # use std::sync::{Arc, atomic::{AtomicU64, Ordering}};
+    /// # use resilient_core::{Registry, telemetry::Event};
+    /// # fn demo(registry: &Registry) {
+    /// let retries = Arc::new(AtomicU64::new(0));
+    /// let counter = Arc::clone(&retries);
+    /// registry.subscribe(move |event| {
+    ///     if let Event::RetryScheduled { .. } = event {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    /// });
+    /// # }
+    /// ```
+    pub fn subscribe(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
+        self.instances.listeners.add(None, Box::new(listener));
+    }
+
+    /// Calls `listener` with every [`Event`] of spec `S` (see
+    /// [`subscribe`](Self::subscribe)).
+    pub fn subscribe_to<S: Spec>(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
+        self.instances
+            .listeners
+            .add(Some((S::NAME, S::PATH)), Box::new(listener));
+    }
+
+    /// The state of every spec now, sorted by path: what a health endpoint
+    /// shows. Serializable with the `serde` feature.
+    ///
+    /// Each spec's counts are read one after the other, without stopping
+    /// calls: a snapshot taken under load is a close view, not an atomic one.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut specs: Vec<SpecSnapshot> = self
+            .instances
+            .map
+            .values()
+            .map(Instance::snapshot)
+            .collect();
+        specs.sort_by(|a, b| (a.path, a.spec).cmp(&(b.path, b.spec)));
+        Snapshot { specs }
+    }
+}
+
+/// The state of every spec of a registry; see [`Registry::snapshot`].
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// One entry per spec, sorted by path.
+    pub specs: Vec<SpecSnapshot>,
+}
+
+/// The state of one spec; see [`Registry::snapshot`]. A field that does not
+/// apply to the spec's kind is `None`.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct SpecSnapshot {
+    /// The spec type's name.
+    pub spec: &'static str,
+    /// Its config path.
+    pub path: &'static str,
+    /// Its mechanism.
+    pub kind: SpecKind,
+    /// A circuit breaker's state.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub state: Option<State>,
+    /// A circuit breaker's window counts (empty unless closed).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub window: Option<Counts>,
+    /// A circuit breaker's failure rate in the window, in whole percent
+    /// (`None` for an empty window).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub failure_rate: Option<u8>,
+    /// A circuit breaker's slow-call rate in the window, in whole percent.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub slow_rate: Option<u8>,
+    /// Calls a circuit breaker rejected since it was built.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub rejected: Option<u64>,
+    /// A concurrency limit's places held now.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub permits_in_use: Option<u32>,
+    /// A concurrency limit's places in all.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub permits_limit: Option<u32>,
+    /// Tokens in a retry spec's budget now (`None` without a budget).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub budget_tokens: Option<f64>,
+}
+
+impl Instance {
+    fn snapshot(&self) -> SpecSnapshot {
+        let telemetry = match self {
+            Instance::Retry(r) => r.telemetry(),
+            Instance::CircuitBreaker(b) => &b.telemetry,
+            Instance::Timeout(t) => &t.telemetry,
+            Instance::ConcurrencyLimit(l) => l.telemetry(),
+            Instance::RateLimiter(r) => r.telemetry(),
+        };
+        let mut snapshot = SpecSnapshot {
+            spec: telemetry.spec,
+            path: telemetry.path,
+            kind: telemetry.kind,
+            state: None,
+            window: None,
+            failure_rate: None,
+            slow_rate: None,
+            rejected: None,
+            permits_in_use: None,
+            permits_limit: None,
+            budget_tokens: None,
+        };
+        match self {
+            Instance::Retry(r) => snapshot.budget_tokens = r.budget_tokens(),
+            Instance::CircuitBreaker(b) => {
+                let m = b.metrics();
+                snapshot.state = Some(m.state);
+                snapshot.window = Some(m.window);
+                snapshot.failure_rate = m.failure_rate;
+                snapshot.slow_rate = m.slow_rate;
+                snapshot.rejected = Some(m.rejected);
+            }
+            Instance::ConcurrencyLimit(l) => {
+                snapshot.permits_in_use = Some(l.in_use());
+                snapshot.permits_limit = Some(l.limit());
+            }
+            Instance::Timeout(_) | Instance::RateLimiter(_) => {}
+        }
+        snapshot
+    }
+}
+
+/// Runs `f` with the listeners of the registry in use (as a call would find
+/// it), if there is one.
+pub(crate) fn with_listeners_in_use(f: impl FnOnce(&Listeners)) {
+    if ACTIVE.load(Ordering::Acquire) == 0 {
+        if let Some(installed) = INSTALLED.get() {
+            f(&installed.instances.listeners);
+        }
+        return;
+    }
+    let listeners = match SCOPED.try_with(|r| Arc::clone(&r.instances.listeners)) {
+        Ok(l) => Some(l),
+        Err(_) => DEFAULT
+            .try_with(|d| {
+                d.borrow()
+                    .as_ref()
+                    .map(|r| Arc::clone(&r.instances.listeners))
+            })
+            .ok()
+            .flatten(),
+    };
+    if let Some(listeners) = listeners {
+        f(&listeners);
     }
 }
 
@@ -374,7 +587,7 @@ impl Registry {
 #[inline]
 fn lookup<T>(key: &Key, pick: impl Fn(&Instance) -> Option<&Arc<T>>) -> Option<Shared<T>> {
     if ACTIVE.load(Ordering::Acquire) == 0 {
-        let instance = (key.slot)().0.get().copied().and_then(&pick)?;
+        let instance = (key.slot)().instance.get().copied().and_then(&pick)?;
         return Some(Shared::Installed(&**instance));
     }
     let find = |r: &Registry| r.instance((key.type_id)()).and_then(&pick).map(Arc::clone);

@@ -11,6 +11,11 @@ use std::time::Duration;
 
 /// The mechanism a spec configures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum SpecKind {
     /// `#[derive(RetrySpec)]`, used by `#[retryable]`.

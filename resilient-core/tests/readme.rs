@@ -3,7 +3,13 @@
 
 fn table_rows(text: &str, strip: &str) -> Vec<String> {
     text.lines()
-        .map(|l| l.trim_start().trim_start_matches(strip).trim())
+        .map(|l| {
+            let l = l.trim_start();
+            l.strip_prefix(strip)
+                .or_else(|| l.strip_prefix("//!"))
+                .unwrap_or(l)
+                .trim()
+        })
         .filter(|l| l.starts_with("| `"))
         .map(str::to_owned)
         .collect()
@@ -41,4 +47,10 @@ fn readme_concurrency_table_matches_the_settings_docs() {
 #[test]
 fn readme_rate_limiter_table_matches_the_settings_docs() {
     check(include_str!("../src/rate_limiter/mod.rs"), 5);
+}
+
+#[test]
+fn readme_telemetry_tables_match_the_telemetry_docs() {
+    // The settings, the log lines (but the row "same") and the metrics.
+    check(include_str!("../src/telemetry/mod.rs"), 2 + 8 + 7);
 }

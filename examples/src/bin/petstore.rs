@@ -5,7 +5,7 @@
 
 use examples::http::Server;
 use examples::petstore::{PetBreaker, PetClient};
-use resilient_core::CircuitBreakerSpec;
+use resilient_core::{CircuitBreakerSpec, Registry};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -18,6 +18,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     // Validates every spec linked into this binary; reports every problem at once.
     resilient_config::init(&settings)?;
+    // `/health`: every spec's state, from the installed registry.
+    let health = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let health_addr = health.local_addr()?;
+    let registry = Registry::installed().ok_or("the registry was just installed")?;
+    tokio::spawn(examples::health::serve(health, registry.clone()));
 
     let server = Server::failing_first(2, "{\"id\": 7, \"name\": \"Rex\"}").await?;
     let client = PetClient::new(server.addr());
@@ -30,5 +35,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cached = PetClient::new(down.addr()).find_or_cached(8).await?;
     println!("store down, hits: {}", down.hits());
     println!("fallback: {}", cached.body);
+
+    let health = examples::http::get(health_addr, "/health").await?;
+    println!("GET /health: {}\n{}", health.status, health.body);
     Ok(())
 }

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use super::settings::CircuitBreakerSettings;
 use super::window::{Counts, Record, Window};
 use super::{Metrics, State};
+use crate::telemetry::Telemetry;
 
 const TAG_SHIFT: u32 = 62;
 const CLOSED: u64 = 0b10;
@@ -115,8 +116,7 @@ pub(crate) enum End {
 
 #[derive(Debug)]
 pub(crate) struct Breaker {
-    pub(crate) name: &'static str,
-    pub(crate) path: &'static str,
+    pub(crate) telemetry: Telemetry,
     settings: CircuitBreakerSettings,
     state: AtomicU64,
     mode: AtomicU8,
@@ -139,15 +139,15 @@ fn ceil_us(d: Duration) -> u64 {
 }
 
 impl Breaker {
-    pub(crate) fn new(
-        name: &'static str,
-        path: &'static str,
-        settings: CircuitBreakerSettings,
-    ) -> Self {
+    pub(crate) fn new(settings: CircuitBreakerSettings, telemetry: Telemetry) -> Self {
         let mode = if settings.enabled { NORMAL } else { DISABLED };
+        telemetry.initial_state(if settings.enabled {
+            State::Closed
+        } else {
+            State::Disabled
+        });
         Self {
-            name,
-            path,
+            telemetry,
             window: Window::new(&settings.window),
             wait_us: ceil_us(settings.wait_duration_in_open_state),
             max_wait_us: settings.max_wait_in_half_open.map(ceil_us),
@@ -284,11 +284,10 @@ impl Breaker {
 
     fn reject(&self, state: State) -> State {
         self.rejected.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(
-            target: "resilient::circuit_breaker",
-            spec = self.name, path = self.path, ?state,
-            "call not permitted"
-        );
+        self.telemetry
+            .rejected(format_args!("circuit breaker {state}"), || {
+                self.until_half_open()
+            });
         state
     }
 
@@ -299,11 +298,7 @@ impl Breaker {
     }
 
     fn transition(&self, from: State, to: State) {
-        tracing::info!(
-            target: "resilient::circuit_breaker",
-            spec = self.name, path = self.path, ?from, ?to,
-            "circuit breaker {from:?} -> {to:?}"
-        );
+        self.telemetry.transition(from, to);
     }
 
     /// Records how a call that held a permit `taken` ended; `slow` when it
@@ -469,8 +464,6 @@ mod tests {
 
     fn breaker(wait: Duration) -> Breaker {
         Breaker::new(
-            "B",
-            "test.breaker",
             CircuitBreakerSettings {
                 enabled: true,
                 window: WindowSettings::RingBuffer { window_size: 1 },
@@ -481,6 +474,7 @@ mod tests {
                 slow_call: None,
                 max_wait_in_half_open: None,
             },
+            Telemetry::detached("B", "test.breaker", crate::spec::SpecKind::CircuitBreaker),
         )
     }
 

@@ -100,6 +100,7 @@ use crate::error::Error;
 use crate::outcome::{self, Fail};
 use crate::registry::{Key, Shared};
 use crate::spec::{Classify, Spec, Verdict};
+use crate::telemetry::Outcome;
 
 /// A circuit breaker spec: implemented by `#[derive(CircuitBreakerSpec)]`.
 ///
@@ -138,6 +139,11 @@ pub trait CircuitBreakerSpec: Spec + Sized {
 /// A breaker's state, as [`Error::CallNotPermitted`] and
 /// [`CircuitBreakerHandle::state`] report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum State {
     /// Calls go through and are counted.
@@ -298,9 +304,13 @@ impl<'a> Permit<'a> {
     #[inline]
     fn new(breaker: &'a Breaker) -> Result<Self, State> {
         let taken = breaker.try_acquire()?;
+        // The clock is read only for a slow-call threshold, or for metrics.
         let started = match taken {
             Taken::Free => None,
-            _ => breaker.slow_threshold().map(|_| Instant::now()),
+            _ if breaker.slow_threshold().is_some() || breaker.telemetry.timed() => {
+                Some(Instant::now())
+            }
+            _ => None,
         };
         Ok(Self {
             breaker,
@@ -332,11 +342,20 @@ impl<'a> Permit<'a> {
     #[inline]
     fn end(mut self, end: End) {
         self.done = true;
-        let slow = match (self.started, self.breaker.slow_threshold()) {
-            (Some(started), Some(threshold)) => started.elapsed() > threshold,
+        let took = self.started.map(|started| started.elapsed());
+        let slow = match (took, self.breaker.slow_threshold()) {
+            (Some(took), Some(threshold)) => took > threshold,
             _ => false,
         };
         self.breaker.release(self.taken, end, slow);
+        if self.taken != Taken::Free {
+            let outcome = match end {
+                End::Success => Outcome::Success,
+                End::Failure => Outcome::Failure,
+                End::Neither => Outcome::Ignored,
+            };
+            self.breaker.telemetry.ended(outcome, took);
+        }
     }
 }
 
@@ -344,6 +363,10 @@ impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if !self.done {
             self.breaker.release(self.taken, End::Neither, false);
+            if self.taken != Taken::Free {
+                let took = self.started.map(|started| started.elapsed());
+                self.breaker.telemetry.ended(Outcome::Ignored, took);
+            }
         }
     }
 }

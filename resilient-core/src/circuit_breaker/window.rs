@@ -11,6 +11,7 @@ use super::settings::WindowSettings;
 
 /// The counts a failure rate is computed from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Counts {
     /// Calls counted (successes and failures; ignored calls are not counted).
     pub total: u64,

@@ -38,6 +38,7 @@ use crate::outcome::Fail;
 use crate::registry::{Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
+use crate::telemetry::{InUse, Telemetry};
 
 /// A concurrency limit spec: implemented by `#[derive(ConcurrencyLimitSpec)]`.
 #[diagnostic::on_unimplemented(
@@ -140,6 +141,7 @@ impl ConcurrencyLimitSettings {
 #[derive(Debug)]
 pub(crate) struct Limiter {
     settings: ConcurrencyLimitSettings,
+    telemetry: Telemetry,
     /// `block`: the places, and the queue of waiters.
     semaphore: Semaphore,
     /// `reject`: the places taken.
@@ -166,8 +168,9 @@ impl Drop for Place<'_> {
 }
 
 impl Limiter {
-    pub(crate) fn new(settings: ConcurrencyLimitSettings) -> Self {
+    pub(crate) fn new(settings: ConcurrencyLimitSettings, telemetry: Telemetry) -> Self {
         Self {
+            telemetry,
             semaphore: Semaphore::new(settings.limit as usize),
             taken: AtomicU32::new(0),
             settings,
@@ -194,13 +197,28 @@ impl Limiter {
         }
     }
 
-    fn in_use(&self) -> u32 {
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    pub(crate) fn limit(&self) -> u32 {
+        self.settings.limit
+    }
+
+    pub(crate) fn in_use(&self) -> u32 {
         match self.settings.policy {
             Policy::Reject => self.taken.load(Ordering::Acquire),
             Policy::Block { .. } => self.settings.limit.saturating_sub(
                 u32::try_from(self.semaphore.available_permits()).unwrap_or(u32::MAX),
             ),
         }
+    }
+
+    /// Tells the telemetry that a call found no place.
+    fn rejected(&self) {
+        let limit = self.settings.limit;
+        self.telemetry
+            .rejected(format_args!("all {limit} places taken"), || None);
     }
 
     fn reached(&self, spec: &'static str) -> Error {
@@ -269,6 +287,7 @@ impl<S> Clone for ConcurrencyLimitHandle<S> {
 #[must_use = "the place is freed as soon as the permit is dropped"]
 pub struct ConcurrencyPermit<'a> {
     _place: Place<'a>,
+    _in_use: InUse<'a>,
 }
 
 impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
@@ -279,9 +298,10 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
 
     /// A place if one is free now, whatever the policy.
     pub fn try_acquire(&self) -> Option<ConcurrencyPermit<'_>> {
-        self.inner
-            .try_take()
-            .map(|place| ConcurrencyPermit { _place: place })
+        self.inner.try_take().map(|place| ConcurrencyPermit {
+            _place: place,
+            _in_use: self.inner.telemetry.hold(),
+        })
     }
 
     /// A place as the policy says: at once or fail (`reject`), or after
@@ -291,10 +311,16 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
     ///
     /// [`Error::ConcurrencyLimitReached`] when no place could be had.
     pub async fn acquire(&self) -> Result<ConcurrencyPermit<'_>, Error> {
-        self.inner
-            .acquire(S::NAME)
-            .await
-            .map(|place| ConcurrencyPermit { _place: place })
+        match self.inner.acquire(S::NAME).await {
+            Ok(place) => Ok(ConcurrencyPermit {
+                _place: place,
+                _in_use: self.inner.telemetry.hold(),
+            }),
+            Err(e) => {
+                self.inner.rejected();
+                Err(e)
+            }
+        }
     }
 
     /// Places taken now.
@@ -342,6 +368,7 @@ where
     };
     let spec = key.name;
     let limiter = &*instance;
+    let started = limiter.telemetry.start();
     // A free place is taken without entering an async fn.
     let taken = match limiter.try_take() {
         Some(place) => Ok(place),
@@ -350,10 +377,11 @@ where
     let _place = match taken {
         Ok(place) => place,
         Err(e) => {
-            tracing::debug!(target: "resilient::concurrency", spec, "concurrency limit reached");
+            limiter.rejected();
             return Err(Fail::Resilience(e));
         }
     };
     // Held until this future completes or is dropped.
-    f().await
+    let _in_use = limiter.telemetry.hold();
+    limiter.telemetry.done(f().await, started)
 }

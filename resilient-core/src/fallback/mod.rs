@@ -241,5 +241,6 @@ where
     }
     let error = fail.into_error(wrap);
     tracing::debug!(target: "resilient::fallback", r#fn = fn_name, "fallback taken");
+    crate::telemetry::emit_in_use(|| crate::telemetry::Event::FallbackTaken { function: fn_name });
     g(error).await.map_err(Fail::Body)
 }

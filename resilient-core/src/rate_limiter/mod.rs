@@ -47,6 +47,7 @@ use crate::outcome::Fail;
 use crate::registry::{Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
+use crate::telemetry::Telemetry;
 
 /// A rate limiter spec: implemented by `#[derive(RateLimiterSpec)]`.
 #[diagnostic::on_unimplemented(
@@ -190,6 +191,7 @@ impl RateLimiterSettings {
 #[derive(Debug)]
 pub(crate) struct RateLimiter {
     settings: RateLimiterSettings,
+    telemetry: Telemetry,
     origin: Instant,
     /// `fixed_window`: the window's start (ms since `origin`, high bits) and
     /// the permits taken in it (low 20 bits). `token_bucket`: the theoretical
@@ -206,10 +208,15 @@ fn nanos(d: Duration) -> u64 {
 }
 
 impl RateLimiter {
-    pub(crate) fn new(settings: RateLimiterSettings) -> Self {
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    pub(crate) fn new(settings: RateLimiterSettings, telemetry: Telemetry) -> Self {
         let period_ns = nanos(settings.limit_refresh_period);
         let interval_ns = (period_ns / u64::from(settings.limit_for_period)).max(1);
         Self {
+            telemetry,
             period_ms: u64::try_from(settings.limit_refresh_period.as_millis())
                 .unwrap_or(u64::MAX)
                 .max(1),
@@ -312,6 +319,20 @@ impl RateLimiter {
         }
     }
 
+    /// Tells the telemetry that the call `e` reports was rejected.
+    fn rejected(&self, e: &Error) {
+        let retry_after = match e {
+            Error::RateLimitExceeded { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        };
+        let limit = self.settings.limit_for_period;
+        let period = self.settings.limit_refresh_period;
+        self.telemetry
+            .rejected(format_args!("more than {limit} per {period:?}"), || {
+                retry_after
+            });
+    }
+
     fn exceeded(spec: &'static str, retry_after: Duration) -> Error {
         Error::RateLimitExceeded { spec, retry_after }
     }
@@ -320,9 +341,11 @@ impl RateLimiter {
     /// it is due.
     pub(crate) async fn acquire(&self, spec: &'static str) -> Result<(), Error> {
         let max_wait = self.settings.max_wait.unwrap_or(Duration::ZERO);
-        let taken = self
-            .take(max_wait)
-            .map_err(|retry_after| Self::exceeded(spec, retry_after))?;
+        let taken = self.take(max_wait).map_err(|retry_after| {
+            let e = Self::exceeded(spec, retry_after);
+            self.rejected(&e);
+            e
+        })?;
         if !taken.wait.is_zero() {
             self.wait_for(taken).await;
         }
@@ -454,6 +477,7 @@ where
     };
     let spec = key.name;
     let limiter = &*instance;
+    let started = limiter.telemetry.start();
     // A permit due now is taken without entering an async fn.
     let granted = match limiter.take(limiter.settings.max_wait.unwrap_or(Duration::ZERO)) {
         Ok(taken) if taken.wait.is_zero() => Ok(()),
@@ -464,8 +488,8 @@ where
         Err(retry_after) => Err(RateLimiter::exceeded(spec, retry_after)),
     };
     if let Err(e) = granted {
-        tracing::debug!(target: "resilient::rate_limiter", spec, "rate limit exceeded");
+        limiter.rejected(&e);
         return Err(Fail::Resilience(e));
     }
-    f().await
+    limiter.telemetry.done(f().await, started)
 }

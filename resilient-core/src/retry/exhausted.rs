@@ -57,7 +57,17 @@ pub trait Exhaustion<Mode>: Sized {
         last: Result<T, Fail<Self>>,
         keep: fn(T) -> Option<Box<dyn Any + Send + Sync>>,
     ) -> Result<T, Fail<Self>>;
+
+    /// The failure `keep` kept last, if the mode keeps failures: what a log
+    /// line shows of a failure about to be retried.
+    fn last_kept(trail: &Self::Trail) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        let _ = trail;
+        None
+    }
 }
+
+/// [`Exhaustion::last_kept`] of one mode.
+pub(crate) type LastKept<Tr> = fn(&Tr) -> Option<&(dyn std::error::Error + Send + Sync + 'static)>;
 
 /// What a classification keeps of a returned value it called a failure.
 pub(crate) type KeepValue<T> = fn(T) -> Option<Box<dyn Any + Send + Sync>>;
@@ -112,6 +122,10 @@ impl<E: IntoBoxError> Exhaustion<ReturnError> for E {
                 earlier: trail.into(),
             },
         ))))
+    }
+
+    fn last_kept(trail: &Self::Trail) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        trail.back().map(|e| &**e)
     }
 }
 

@@ -82,6 +82,7 @@ mod settings;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::ops::Deref;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -92,6 +93,7 @@ use crate::error::{Error, GaveUp};
 use crate::outcome::{self, Fail};
 use crate::registry::{Key, Shared};
 use crate::spec::{Classify, Spec, Verdict};
+use crate::telemetry::{Outcome, StoppedBy, Telemetry};
 use budget::Budget;
 
 /// A retry spec: implemented by `#[derive(RetrySpec)]`.
@@ -135,17 +137,31 @@ pub trait RetrySpec: Spec + Sized {
     }
 }
 
-/// The shared state of one retry spec: its settings and its budget.
+/// The shared state of one retry spec: its settings, its budget and its
+/// telemetry.
 #[derive(Debug)]
 pub(crate) struct Retry {
     settings: RetrySettings,
     budget: Option<Budget>,
+    telemetry: Telemetry,
 }
 
 impl Retry {
-    pub(crate) fn new(settings: RetrySettings) -> Self {
+    pub(crate) fn new(settings: RetrySettings, telemetry: Telemetry) -> Self {
         let budget = settings.budget.as_ref().map(Budget::new);
-        Self { settings, budget }
+        Self {
+            settings,
+            budget,
+            telemetry,
+        }
+    }
+
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    pub(crate) fn budget_tokens(&self) -> Option<f64> {
+        self.budget.as_ref().map(Budget::tokens)
     }
 }
 
@@ -173,7 +189,7 @@ impl<S: RetrySpec> RetryHandle<S> {
 
     /// Tokens now in the spec's retry budget; `None` when it has none.
     pub fn budget_tokens(&self) -> Option<f64> {
-        self.inner.budget.as_ref().map(Budget::tokens)
+        self.inner.budget_tokens()
     }
 
     /// Calls `f` and awaits its future, again after each failure, as the
@@ -204,6 +220,7 @@ pub struct RetryOps<T, E, Tr> {
     keep_value: exhausted::KeepValue<T>,
     keep: fn(&mut Tr, &'static str, Result<T, Fail<E>>),
     give_up: GiveUp<T, E, Tr>,
+    last_kept: exhausted::LastKept<Tr>,
 }
 
 /// The [`RetryOps`] of spec `S` for `Result<T, E>`.
@@ -233,6 +250,7 @@ where
         keep_value: <S::Classifier as Classify<T, E>>::keep_failed_value,
         keep: <E as Exhaustion<S::Exhausted>>::keep::<T>,
         give_up: <E as Exhaustion<S::Exhausted>>::give_up::<T>,
+        last_kept: <E as Exhaustion<S::Exhausted>>::last_kept,
     }
 }
 
@@ -274,11 +292,14 @@ where
         return Err(Fail::Resilience(ops.key.not_configured()));
     };
     let (ops, retry) = (&ops, &*instance);
-    let (spec, path) = (ops.key.name, ops.key.path);
+    let spec = ops.key.name;
     let s = &retry.settings;
     if !s.enabled {
         return f().await;
     }
+    let t = &retry.telemetry;
+    let timed = t.start();
+    let ended = |outcome| t.ended(outcome, timed.map(|at| at.elapsed()));
     let started = s.timeout.map(|_| Instant::now());
     let mut trail = Tr::default();
     // u64: with `attempts = u32::MAX` the count must still pass it.
@@ -292,23 +313,23 @@ where
                 if let Some(budget) = &retry.budget {
                     budget.deposit();
                 }
+                ended(Outcome::Success);
                 return outcome;
             }
-            Verdict::Ignore => return outcome,
+            Verdict::Ignore => {
+                ended(Outcome::Ignored);
+                return outcome;
+            }
             Verdict::Failure => None,
             Verdict::RetryAfter(hint) => Some(hint),
         };
         if s.attempts == 0 {
+            ended(Outcome::Failure);
             return outcome;
         }
         // `calls` is also the number of the retry that would come next.
         if calls > u64::from(s.attempts) {
-            tracing::warn!(
-                target: "resilient::retry",
-                spec, path, calls,
-                "retry exhausted after {calls} calls"
-            );
-            return (ops.give_up)(
+            let out = (ops.give_up)(
                 trail,
                 spec,
                 calls,
@@ -316,6 +337,9 @@ where
                 outcome,
                 ops.keep_value,
             );
+            stopped(t, calls, StoppedBy::Attempts, &out);
+            ended(Outcome::Failure);
+            return out;
         }
         let delay = match hint {
             Some(hint) => s.hinted_delay(hint),
@@ -326,12 +350,11 @@ where
         };
         if let (Some(limit), Some(started)) = (s.timeout, started) {
             if started.elapsed().saturating_add(delay) > limit {
-                tracing::warn!(
-                    target: "resilient::retry",
-                    spec, path, calls,
-                    "retry stopped: waiting {delay:?} would cross the overall timeout of {limit:?}"
-                );
-                return (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, ops.keep_value);
+                let out =
+                    (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, ops.keep_value);
+                stopped(t, calls, StoppedBy::Timeout, &out);
+                ended(Outcome::Failure);
+                return out;
             }
         }
         // Held across the wait: a call dropped before its retry starts gives
@@ -341,24 +364,77 @@ where
             Some(budget) => match budget.try_withdraw() {
                 Some(w) => Some(w),
                 None => {
-                    tracing::warn!(
-                        target: "resilient::retry",
-                        spec, path, calls,
-                        "retry budget empty: returning the failure without retrying"
-                    );
+                    stopped(t, calls, StoppedBy::Budget, &outcome);
+                    ended(Outcome::Failure);
                     return outcome;
                 }
             },
         };
-        tracing::debug!(
-            target: "resilient::retry",
-            spec, path, calls, ?hint,
-            "call {calls} failed; retrying after {delay:?}"
-        );
-        (ops.keep)(&mut trail, spec, outcome);
+        keep(ops, t, &mut trail, calls, delay, outcome);
         tokio::time::sleep(delay).await;
         if let Some(w) = withdrawal {
             w.spend();
+        }
+    }
+}
+
+/// Keeps a failure that will be retried, and tells the telemetry, showing
+/// the failure as kept when the mode keeps failures.
+fn keep<T, E, Tr>(
+    ops: &RetryOps<T, E, Tr>,
+    t: &Telemetry,
+    trail: &mut Tr,
+    calls: u64,
+    delay: Duration,
+    outcome: Result<T, Fail<E>>,
+) {
+    // A resilience error or a failed value can be shown as it is; the body's
+    // own error only once kept (boxed as an error), since it need not
+    // implement `Display`.
+    if !matches!(outcome, Err(Fail::Body(_))) || !t.logging {
+        t.retry_scheduled(calls, delay, &Shown::of(&outcome));
+        (ops.keep)(trail, ops.key.name, outcome);
+        return;
+    }
+    (ops.keep)(trail, ops.key.name, outcome);
+    match (ops.last_kept)(trail) {
+        Some(kept) => t.retry_scheduled(calls, delay, &kept),
+        None => t.retry_scheduled(calls, delay, &Shown::Body(std::any::type_name::<E>())),
+    }
+}
+
+/// Tells the telemetry that retry stopped; `out` is what the call returns.
+fn stopped<T, E>(t: &Telemetry, calls: u64, by: StoppedBy, out: &Result<T, Fail<E>>) {
+    match out {
+        // The cause is the last failure the error keeps.
+        Err(Fail::Resilience(Error::RetryExhausted(ex))) => t.retry_stopped(calls, by, &ex.last),
+        out => t.retry_stopped(calls, by, &Shown::of(out)),
+    }
+}
+
+/// A failure as a log line shows it.
+enum Shown<'a> {
+    Error(&'a Error),
+    Value,
+    Body(&'static str),
+}
+
+impl<'a> Shown<'a> {
+    fn of<T, E>(outcome: &'a Result<T, Fail<E>>) -> Self {
+        match outcome {
+            Ok(_) => Shown::Value,
+            Err(Fail::Resilience(e)) => Shown::Error(e),
+            Err(Fail::Body(_)) => Shown::Body(std::any::type_name::<E>()),
+        }
+    }
+}
+
+impl std::fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shown::Error(e) => e.fmt(f),
+            Shown::Value => f.write_str("a returned value the spec classifies as a failure"),
+            Shown::Body(ty) => write!(f, "an error of type `{ty}`"),
         }
     }
 }

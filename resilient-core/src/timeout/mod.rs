@@ -34,6 +34,7 @@ use crate::outcome::Fail;
 use crate::registry::{Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
+use crate::telemetry::Telemetry;
 
 /// A timeout spec: implemented by `#[derive(TimeoutSpec)]`.
 #[diagnostic::on_unimplemented(
@@ -96,10 +97,20 @@ impl TimeoutSettings {
     }
 }
 
-/// The shared state of one timeout spec: its settings.
+/// The shared state of one timeout spec: its settings and telemetry.
 #[derive(Debug)]
 pub(crate) struct Timeout {
     pub(crate) settings: TimeoutSettings,
+    pub(crate) telemetry: Telemetry,
+}
+
+impl Timeout {
+    pub(crate) fn new(settings: TimeoutSettings, telemetry: Telemetry) -> Self {
+        Self {
+            settings,
+            telemetry,
+        }
+    }
 }
 
 /// Access to a timeout spec's settings; cheap to clone.
@@ -161,19 +172,17 @@ where
     if !s.enabled {
         return f().await;
     }
+    let t = &timeout.telemetry;
+    let started = t.start();
     let mut call = pin!(f());
     // A call that is ready at its first poll needs no timer.
     if let Poll::Ready(out) = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await {
-        return out;
+        return t.done(out, started);
     }
     match tokio::time::timeout(s.duration, call).await {
-        Ok(out) => out,
+        Ok(out) => t.done(out, started),
         Err(_) => {
-            tracing::debug!(
-                target: "resilient::timeout",
-                spec, after = ?s.duration,
-                "call timed out"
-            );
+            t.timed_out(s.duration, started);
             Err(Fail::Resilience(Error::Timeout {
                 spec,
                 after: s.duration,

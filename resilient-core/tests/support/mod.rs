@@ -74,3 +74,4 @@ pub fn build(builder: RegistryBuilder, sections: Vec<(&str, Value)>) -> Registry
 pub fn registry<S: Spec>(section: Value) -> Registry {
     build(Registry::builder().spec::<S>(), vec![(S::PATH, section)])
 }
+pub mod capture;

@@ -1,0 +1,64 @@
+//! The example's `/health` endpoint serves the registry's snapshot as JSON.
+
+use examples::http::{get, Server};
+use examples::petstore::{PetBreaker, PetClient, PetRetry, PetTimeout};
+use resilient_core::Registry;
+
+fn registry() -> Result<Registry, Box<dyn std::error::Error>> {
+    let toml = "[resilient.retry.pet]
+delay = \"1ms\"
+attempts = 1
+[resilient.circuitbreaker.pet]
+failure_rate_threshold = 100
+minimum_required_calls = 1
+wait_duration_in_open_state = \"1m\"
+permitted_calls_in_half_open_state = 1
+count_based = { window_size = 1 }
+[resilient.timeout.pet]
+duration = \"2s\"";
+    let settings = config::Config::builder()
+        .add_source(config::File::from_str(toml, config::FileFormat::Toml))
+        .build()?;
+    Ok(resilient_config::build(
+        Registry::builder()
+            .spec::<PetRetry>()
+            .spec::<PetBreaker>()
+            .spec::<PetTimeout>(),
+        &settings,
+    )?)
+}
+
+#[tokio::test]
+async fn health_lists_every_spec_and_shows_an_open_breaker(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let registry = registry()?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let endpoint = tokio::spawn(examples::health::serve(listener, registry.clone()));
+
+    let before: serde_json::Value = serde_json::from_str(&get(addr, "/health").await?.body)?;
+    let specs = before["specs"].as_array().ok_or("a list of specs")?;
+    let paths: Vec<&str> = specs.iter().filter_map(|s| s["path"].as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "resilient.circuitbreaker.pet",
+            "resilient.retry.pet",
+            "resilient.timeout.pet"
+        ]
+    );
+    assert_eq!(specs[0]["kind"], "circuit_breaker");
+    assert_eq!(specs[0]["state"], "closed");
+
+    // A store that always fails: the retry gives up, the breaker opens.
+    let server = Server::start(|_| (503, "down".to_owned())).await?;
+    let client = PetClient::new(server.addr());
+    assert!(registry.scope(client.find(7)).await.is_err());
+    assert_eq!(server.hits(), 2);
+
+    let after: serde_json::Value = serde_json::from_str(&get(addr, "/health").await?.body)?;
+    assert_eq!(after["specs"][0]["state"], "open");
+    assert_eq!(get(addr, "/other").await?.status, 404);
+    endpoint.abort();
+    Ok(())
+}

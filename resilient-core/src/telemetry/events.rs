@@ -1,0 +1,165 @@
+//! Typed events, and the listeners a registry hands them to.
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{PoisonError, RwLock};
+use std::time::Duration;
+
+use crate::circuit_breaker::State;
+use crate::spec::SpecKind;
+
+/// Something a spec did that a listener may want to know; see
+/// [`Registry::subscribe`](crate::Registry::subscribe).
+///
+/// Events are published off the success path only (a retry, a rejection, a
+/// transition, a timeout, a fallback); when nobody listens, publishing one
+/// costs a relaxed atomic load.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A call failed and retry will call again after `delay`.
+    RetryScheduled {
+        /// The retry spec's name.
+        spec: &'static str,
+        /// Its config path.
+        path: &'static str,
+        /// Which retry this is: 1 for the first.
+        retry: u64,
+        /// The wait before it.
+        delay: Duration,
+    },
+    /// Retry gave up.
+    RetryExhausted {
+        /// The retry spec's name.
+        spec: &'static str,
+        /// Its config path.
+        path: &'static str,
+        /// Calls made, the first one included.
+        calls: u64,
+        /// Why it stopped.
+        reason: StoppedBy,
+    },
+    /// A circuit breaker changed state.
+    StateTransition {
+        /// The breaker spec's name.
+        spec: &'static str,
+        /// Its config path.
+        path: &'static str,
+        /// The state it left.
+        from: State,
+        /// The state it entered.
+        to: State,
+    },
+    /// A breaker, rate limiter or concurrency limit rejected a call.
+    Rejected {
+        /// The spec's name.
+        spec: &'static str,
+        /// Its config path.
+        path: &'static str,
+        /// Which mechanism rejected it.
+        kind: SpecKind,
+        /// When a call could pass, if the mechanism knows.
+        retry_after: Option<Duration>,
+    },
+    /// A `#[fallback]` answered a failure.
+    FallbackTaken {
+        /// The annotated fn's name.
+        function: &'static str,
+    },
+    /// A call took longer than its timeout.
+    TimedOut {
+        /// The timeout spec's name.
+        spec: &'static str,
+        /// Its config path.
+        path: &'static str,
+        /// The limit it crossed.
+        after: Duration,
+    },
+}
+
+/// Why retry stopped retrying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoppedBy {
+    /// The configured `attempts` were used up.
+    Attempts,
+    /// The next wait would have crossed the overall `timeout`.
+    Timeout,
+    /// The retry budget was empty.
+    Budget,
+}
+
+impl StoppedBy {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            StoppedBy::Attempts => "attempts",
+            StoppedBy::Timeout => "timeout",
+            StoppedBy::Budget => "budget",
+        }
+    }
+}
+
+impl fmt::Display for StoppedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StoppedBy::Attempts => "attempts used up",
+            StoppedBy::Timeout => "the next wait would cross the overall timeout",
+            StoppedBy::Budget => "retry budget empty",
+        })
+    }
+}
+
+type Listener = Box<dyn Fn(&Event) + Send + Sync>;
+
+/// The `(spec, path)` a listener is limited to; `None` for every spec.
+type Only = Option<(&'static str, &'static str)>;
+
+/// The listeners of one registry: shared by its instances.
+#[derive(Default)]
+pub(crate) struct Listeners {
+    count: AtomicUsize,
+    /// Each listener, with the `(spec, path)` it is limited to.
+    list: RwLock<Vec<(Only, Listener)>>,
+}
+
+impl fmt::Debug for Listeners {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listeners")
+            .field("count", &self.count.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Listeners {
+    /// Whether anyone listens.
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.count.load(Ordering::Relaxed) != 0
+    }
+
+    pub(crate) fn add(&self, only: Only, listener: Listener) {
+        let mut list = self.list.write().unwrap_or_else(PoisonError::into_inner);
+        list.push((only, listener));
+        self.count.store(list.len(), Ordering::Relaxed);
+    }
+
+    /// Hands `event`, published by spec `spec` at `path` (empty for a
+    /// fallback), to every listener it concerns.
+    pub(crate) fn emit(&self, spec: &'static str, path: &'static str, event: &Event) {
+        let list = self.list.read().unwrap_or_else(PoisonError::into_inner);
+        for (only, listener) in list.iter() {
+            if only.map_or(true, |(s, p)| s == spec && p == path) {
+                listener(event);
+            }
+        }
+    }
+}
+
+/// Emits a fallback's event to the listeners of the registry in use.
+pub(crate) fn emit_in_use(event: impl FnOnce() -> Event) {
+    crate::registry::with_listeners_in_use(|listeners| {
+        if listeners.any() {
+            listeners.emit("", "", &event());
+        }
+    });
+}
