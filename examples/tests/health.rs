@@ -34,7 +34,7 @@ async fn health_lists_every_spec_and_shows_an_open_breaker(
     let registry = registry()?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let endpoint = tokio::spawn(examples::health::serve(listener, registry.clone()));
+    let endpoint = tokio::spawn(examples::health::serve(listener, registry.clone(), None));
 
     let before: serde_json::Value = serde_json::from_str(&get(addr, "/health").await?.body)?;
     let specs = before["specs"].as_array().ok_or("a list of specs")?;
@@ -59,6 +59,11 @@ async fn health_lists_every_spec_and_shows_an_open_breaker(
     let after: serde_json::Value = serde_json::from_str(&get(addr, "/health").await?.body)?;
     assert_eq!(after["specs"][0]["state"], "open");
     assert_eq!(get(addr, "/other").await?.status, 404);
+    assert_eq!(
+        get(addr, "/metrics").await?.status,
+        404,
+        "no recorder given"
+    );
     endpoint.abort();
     Ok(())
 }
