@@ -34,6 +34,7 @@ impl<E> Fail<E> {
 /// Classifies one outcome: the body's by the spec's classification, a
 /// resilience error by `on_resilience`. Takes the outcome by value so that the
 /// spec's classification sees a plain `&Result<T, E>`.
+#[inline]
 pub(crate) fn classify<T, E>(
     outcome: Result<T, Fail<E>>,
     classify: fn(&Result<T, E>) -> Verdict,
