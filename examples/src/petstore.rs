@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use resilient_core::{
     circuit_breakable, fallback, retryable, timeout, CircuitBreakerSpec, Classifier, Classify,
-    RetrySpec, TimeoutSpec, Verdict,
+    Registry, RetrySpec, TimeoutSpec, Verdict,
 };
 
 use crate::http::{self, Response};
@@ -29,6 +29,25 @@ pub struct PetBreaker;
 #[derive(TimeoutSpec)]
 #[spec("resilient.timeout.pet")]
 pub struct PetTimeout;
+
+/// A registry of the three pet specs, from `toml` holding their sections:
+/// what a test builds and runs its calls in, instead of installing one.
+///
+/// # Errors
+///
+/// When `toml` is not TOML, or a section is missing or invalid.
+pub fn registry(toml: &str) -> Result<Registry, Box<dyn std::error::Error>> {
+    let settings = config::Config::builder()
+        .add_source(config::File::from_str(toml, config::FileFormat::Toml))
+        .build()?;
+    Ok(resilient_config::build(
+        Registry::builder()
+            .spec::<PetRetry>()
+            .spec::<PetBreaker>()
+            .spec::<PetTimeout>(),
+        &settings,
+    )?)
+}
 
 /// What counts as a failed lookup, for the retry and the breaker alike.
 #[derive(Debug)]

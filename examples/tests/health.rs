@@ -1,7 +1,7 @@
 //! The example's `/health` endpoint serves the registry's snapshot as JSON.
 
 use examples::http::{get, Server};
-use examples::petstore::{PetBreaker, PetClient, PetRetry, PetTimeout};
+use examples::petstore::PetClient;
 use resilient_core::Registry;
 
 fn registry() -> Result<Registry, Box<dyn std::error::Error>> {
@@ -16,16 +16,7 @@ permitted_calls_in_half_open_state = 1
 count_based = { window_size = 1 }
 [resilient.timeout.pet]
 duration = \"2s\"";
-    let settings = config::Config::builder()
-        .add_source(config::File::from_str(toml, config::FileFormat::Toml))
-        .build()?;
-    Ok(resilient_config::build(
-        Registry::builder()
-            .spec::<PetRetry>()
-            .spec::<PetBreaker>()
-            .spec::<PetTimeout>(),
-        &settings,
-    )?)
+    examples::petstore::registry(toml)
 }
 
 #[tokio::test]

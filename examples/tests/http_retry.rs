@@ -3,7 +3,7 @@
 //! outcome.
 
 use examples::http::Server;
-use examples::petstore::{PetBreaker, PetClient, PetError, PetRetry, PetTimeout};
+use examples::petstore::{PetBreaker, PetClient, PetError};
 use resilient_core::circuit_breaker::State;
 use resilient_core::{CircuitBreakerSpec, Error, GaveUp, Registry};
 
@@ -16,19 +16,9 @@ permitted_calls_in_half_open_state = 1
 count_based = { window_size = 4 }";
 
 fn registry(retry: &str) -> Result<Registry, Box<dyn std::error::Error>> {
-    let toml = format!(
+    examples::petstore::registry(&format!(
         "[resilient.retry.pet]\n{retry}\n{BREAKER}\n[resilient.timeout.pet]\nduration = \"2s\""
-    );
-    let settings = config::Config::builder()
-        .add_source(config::File::from_str(&toml, config::FileFormat::Toml))
-        .build()?;
-    Ok(resilient_config::build(
-        Registry::builder()
-            .spec::<PetRetry>()
-            .spec::<PetBreaker>()
-            .spec::<PetTimeout>(),
-        &settings,
-    )?)
+    ))
 }
 
 #[tokio::test]

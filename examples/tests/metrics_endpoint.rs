@@ -3,9 +3,8 @@
 //! test in this binary: the recorder is the process's.
 
 use examples::http::{get, Server};
-use examples::petstore::{PetBreaker, PetClient, PetRetry, PetTimeout};
+use examples::petstore::PetClient;
 use metrics_exporter_prometheus::PrometheusBuilder;
-use resilient_core::Registry;
 
 #[tokio::test]
 async fn metrics_count_the_calls_and_retries_of_a_recovered_lookup(
@@ -25,16 +24,7 @@ permitted_calls_in_half_open_state = 1
 count_based = { window_size = 10 }
 [resilient.timeout.pet]
 duration = \"2s\"";
-    let settings = config::Config::builder()
-        .add_source(config::File::from_str(toml, config::FileFormat::Toml))
-        .build()?;
-    let registry = resilient_config::build(
-        Registry::builder()
-            .spec::<PetRetry>()
-            .spec::<PetBreaker>()
-            .spec::<PetTimeout>(),
-        &settings,
-    )?;
+    let registry = examples::petstore::registry(toml)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let endpoint = tokio::spawn(examples::health::serve(
