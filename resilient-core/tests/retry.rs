@@ -607,8 +607,10 @@ async fn attempts_are_checked_before_the_budget() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_call_cancelled_during_its_wait_returns_the_token_it_took() {
+/// A call of an always-failing body under a budget of 5 tokens (none
+/// returned), waits of 1 s, dropped after `ms`: whether it was dropped, the
+/// body's calls, and the tokens left.
+async fn cancelled_after(ms: u64) -> (bool, usize, Option<f64>) {
     let r = registry::<Budgeted>(table([
         ("delay", s("1s")),
         ("attempts", int(3)),
@@ -621,10 +623,8 @@ async fn a_call_cancelled_during_its_wait_returns_the_token_it_took() {
     let (out, tokens) = r
         .scope(async {
             let h = Budgeted::get()?;
-            // The first call fails at once; its retry takes a token and waits
-            // 1 s, and the call is dropped half-way through that wait.
             let out = tokio::time::timeout(
-                Duration::from_millis(500),
+                Duration::from_millis(ms),
                 h.call(|| flaky(&calls, u32::MAX)),
             )
             .await;
@@ -632,8 +632,16 @@ async fn a_call_cancelled_during_its_wait_returns_the_token_it_took() {
         })
         .await
         .expect("configured");
-    assert!(out.is_err(), "dropped during the wait");
-    assert_eq!(calls.count(), 1, "the retry never ran");
+    (out.is_err(), calls.count(), tokens)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_cancelled_during_its_wait_returns_the_token_it_took() {
+    // The first call fails at once; its retry takes a token and waits 1 s,
+    // and the call is dropped half-way through that wait.
+    let (dropped, calls, tokens) = cancelled_after(500).await;
+    assert!(dropped, "dropped during the wait");
+    assert_eq!(calls, 1, "the retry never ran");
     assert_eq!(
         tokens,
         Some(5.0),
@@ -643,30 +651,10 @@ async fn a_call_cancelled_during_its_wait_returns_the_token_it_took() {
 
 #[tokio::test(start_paused = true)]
 async fn a_retry_that_ran_keeps_its_token_when_cancelled_later() {
-    let r = registry::<Budgeted>(table([
-        ("delay", s("1s")),
-        ("attempts", int(3)),
-        (
-            "retry_budget",
-            table([("tokens_initial", int(5)), ("ratio", int(0))]),
-        ),
-    ]));
-    let calls = Calls::default();
-    let (out, tokens) = r
-        .scope(async {
-            let h = Budgeted::get()?;
-            // Calls at 0 s and 1 s; dropped at 1.5 s, during the second wait.
-            let out = tokio::time::timeout(
-                Duration::from_millis(1500),
-                h.call(|| flaky(&calls, u32::MAX)),
-            )
-            .await;
-            Ok::<_, TestError>((out, h.budget_tokens()))
-        })
-        .await
-        .expect("configured");
-    assert!(out.is_err(), "dropped during the second wait");
-    assert_eq!(calls.count(), 2);
+    // Calls at 0 s and 1 s; dropped at 1.5 s, during the second wait.
+    let (dropped, calls, tokens) = cancelled_after(1500).await;
+    assert!(dropped, "dropped during the second wait");
+    assert_eq!(calls, 2);
     assert_eq!(
         tokens,
         Some(4.0),
