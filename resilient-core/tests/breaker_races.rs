@@ -123,6 +123,67 @@ fn concurrent_failures_all_stay_in_the_window() {
     }
 }
 
+/// A success that finds the window full of successes takes no slot. Racing
+/// with failures from other threads, that must neither lose a failure nor
+/// keep one longer than the window's length of newer calls.
+#[test]
+fn skipped_successes_neither_lose_nor_keep_failures() {
+    let rt = two_workers();
+    let b = breaker(count_based(256, 100, "1h"));
+    let counts = |b: &CircuitBreakerHandle<B>| {
+        let w = b.metrics().window;
+        (w.total, w.failures)
+    };
+    let succeed = |b: &CircuitBreakerHandle<B>, n: usize| {
+        for _ in 0..n {
+            b.acquire().expect("closed").success();
+        }
+    };
+    rt.block_on(async {
+        for round in 0..50 {
+            b.reset();
+            succeed(&b, 256);
+            assert_eq!(counts(&b), (256, 0), "round {round}: full of successes");
+            // 64 tasks on two workers, each: a success, a failure, a success.
+            let tasks: Vec<_> = (0..64)
+                .map(|_| {
+                    let b = b.clone();
+                    tokio::spawn(async move {
+                        for fail in [false, true, false] {
+                            let p = b.acquire().expect("closed");
+                            tokio::task::yield_now().await;
+                            if fail {
+                                p.failure();
+                            } else {
+                                p.success();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.expect("task");
+            }
+            assert_eq!(
+                counts(&b),
+                (256, 64),
+                "round {round}: every failure counted"
+            );
+            // At most 192 calls were recorded since the window was clean: 63
+            // more keep every failure among the last 256.
+            succeed(&b, 63);
+            assert_eq!(
+                counts(&b),
+                (256, 64),
+                "round {round}: no failure left early"
+            );
+            // 256 newer calls in all: every failure has left.
+            succeed(&b, 193);
+            assert_eq!(counts(&b), (256, 0), "round {round}: no failure stays");
+        }
+    });
+}
+
 /// A permit taken while closed belongs to that closed period: after a
 /// reset it counts nothing (minimum 1, so one failure would reopen).
 #[test]

@@ -2,7 +2,8 @@
 //!
 //! All three record a completed call with a few atomic operations and no lock;
 //! none reads the clock except the time-based one. A success that replaces a
-//! success in a count-based window changes no counter.
+//! success in a count-based window changes no counter, and one that finds a
+//! full stripe of successes writes nothing at all: it only reads.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -299,6 +300,14 @@ fn next_stripe(count: usize, len: impl Fn(usize) -> usize) -> usize {
 /// that was descheduled between taking its slot and writing it cannot
 /// overwrite a newer call. The failure and slow counters follow the slots:
 /// every change of a slot adds its difference.
+///
+/// A success that finds its stripe full and both counters at zero takes no
+/// slot: it would replace a success, and the stripe's outcomes would be the
+/// same. No call is skipped while the stripe holds a failed or slow call, so
+/// such a call still leaves only after the stripe's length of newer calls;
+/// a success skipped while such a call was being recorded counts as ending
+/// just before it. This keeps the common path (a healthy dependency) to
+/// reads of one cache line that no thread writes.
 #[derive(Debug)]
 pub(crate) struct Slots {
     stripes: Box<[Stripe]>,
@@ -311,6 +320,18 @@ struct Stripe {
     failures: AtomicU64,
     slow: AtomicU64,
     slots: Box<[AtomicU64]>,
+}
+
+impl Stripe {
+    /// Whether every slot of the stripe holds a success of period `tag`.
+    #[inline]
+    fn holds_only_successes(&self, tag: u64) -> bool {
+        let none = with_tag(tag, 0);
+        self.failures.load(Ordering::Acquire) == none
+            && self.slow.load(Ordering::Acquire) == none
+            && self.cursor.load(Ordering::Acquire) & !(LAP_MASK << POS_BITS | POS_MASK)
+                == with_tag(tag, FULL_BIT)
+    }
 }
 
 /// Why a call was not recorded.
@@ -351,6 +372,12 @@ impl Slots {
         let stripes = &self.stripes;
         let stripe = &stripes[next_stripe(stripes.len(), |i| stripes[i].slots.len())];
         let tag = tag & TAG_MASK;
+        if !record.is_bad() && stripe.holds_only_successes(tag) {
+            // The success would replace a success: the window's outcomes stay
+            // the same whichever slot it took. Reading three words that no
+            // one writes lets concurrent successes share the cache line.
+            return Ok(());
+        }
         let len = stripe.slots.len() as u64;
         // Take the next slot of the stripe.
         let mut ticket = (0, 0);
@@ -721,6 +748,49 @@ mod tests {
         assert_eq!(w.record(FAIL, 0), Ok(()));
         assert_eq!(slot.load(Ordering::Acquire), lap1);
         assert_eq!(w.snapshot(0).map(|c| c.failures), Some(0));
+    }
+
+    #[test]
+    fn a_success_into_a_full_window_of_successes_writes_nothing() {
+        let w = Slots::new(4, 1);
+        w.start(0);
+        let cursor = || w.stripes[0].cursor.load(Ordering::Acquire);
+        for _ in 0..3 {
+            assert_eq!(w.record(OK, 0), Ok(()));
+        }
+        let before_full = cursor();
+        assert_eq!(w.record(OK, 0), Ok(()));
+        assert_ne!(
+            cursor(),
+            before_full,
+            "the call that fills the window takes a slot"
+        );
+        let full = cursor();
+        for _ in 0..100 {
+            assert_eq!(w.record(OK, 0), Ok(()));
+        }
+        assert_eq!(cursor(), full, "successes into all successes take no slot");
+        // A failure takes a slot again, and then every call does, until the
+        // failure has left the window: the last four calls, exactly.
+        assert_eq!(w.record(FAIL, 0), Ok(()));
+        for expected in [1, 1, 1, 0] {
+            assert_eq!(w.record(OK, 0), Ok(()));
+            assert_eq!(
+                w.snapshot(0).map(|c| (c.total, c.failures)),
+                Some((4, expected))
+            );
+        }
+        let clean = cursor();
+        assert_ne!(clean, full);
+        assert_eq!(w.record(OK, 0), Ok(()));
+        assert_eq!(cursor(), clean);
+        // A slow success is not skipped.
+        let slow = Record {
+            failed: false,
+            slow: true,
+        };
+        assert_eq!(w.record(slow, 0), Ok(()));
+        assert_eq!(w.snapshot(0).map(|c| c.slow), Some(1));
     }
 
     #[test]
