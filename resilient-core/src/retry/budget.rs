@@ -91,10 +91,12 @@ impl Budget {
             return;
         }
         let max = self.max;
+        // A full bucket is only read: successes on a healthy dependency do
+        // not all write one shared word.
         let _ = self
             .tokens
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
-                Some(t.saturating_add(amount).min(max))
+                (t < max).then(|| t.saturating_add(amount).min(max))
             });
     }
 
