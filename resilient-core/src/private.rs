@@ -5,16 +5,19 @@ use std::future::Future;
 
 pub use inventory;
 
-pub use crate::circuit_breaker::{BreakerOps, CircuitBreakerSpec};
-pub use crate::concurrency::ConcurrencyLimitSpec;
+pub use crate::circuit_breaker::{BreakerCall, BreakerOps, CircuitBreakerSpec, Entered};
+pub use crate::concurrency::{ConcurrencyLimitSpec, Enter, Full, Held, LimitCall};
 pub use crate::error::Error;
 pub use crate::fallback::{FallbackFn, FallbackOn, FallbackOutput};
 pub use crate::http::Http;
 pub use crate::outcome::Fail;
-pub use crate::rate_limiter::RateLimiterSpec;
+pub use crate::rate_limiter::{Granted, RateCall, RateLimiterSpec, Reserved};
 use crate::registry::Key;
 pub use crate::registry::Slot;
-pub use crate::retry::{Exhaustion, OpsOf, RetryOps, RetrySpec, ReturnError, ReturnLastFailure};
+pub use crate::retry::{
+    Exhaustion, OpsOf, RetryCall, RetryOps, RetrySpec, RetryWait, ReturnError, ReturnLastFailure,
+    Step,
+};
 pub use crate::spec::{AllErrors, Classifier, Classify, Spec, SpecEntry, SpecKind, Verdict};
 pub use crate::timeout::TimeoutSpec;
 
@@ -89,19 +92,13 @@ gives_up_with!(
 );
 gives_up_with!(ReturnLastFailure, Applies, Exhaustion<ReturnLastFailure>);
 
-/// Runs `f` under the retry operations `ops`; no bound here can fail for a
+/// Starts a call under the retry operations `ops`; the generated code then
+/// makes its attempts in a loop of its own. No bound here can fail for a
 /// body whose type matches the fn, so nothing is reported twice.
-pub fn retry<T, E, Tr, F, Fut>(
-    ops: RetryOps<T, E, Tr>,
-    f: F,
-) -> impl Future<Output = Result<T, Fail<E>>>
-where
-    Tr: Default,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, Fail<E>>>,
-{
+#[inline(always)]
+pub fn retry<T, E, Tr: Default>(ops: RetryOps<T, E, Tr>) -> RetryCall<T, E, Tr> {
     let instance = crate::registry::lookup_retry(ops.key);
-    crate::retry::run(ops, instance, f)
+    RetryCall::start(ops, instance)
 }
 
 /// The breaker operations of spec `S` for a fn returning `R`; see
@@ -115,17 +112,11 @@ where
     crate::circuit_breaker::ops::<S, T, E>()
 }
 
-/// Runs `f` through the breaker of `ops`.
-pub fn circuit_breaker<T, E, F, Fut>(
-    ops: BreakerOps<T, E>,
-    f: F,
-) -> impl Future<Output = Result<T, Fail<E>>>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<T, Fail<E>>>,
-{
+/// Starts a call through the breaker of `ops`.
+#[inline(always)]
+pub fn circuit_breaker<T, E>(ops: BreakerOps<T, E>) -> BreakerCall<T, E> {
     let instance = crate::registry::lookup_breaker(ops.key);
-    crate::circuit_breaker::run(ops, instance, f)
+    BreakerCall::new(ops, instance)
 }
 
 /// Where a spec without classification lives: its name, path, type and
@@ -152,52 +143,41 @@ pub fn rate_spec<S: RateLimiterSpec>() -> SpecRef {
     spec_ref::<S>()
 }
 
-/// Runs `f` under the timeout spec `spec`.
-pub fn timeout<T, E, F, Fut>(spec: SpecRef, f: F) -> impl Future<Output = Result<T, Fail<E>>>
+/// Awaits `call` under the timeout spec `spec`.
+pub fn timeout<T, E, Fut>(spec: SpecRef, call: Fut) -> impl Future<Output = Result<T, Fail<E>>>
 where
-    F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    crate::timeout::run(spec.0, crate::registry::lookup_timeout(spec.0), f)
+    crate::timeout::run(spec.0, crate::registry::lookup_timeout(spec.0), call)
 }
 
-/// Runs `f` holding a place of the concurrency limit spec `spec`.
-pub fn concurrency_limit<T, E, F, Fut>(
-    spec: SpecRef,
-    f: F,
-) -> impl Future<Output = Result<T, Fail<E>>>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<T, Fail<E>>>,
-{
-    crate::concurrency::run(spec.0, crate::registry::lookup_concurrency(spec.0), f)
+/// Starts a call under the concurrency limit spec `spec`.
+#[inline(always)]
+pub fn concurrency_limit(spec: SpecRef) -> LimitCall {
+    LimitCall::new(spec.0, crate::registry::lookup_concurrency(spec.0))
 }
 
-/// Runs `f` with a permit of the rate limiter spec `spec`.
-pub fn rate_limited<T, E, F, Fut>(spec: SpecRef, f: F) -> impl Future<Output = Result<T, Fail<E>>>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<T, Fail<E>>>,
-{
-    crate::rate_limiter::run(spec.0, crate::registry::lookup_rate(spec.0), f)
+/// Starts a call under the rate limiter spec `spec`.
+#[inline(always)]
+pub fn rate_limited(spec: SpecRef) -> RateCall {
+    RateCall::new(spec.0, crate::registry::lookup_rate(spec.0))
 }
 
-/// Runs `f`; on a failure `on` accepts, answers with `g(error)`; what
+/// Awaits `call`; on a failure `on` accepts, answers with `g(error)`; what
 /// `#[fallback]` expands to.
-pub async fn fallback<T, E, F, Fut, G, GFut>(
+pub async fn fallback<T, E, Fut, G, GFut>(
     fn_name: &'static str,
     on: FallbackOn<E>,
     wrap: fn(Error) -> E,
-    f: F,
+    call: Fut,
     g: G,
 ) -> Result<T, Fail<E>>
 where
-    F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
     G: FnOnce(E) -> GFut,
     GFut: Future<Output = Result<T, E>>,
 {
-    crate::fallback::run(fn_name, on, wrap, f, g).await
+    crate::fallback::run(fn_name, on, wrap, call, g).await
 }
 
 /// The fallback's output as a future of the fn's output `R`: its one check,

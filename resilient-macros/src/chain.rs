@@ -101,14 +101,6 @@ pub(crate) enum LayerArgs {
 }
 
 impl Layer {
-    /// Where to report a problem with the layer as a whole.
-    pub(crate) fn span(&self) -> Span {
-        match &self.args {
-            LayerArgs::Spec(spec) => expand::spec_span(spec),
-            LayerArgs::Fallback(f) => f.method.span(),
-        }
-    }
-
     /// The spec type, for the layers that have one.
     pub(crate) fn spec(&self) -> Option<&Path> {
         match &self.args {

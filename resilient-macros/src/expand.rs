@@ -280,13 +280,7 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
         })
         .flatten()
         .collect();
-    // Arguments the body needs afresh for each attempt: the originals stay
-    // in the fn, every closure of the chain moves in a reference to them
-    // (`__resilient_ref_*`), and the factory the retry calls clones them for
-    // each attempt. Closures that capture by reference would have rustc infer
-    // how each nested closure captures each place: that inference, repeated
-    // at every depth, was most of the time spent checking a long chain.
-    let mut refs = Vec::new();
+    // Arguments the body needs afresh for each attempt.
     let mut rebind = Vec::new();
     let mut owned_self = false;
     let mut self_mut = None;
@@ -305,11 +299,6 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
                         Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                             let name = pi.ident.clone();
                             let m = pi.mutability.take();
-                            let r = arg_ref(&name);
-                            refs.push(quote!(let #r = &#name;));
-                            // At the parameter: a missing `Clone` is reported
-                            // there.
-                            let r = at(r, span);
                             // A parameter a fallback names is used there,
                             // even if the body leaves its copy alone.
                             let allow = fallback_names
@@ -317,7 +306,7 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
                                 .then(|| quote!(#[allow(unused_variables)]));
                             rebind.push(quote_spanned! {span=>
                                 #allow
-                                let #m #name = #p::clone_arg(#r);
+                                let #m #name = #p::clone_arg(&#name);
                             });
                         }
                         Pat::Wild(_) => {}
@@ -331,11 +320,8 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
                                 ident: outer.clone(),
                                 subpat: None,
                             });
-                            let r = arg_ref(&outer);
-                            refs.push(quote!(let #r = &#outer;));
-                            let r = at(r, span);
                             rebind.push(quote_spanned! {span=>
-                                let #inner = #p::clone_arg(#r);
+                                let #inner = #p::clone_arg(&#outer);
                             });
                         }
                     }
@@ -348,21 +334,21 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     if owned_self {
         let self_ident = Ident::new("__resilient_self", Span::call_site());
         body = rename_self(body, &self_ident);
-        let r = arg_ref(&Ident::new("self", Span::call_site()));
-        refs.push(quote!(let #r = &self;));
-        rebind.push(quote! { let #self_mut #self_ident = #p::clone_arg(#r); });
+        rebind.push(quote! { let #self_mut #self_ident = #p::clone_arg(&self); });
     }
     // The return type, for the layers' bounds (errors about it point at it).
     // `check` rejected `impl Trait` in it, which could not be named here.
     let ret_arg = ret.to_token_stream();
     // The body runs in an async block of its own, typed as the fn's output,
     // so that its `return` and `?` mean what they meant in the fn; its
-    // outcome then enters the chain.
+    // outcome then enters the chain. Under a retry it takes fresh clones of
+    // the arguments for each attempt; the originals stay in the fn.
     let typed = quote!(: #ret);
     let body = quote! {
-        async move {
-            let __resilient_out #typed = async move #body.await;
-            #p::body::<#ret_arg, _, _>(__resilient_out)
+        {
+            #(#rebind)*
+            let __resilient_body #typed = async move #body.await;
+            #p::body::<#ret_arg, _, _>(__resilient_body)
         }
     };
     let cx = Context {
@@ -401,13 +387,12 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
         }
     }
     let saved = saved.into_iter().map(|(_, s)| s);
-    let chain = nest(layers, &cx, &body, &rebind);
+    // One expression: each layer's code around the next, all in the fn's own
+    // future, with no future or closure per layer (a timeout and a fallback
+    // wrap an async block of what is inside them).
+    let chain = nest(layers, &cx, body);
     // Keep the body's braces: the fn's span then stays in the user's code, so
     // lints on the fn as a whole (`dead_code`) still fire.
-    // Awaited at the outermost spec: the future's bounds are then reported at
-    // the same tokens as the call's, once.
-    let outer = layers.first().map_or_else(Span::call_site, Layer::span);
-    let awaited = quote_spanned!(outer=> #chain.await);
     // Spanned from the return type's first token to its last, so that a
     // missing `From<resilient_core::Error>` is reported at the whole type.
     let mut ret_tokens = ret.to_token_stream().into_iter().map(|t| t.span());
@@ -417,9 +402,9 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     let wrap = quote_spanned!(last=> #wrap_fn());
     let block: syn::Block = syn::parse_quote!({
         let __resilient_wrap = #wrap;
-        #(#refs)*
         #(#saved)*
-        #p::finish::<#ret_arg, _, _>(#awaited, __resilient_wrap)
+        let __resilient_out = #chain;
+        #p::finish::<#ret_arg, _, _>(__resilient_out, __resilient_wrap)
     });
     func.block.stmts = block.stmts;
     quote!(#func)
@@ -434,32 +419,12 @@ fn is_ref_type(ty: &Type) -> bool {
     }
 }
 
-/// The future of `layers[0]` wrapping the rest, innermost around the body's
-/// future `body`. Every factory is a `move` closure; the one a retry calls
-/// starts with `rebind`, the clones of the arguments for one attempt.
-fn nest(layers: &[Layer], cx: &Context, body: &TokenStream, rebind: &[TokenStream]) -> TokenStream {
-    let Some((outer, rest)) = layers.split_first() else {
-        return body.clone();
-    };
-    let inner = nest(rest, cx, body, rebind);
-    let factory = if outer.kind.calls_again() {
-        quote!(move || { #(#rebind)* #inner })
-    } else {
-        quote!(move || #inner)
-    };
-    layer::call(outer, cx, factory)
-}
-
-/// `ident` as resolved where generated, reported at `span`.
-fn at(mut ident: Ident, span: Span) -> Ident {
-    ident.set_span(Span::call_site().located_at(span));
-    ident
-}
-
-/// The reference to argument `name` (or `self`) that the chain's closures
-/// move in when a retry calls the body again.
-pub(crate) fn arg_ref(name: &Ident) -> Ident {
-    format_ident!("__resilient_ref_{}", name, span = Span::call_site())
+/// The outcome of `layers[0]` around the rest, innermost around `body`.
+fn nest(layers: &[Layer], cx: &Context, body: TokenStream) -> TokenStream {
+    match layers.split_first() {
+        None => body,
+        Some((outer, rest)) => layer::call(outer, cx, nest(rest, cx, body)),
+    }
 }
 
 /// Replaces the `self` value in `tokens` with `with` (a clone made for one

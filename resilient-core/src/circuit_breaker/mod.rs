@@ -86,7 +86,6 @@ mod window;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::ops::Deref;
 
 use tokio::time::Instant;
 
@@ -248,7 +247,7 @@ impl<S: CircuitBreakerSpec> CircuitBreakerHandle<S> {
         S::Classifier: Classify<T, E>,
         E: From<Error>,
     {
-        run(ops::<S, T, E>(), Some(&*self.inner), || {
+        run(ops::<S, T, E>(), Some(self.inner.clone()), || {
             crate::outcome::lifted(f())
         })
         .await
@@ -404,39 +403,78 @@ fn on_resilience(error: &Error) -> Verdict {
     }
 }
 
-/// One call through `breaker`.
+/// One call through a breaker, as the generated code makes it: [`enter`]
+/// before the layers inside, [`Entered::exit`] with their outcome.
 ///
-/// `instance` is the spec's breaker, if it has one: one async fn per
-/// layer, whether the breaker was looked up or held by a handle.
+/// [`enter`]: BreakerCall::enter
+#[doc(hidden)]
+pub struct BreakerCall<T, E> {
+    ops: BreakerOps<T, E>,
+    instance: Option<Shared<Breaker>>,
+}
+
+/// A call the breaker let through.
+#[doc(hidden)]
+pub struct Entered<'a, T, E> {
+    permit: Permit<'a>,
+    classify: fn(&Result<T, E>) -> Verdict,
+}
+
+impl<T, E> BreakerCall<T, E> {
+    #[inline]
+    pub(crate) fn new(ops: BreakerOps<T, E>, instance: Option<Shared<Breaker>>) -> Self {
+        Self { ops, instance }
+    }
+
+    /// A permit, or the error that ends the call: the breaker rejected it,
+    /// or the spec has no settings.
+    #[inline(always)]
+    pub fn enter(&self) -> Result<Entered<'_, T, E>, Fail<E>> {
+        let Some(instance) = &self.instance else {
+            return Err(Fail::Resilience(self.ops.key.not_configured()));
+        };
+        let breaker = &**instance;
+        match Permit::new(breaker) {
+            Ok(permit) => Ok(Entered {
+                permit,
+                classify: self.ops.classify,
+            }),
+            Err(state) => Err(Fail::Resilience(Error::CallNotPermitted {
+                spec: self.ops.key.name,
+                state,
+                retry_after: breaker.until_half_open(),
+            })),
+        }
+    }
+}
+
+impl<T, E> Entered<'_, T, E> {
+    /// Counts the outcome of the call and passes it on. Dropped instead
+    /// (the call was cancelled), the permit counts nothing.
+    #[inline(always)]
+    pub fn exit(self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
+        let (outcome, verdict) = outcome::classify(outcome, self.classify, on_resilience);
+        match verdict {
+            Verdict::Success => self.permit.success(),
+            Verdict::Failure | Verdict::RetryAfter(_) => self.permit.failure(),
+            Verdict::Ignore => self.permit.ignore(),
+        }
+        outcome
+    }
+}
+
+/// One call through the breaker `instance`, for a handle.
 pub(crate) async fn run<T, E, F, Fut>(
     ops: BreakerOps<T, E>,
-    instance: Option<impl Deref<Target = Breaker>>,
+    instance: Option<Shared<Breaker>>,
     f: F,
 ) -> Result<T, Fail<E>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    let Some(instance) = instance else {
-        return Err(Fail::Resilience(ops.key.not_configured()));
-    };
-    let breaker = &*instance;
-    let permit = match Permit::new(breaker) {
-        Ok(permit) => permit,
-        Err(state) => {
-            return Err(Fail::Resilience(Error::CallNotPermitted {
-                spec: ops.key.name,
-                state,
-                retry_after: breaker.until_half_open(),
-            }))
-        }
-    };
+    let call = BreakerCall::new(ops, instance);
+    let entered = call.enter()?;
     // If this future is dropped while `f` runs, the permit's drop releases it.
-    let (outcome, verdict) = outcome::classify(f().await, ops.classify, on_resilience);
-    match verdict {
-        Verdict::Success => permit.success(),
-        Verdict::Failure | Verdict::RetryAfter(_) => permit.failure(),
-        Verdict::Ignore => permit.ignore(),
-    }
-    outcome
+    entered.exit(f().await)
 }

@@ -27,7 +27,6 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::ops::Deref;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -343,7 +342,7 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
         Fut: Future<Output = Result<T, E>>,
         E: From<Error>,
     {
-        run(const { &Key::of::<S>() }, Some(&*self.inner), || {
+        run(const { &Key::of::<S>() }, Some(self.inner.clone()), || {
             crate::outcome::lifted(f())
         })
         .await
@@ -351,37 +350,113 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
     }
 }
 
-/// One call under `limiter`.
-///
-/// `instance` is the spec's limiter, if it has one.
+/// How a limiter answers a call that asks to enter.
+#[doc(hidden)]
+pub enum Enter<G, W, E> {
+    /// At once: let in, or the error that ends the call.
+    Ready(Result<G, Fail<E>>),
+    /// The call must wait (`W` says for what) before it knows.
+    Wait(W),
+}
+
+/// One call under a concurrency limit, as the generated code makes it:
+/// [`try_enter`](LimitCall::try_enter) (and [`wait`](LimitCall::wait) when
+/// full), then [`Held::exit`] with the outcome of the layers inside.
+#[doc(hidden)]
+pub struct LimitCall {
+    key: &'static Key,
+    instance: Option<Shared<Limiter>>,
+}
+
+/// A call that found the limit full, and when it started.
+#[doc(hidden)]
+pub struct Full(Option<tokio::time::Instant>);
+
+/// A place taken, held until the call ends or is dropped.
+#[doc(hidden)]
+pub struct Held<'a> {
+    limiter: &'a Limiter,
+    started: Option<tokio::time::Instant>,
+    _in_use: InUse<'a>,
+    _place: Place<'a>,
+}
+
+impl LimitCall {
+    #[inline]
+    pub(crate) fn new(key: &'static Key, instance: Option<Shared<Limiter>>) -> Self {
+        Self { key, instance }
+    }
+
+    /// A free place, taken without entering an async fn; `Wait` when the
+    /// limit is full and its policy is to wait.
+    #[inline(always)]
+    pub fn try_enter<E>(&self) -> Enter<Held<'_>, Full, E> {
+        let Some(instance) = &self.instance else {
+            return Enter::Ready(Err(Fail::Resilience(self.key.not_configured())));
+        };
+        let limiter = &**instance;
+        let started = limiter.telemetry.start();
+        match limiter.try_take() {
+            Some(place) => Enter::Ready(Ok(Held::new(limiter, started, place))),
+            None => match limiter.settings.policy {
+                Policy::Reject => {
+                    limiter.rejected();
+                    Enter::Ready(Err(Fail::Resilience(limiter.reached(self.key.name))))
+                }
+                Policy::Block { .. } => Enter::Wait(Full(started)),
+            },
+        }
+    }
+
+    /// Waits for a place, as the limit's policy says.
+    pub async fn wait<E>(&self, full: Full) -> Result<Held<'_>, Fail<E>> {
+        let Some(instance) = &self.instance else {
+            return Err(Fail::Resilience(self.key.not_configured()));
+        };
+        let limiter = &**instance;
+        let started = full.0;
+        match limiter.when_full(self.key.name).await {
+            Ok(place) => Ok(Held::new(limiter, started, place)),
+            Err(e) => {
+                limiter.rejected();
+                Err(Fail::Resilience(e))
+            }
+        }
+    }
+}
+
+impl<'a> Held<'a> {
+    #[inline(always)]
+    fn new(limiter: &'a Limiter, started: Option<tokio::time::Instant>, place: Place<'a>) -> Self {
+        Self {
+            limiter,
+            started,
+            _in_use: limiter.telemetry.hold(),
+            _place: place,
+        }
+    }
+
+    /// Passes on the outcome of the call, and frees the place.
+    #[inline(always)]
+    pub fn exit<T, E>(self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
+        self.limiter.telemetry.done(outcome, self.started)
+    }
+}
+
+/// One call under the limiter `instance`, for a handle.
 pub(crate) async fn run<T, E, F, Fut>(
     key: &'static Key,
-    instance: Option<impl Deref<Target = Limiter>>,
+    instance: Option<Shared<Limiter>>,
     f: F,
 ) -> Result<T, Fail<E>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    let Some(instance) = instance else {
-        return Err(Fail::Resilience(key.not_configured()));
+    let call = LimitCall::new(key, instance);
+    let held = match call.try_enter() {
+        Enter::Ready(held) => held?,
+        Enter::Wait(w) => call.wait(w).await?,
     };
-    let spec = key.name;
-    let limiter = &*instance;
-    let started = limiter.telemetry.start();
-    // A free place is taken without entering an async fn.
-    let taken = match limiter.try_take() {
-        Some(place) => Ok(place),
-        None => limiter.when_full(spec).await,
-    };
-    let _place = match taken {
-        Ok(place) => place,
-        Err(e) => {
-            limiter.rejected();
-            return Err(Fail::Resilience(e));
-        }
-    };
-    // Held until this future completes or is dropped.
-    let _in_use = limiter.telemetry.hold();
-    limiter.telemetry.done(f().await, started)
+    held.exit(f().await)
 }

@@ -218,21 +218,20 @@ fn handles<E>(on: &FallbackOn<E>, fail: &Fail<E>) -> bool {
     }
 }
 
-/// Runs `f`; on a failure that `on` accepts, answers with `g(error)`.
-pub(crate) async fn run<T, E, F, Fut, G, GFut>(
+/// Awaits `call`; on a failure that `on` accepts, answers with `g(error)`.
+pub(crate) async fn run<T, E, Fut, G, GFut>(
     fn_name: &'static str,
     on: FallbackOn<E>,
     wrap: fn(Error) -> E,
-    f: F,
+    call: Fut,
     g: G,
 ) -> Result<T, Fail<E>>
 where
-    F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
     G: FnOnce(E) -> GFut,
     GFut: Future<Output = Result<T, E>>,
 {
-    let fail = match f().await {
+    let fail = match call.await {
         Ok(v) => return Ok(v),
         Err(fail) => fail,
     };

@@ -36,12 +36,12 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::concurrency::Enter;
 use crate::error::Error;
 use crate::outcome::Fail;
 use crate::registry::{Key, Shared};
@@ -460,36 +460,73 @@ impl<S: RateLimiterSpec> RateLimiterHandle<S> {
     }
 }
 
-/// One call under `limiter`.
-///
-/// `instance` is the spec's limiter, if it has one.
-pub(crate) async fn run<T, E, F, Fut>(
+/// One call under a rate limiter, as the generated code makes it:
+/// [`try_enter`](RateCall::try_enter) (and [`wait`](RateCall::wait) for a
+/// reserved permit), then [`Granted::exit`] with the outcome.
+#[doc(hidden)]
+pub struct RateCall {
     key: &'static Key,
-    instance: Option<impl Deref<Target = RateLimiter>>,
-    f: F,
-) -> Result<T, Fail<E>>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<T, Fail<E>>>,
-{
-    let Some(instance) = instance else {
-        return Err(Fail::Resilience(key.not_configured()));
-    };
-    let spec = key.name;
-    let limiter = &*instance;
-    let started = limiter.telemetry.start();
-    // A permit due now is taken without entering an async fn.
-    let granted = match limiter.take(limiter.settings.max_wait.unwrap_or(Duration::ZERO)) {
-        Ok(taken) if taken.wait.is_zero() => Ok(()),
-        Ok(taken) => {
-            limiter.wait_for(taken).await;
-            Ok(())
-        }
-        Err(retry_after) => Err(RateLimiter::exceeded(spec, retry_after)),
-    };
-    if let Err(e) = granted {
-        limiter.rejected(&e);
-        return Err(Fail::Resilience(e));
+    instance: Option<Shared<RateLimiter>>,
+}
+
+/// A permit granted.
+#[doc(hidden)]
+pub struct Granted<'a> {
+    limiter: &'a RateLimiter,
+    started: Option<Instant>,
+}
+
+/// A permit reserved, due after a wait.
+#[doc(hidden)]
+pub struct Reserved {
+    taken: Taken,
+    started: Option<Instant>,
+}
+
+impl RateCall {
+    #[inline]
+    pub(crate) fn new(key: &'static Key, instance: Option<Shared<RateLimiter>>) -> Self {
+        Self { key, instance }
     }
-    limiter.telemetry.done(f().await, started)
+
+    /// A permit due now, taken without entering an async fn; `Wait` for one
+    /// reserved within `max_wait`.
+    #[inline(always)]
+    pub fn try_enter<E>(&self) -> Enter<Granted<'_>, Reserved, E> {
+        let Some(instance) = &self.instance else {
+            return Enter::Ready(Err(Fail::Resilience(self.key.not_configured())));
+        };
+        let limiter = &**instance;
+        let started = limiter.telemetry.start();
+        match limiter.take(limiter.settings.max_wait.unwrap_or(Duration::ZERO)) {
+            Ok(taken) if taken.wait.is_zero() => Enter::Ready(Ok(Granted { limiter, started })),
+            Ok(taken) => Enter::Wait(Reserved { taken, started }),
+            Err(retry_after) => {
+                let e = RateLimiter::exceeded(self.key.name, retry_after);
+                limiter.rejected(&e);
+                Enter::Ready(Err(Fail::Resilience(e)))
+            }
+        }
+    }
+
+    /// Sleeps until the reserved permit is due.
+    pub async fn wait<E>(&self, reserved: Reserved) -> Result<Granted<'_>, Fail<E>> {
+        let Some(instance) = &self.instance else {
+            return Err(Fail::Resilience(self.key.not_configured()));
+        };
+        let limiter = &**instance;
+        limiter.wait_for(reserved.taken).await;
+        Ok(Granted {
+            limiter,
+            started: reserved.started,
+        })
+    }
+}
+
+impl Granted<'_> {
+    /// Passes on the outcome of the call.
+    #[inline(always)]
+    pub fn exit<T, E>(self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
+        self.limiter.telemetry.done(outcome, self.started)
+    }
 }

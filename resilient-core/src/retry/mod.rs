@@ -81,7 +81,6 @@ mod settings;
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::ops::Deref;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -201,7 +200,7 @@ impl<S: RetrySpec> RetryHandle<S> {
         S::Classifier: Classify<T, E>,
         E: From<Error> + Exhaustion<S::Exhausted>,
     {
-        run(ops::<S, T, E>(), Some(&*self.inner), || {
+        run(ops::<S, T, E>(), Some(self.inner.clone()), || {
             crate::outcome::lifted(f())
         })
         .await
@@ -275,60 +274,141 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
     }
 }
 
-/// The retry loop.
-/// `instance` is the spec's retry, if it has one: one async fn per
-/// layer, whether the instance was looked up or held by a handle.
-pub(crate) async fn run<T, E, Tr, F, Fut>(
+/// One call under a retry spec, one attempt at a time: what the generated
+/// code drives in a loop of its own (the attempts then live in the fn's own
+/// future, with no future per layer), and what [`run`] drives for a handle.
+#[doc(hidden)]
+pub struct RetryCall<T, E, Tr> {
     ops: RetryOps<T, E, Tr>,
-    instance: Option<impl Deref<Target = Retry>>,
-    mut f: F,
-) -> Result<T, Fail<E>>
-where
-    Tr: Default,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, Fail<E>>>,
-{
-    let Some(instance) = instance else {
-        return Err(Fail::Resilience(ops.key.not_configured()));
-    };
-    let (ops, retry) = (&ops, &*instance);
-    let spec = ops.key.name;
-    let s = &retry.settings;
-    if !s.enabled {
-        return f().await;
-    }
-    let t = &retry.telemetry;
-    let timed = t.start();
-    let ended = |outcome| t.ended(outcome, timed.map(|at| at.elapsed()));
-    let started = s.timeout.map(|_| Instant::now());
-    let mut trail = Tr::default();
+    /// `None` when the spec has no settings: the call fails at once.
+    retry: Option<Shared<Retry>>,
+    /// Made at the first failure: a call that succeeds at once builds and
+    /// drops nothing.
+    trail: Option<Tr>,
     // u64: with `attempts = u32::MAX` the count must still pass it.
-    let mut calls: u64 = 0;
-    loop {
+    calls: u64,
+    started: Option<Instant>,
+    timed: Option<Instant>,
+}
+
+/// What comes after an attempt.
+#[doc(hidden)]
+pub enum Step<T, E, W> {
+    /// The call's outcome: no further attempt.
+    Done(Result<T, Fail<E>>),
+    /// Wait, then make the next attempt.
+    Wait(W),
+}
+
+/// The wait before a retry; holds the budget's token, which a call dropped
+/// during the wait gives back.
+#[doc(hidden)]
+pub struct RetryWait<'a> {
+    delay: Duration,
+    withdrawal: Option<budget::Withdrawal<'a>>,
+}
+
+impl RetryWait<'_> {
+    /// Sleeps for the delay, then spends the token: the retry starts.
+    pub async fn wait(self) {
+        tokio::time::sleep(self.delay).await;
+        if let Some(w) = self.withdrawal {
+            w.spend();
+        }
+    }
+}
+
+impl<T, E, Tr: Default> RetryCall<T, E, Tr> {
+    /// A call of `ops` through `instance` (`None`: the spec has no settings
+    /// in the registry in use, and [`refused`](Self::refused) says so).
+    #[inline(always)]
+    pub(crate) fn start(ops: RetryOps<T, E, Tr>, retry: Option<Shared<Retry>>) -> Self {
+        let (timed, started) = match &retry {
+            Some(retry) if retry.settings.enabled => (
+                retry.telemetry.start(),
+                retry.settings.timeout.map(|_| Instant::now()),
+            ),
+            _ => (None, None),
+        };
+        Self {
+            ops,
+            retry,
+            trail: None,
+            calls: 0,
+            started,
+            timed,
+        }
+    }
+
+    /// The error that ends the call before any attempt: the spec has no
+    /// settings.
+    #[inline(always)]
+    pub fn refused(&self) -> Option<Fail<E>> {
+        match self.retry {
+            Some(_) => None,
+            None => Some(Fail::Resilience(self.ops.key.not_configured())),
+        }
+    }
+
+    fn ended(&self, retry: &Retry, outcome: Outcome) {
+        retry
+            .telemetry
+            .ended(outcome, self.timed.map(|at| at.elapsed()));
+    }
+
+    /// Judges the outcome of an attempt: the call's result, or the wait
+    /// before the next attempt.
+    #[inline(always)]
+    pub fn step(&mut self, attempt: Result<T, Fail<E>>) -> Step<T, E, RetryWait<'_>> {
+        let Some(retry) = self.retry.as_deref() else {
+            return Step::Done(attempt);
+        };
+        let s = &retry.settings;
+        if !s.enabled {
+            return Step::Done(attempt);
+        }
         let (outcome, verdict) =
-            outcome::classify(f().await, ops.classify, |e| on_resilience(s, e));
-        calls += 1;
+            outcome::classify(attempt, self.ops.classify, |e| on_resilience(s, e));
+        self.calls += 1;
+        let calls = self.calls;
         let hint = match verdict {
             Verdict::Success => {
                 if let Some(budget) = &retry.budget {
                     budget.deposit();
                 }
-                ended(Outcome::Success);
-                return outcome;
+                self.ended(retry, Outcome::Success);
+                return Step::Done(outcome);
             }
             Verdict::Ignore => {
-                ended(Outcome::Ignored);
-                return outcome;
+                self.ended(retry, Outcome::Ignored);
+                return Step::Done(outcome);
             }
             Verdict::Failure => None,
             Verdict::RetryAfter(hint) => Some(hint),
         };
+        self.failed(outcome, hint, calls)
+    }
+
+    /// An attempt failed: give up, or schedule the next one.
+    #[inline(never)]
+    fn failed(
+        &mut self,
+        outcome: Result<T, Fail<E>>,
+        hint: Option<Duration>,
+        calls: u64,
+    ) -> Step<T, E, RetryWait<'_>> {
+        let Some(retry) = self.retry.as_deref() else {
+            return Step::Done(outcome);
+        };
+        let (s, t, ops) = (&retry.settings, &retry.telemetry, &self.ops);
+        let spec = ops.key.name;
         if s.attempts == 0 {
-            ended(Outcome::Failure);
-            return outcome;
+            self.ended(retry, Outcome::Failure);
+            return Step::Done(outcome);
         }
         // `calls` is also the number of the retry that would come next.
         if calls > u64::from(s.attempts) {
+            let trail = self.trail.take().unwrap_or_default();
             let out = (ops.give_up)(
                 trail,
                 spec,
@@ -338,8 +418,8 @@ where
                 ops.keep_value,
             );
             stopped(t, calls, StoppedBy::Attempts, &out);
-            ended(Outcome::Failure);
-            return out;
+            self.ended(retry, Outcome::Failure);
+            return Step::Done(out);
         }
         let delay = match hint {
             Some(hint) => s.hinted_delay(hint),
@@ -348,13 +428,14 @@ where
                 s.delay(retry_number, |bound| fastrand::u128(0..=bound))
             }
         };
-        if let (Some(limit), Some(started)) = (s.timeout, started) {
+        if let (Some(limit), Some(started)) = (s.timeout, self.started) {
             if started.elapsed().saturating_add(delay) > limit {
+                let trail = self.trail.take().unwrap_or_default();
                 let out =
                     (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, ops.keep_value);
                 stopped(t, calls, StoppedBy::Timeout, &out);
-                ended(Outcome::Failure);
-                return out;
+                self.ended(retry, Outcome::Failure);
+                return Step::Done(out);
             }
         }
         // Held across the wait: a call dropped before its retry starts gives
@@ -365,15 +446,36 @@ where
                 Some(w) => Some(w),
                 None => {
                     stopped(t, calls, StoppedBy::Budget, &outcome);
-                    ended(Outcome::Failure);
-                    return outcome;
+                    self.ended(retry, Outcome::Failure);
+                    return Step::Done(outcome);
                 }
             },
         };
-        keep(ops, t, &mut trail, calls, delay, outcome);
-        tokio::time::sleep(delay).await;
-        if let Some(w) = withdrawal {
-            w.spend();
+        let trail = self.trail.get_or_insert_with(Tr::default);
+        keep(ops, t, trail, calls, delay, outcome);
+        Step::Wait(RetryWait { delay, withdrawal })
+    }
+}
+
+/// One call through `retry`, calling `f` for each attempt.
+pub(crate) async fn run<T, E, Tr, F, Fut>(
+    ops: RetryOps<T, E, Tr>,
+    instance: Option<Shared<Retry>>,
+    mut f: F,
+) -> Result<T, Fail<E>>
+where
+    Tr: Default,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Fail<E>>>,
+{
+    let mut call = RetryCall::start(ops, instance);
+    if let Some(refused) = call.refused() {
+        return Err(refused);
+    }
+    loop {
+        match call.step(f().await) {
+            Step::Done(out) => return out,
+            Step::Wait(w) => w.wait().await,
         }
     }
 }

@@ -143,9 +143,11 @@ impl<S: TimeoutSpec> TimeoutHandle<S> {
         Fut: Future<Output = Result<T, E>>,
         E: From<Error>,
     {
-        run(const { &Key::of::<S>() }, Some(&*self.inner), || {
-            crate::outcome::lifted(f())
-        })
+        run(
+            const { &Key::of::<S>() },
+            Some(&*self.inner),
+            crate::outcome::lifted(f()),
+        )
         .await
         .map_err(|fail| fail.into_error(E::from))
     }
@@ -154,13 +156,12 @@ impl<S: TimeoutSpec> TimeoutHandle<S> {
 /// One call under `timeout`.
 ///
 /// `instance` is the spec's timeout, if it has one.
-pub(crate) async fn run<T, E, F, Fut>(
+pub(crate) async fn run<T, E, Fut>(
     key: &'static Key,
     instance: Option<impl Deref<Target = Timeout>>,
-    f: F,
+    call: Fut,
 ) -> Result<T, Fail<E>>
 where
-    F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
     let Some(instance) = instance else {
@@ -170,11 +171,11 @@ where
     let timeout = &*instance;
     let s = &timeout.settings;
     if !s.enabled {
-        return f().await;
+        return call.await;
     }
     let t = &timeout.telemetry;
     let started = t.start();
-    let mut call = pin!(f());
+    let mut call = pin!(call);
     // A call that is ready at its first poll needs no timer.
     if let Poll::Ready(out) = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await {
         return t.done(out, started);

@@ -1,4 +1,4 @@
-//! `#[circuit_breakable(Spec)]`: the call, if the breaker permits it.
+//! `#[circuit_breakable(Spec)]`: what is inside, if the breaker permits it.
 
 use proc_macro2::TokenStream;
 use quote::quote_spanned;
@@ -10,11 +10,21 @@ pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> Toke
     let Some(spec) = layer.spec() else {
         return inner;
     };
-    // As for retry: every requirement is checked by `breaker_ops`.
+    // As for retry: every requirement is checked by `breaker_ops`. The permit
+    // is a guard: a call dropped while inside counts nothing.
     quote_spanned! {spec_span(spec)=>
-        ::resilient_core::__private::circuit_breaker(
-            ::resilient_core::__private::breaker_ops::<#spec, #ret, _, _>(),
-            #inner,
-        )
+        {
+            let __resilient_breaker = ::resilient_core::__private::circuit_breaker(
+                ::resilient_core::__private::breaker_ops::<#spec, #ret, _, _>(),
+            );
+            let __resilient_out = match __resilient_breaker.enter() {
+                ::core::result::Result::Ok(__resilient_permit) => {
+                    let __resilient_inner = #inner;
+                    __resilient_permit.exit(__resilient_inner)
+                }
+                ::core::result::Result::Err(__resilient_e) => ::core::result::Result::Err(__resilient_e),
+            };
+            __resilient_out
+        }
     }
 }

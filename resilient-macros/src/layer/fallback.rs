@@ -29,10 +29,9 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, inner: TokenStream) -> TokenS
         FallbackOn::Timeout => quote!(#p::FallbackOn::Timeout),
         FallbackOn::When(path) => quote!(#p::FallbackOn::When(#path)),
     };
-    // With a retry, the originals stay in place and are cloned, through the
-    // references the chain holds, when the fallback runs; without one, the
-    // call consumes them, and the fallback takes the clones saved before it
-    // (moved in at their last use).
+    // With a retry, the originals stay in place and are cloned when the
+    // fallback runs; without one, the call consumes them, and the fallback
+    // takes the clones saved before it (moved in at their last use).
     let self_ident = syn::Ident::new("self", Span::call_site());
     let mut names: Vec<&syn::Ident> = Vec::new();
     let target = &f.target;
@@ -51,8 +50,7 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, inner: TokenStream) -> TokenS
                 return quote!(self);
             }
             if cx.again {
-                let r = crate::expand::arg_ref(name);
-                return quote_spanned!(span=> #p::fallback_arg(#r));
+                return quote_spanned!(span=> #p::fallback_arg(&#name));
             }
             let saved = saved(name);
             let used_later = names[i + 1..].iter().any(|n| n == name);
@@ -63,13 +61,18 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, inner: TokenStream) -> TokenS
             }
         })
         .collect();
+    let capture = if cx.again {
+        quote!()
+    } else {
+        quote_spanned!(span=> move)
+    };
     quote_spanned! {span=>
         #p::fallback(
             #fn_name,
             #on,
             __resilient_wrap,
-            #inner,
-            move |__resilient_error| {
+            async { #inner },
+            #capture |__resilient_error| {
                 // The arguments and the error are typed before the fallback
                 // is matched against them, so that a mismatch is reported as
                 // one, not as a type inferred from the fallback.
@@ -79,5 +82,6 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, inner: TokenStream) -> TokenS
                 )
             },
         )
+        .await
     }
 }

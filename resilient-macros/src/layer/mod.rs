@@ -12,7 +12,8 @@ pub(crate) use fallback::saved as fallback_saved;
 use crate::chain::{Kind, Layer, LayerArgs};
 use crate::expand::Context;
 
-/// The future of `layer` around the future factory `inner`.
+/// The outcome of `layer` around `inner`, the outcome of what is inside it
+/// (an expression of type `Result<T, Fail<E>>` that may await).
 pub(crate) fn call(layer: &Layer, cx: &Context, inner: TokenStream) -> TokenStream {
     let ret = &cx.ret;
     if let LayerArgs::Fallback(args) = &layer.args {
@@ -21,11 +22,11 @@ pub(crate) fn call(layer: &Layer, cx: &Context, inner: TokenStream) -> TokenStre
     match layer.kind {
         Kind::Retry => retry::call(layer, ret, inner),
         Kind::CircuitBreaker => circuit_breaker::call(layer, ret, inner),
-        Kind::Timeout => limits::call(layer, "timeout", "timeout_spec", inner),
+        Kind::Timeout => limits::timeout(layer, inner),
         Kind::ConcurrencyLimit => {
-            limits::call(layer, "concurrency_limit", "concurrency_spec", inner)
+            limits::limit(layer, "concurrency_limit", "concurrency_spec", inner)
         }
-        Kind::RateLimiter => limits::call(layer, "rate_limited", "rate_spec", inner),
+        Kind::RateLimiter => limits::limit(layer, "rate_limited", "rate_spec", inner),
         Kind::Fallback => inner,
     }
 }

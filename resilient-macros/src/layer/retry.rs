@@ -1,4 +1,4 @@
-//! `#[retryable(Spec)]`: the body, called again after each failure.
+//! `#[retryable(Spec)]`: what is inside, again after each failure.
 
 use proc_macro2::TokenStream;
 use quote::quote_spanned;
@@ -11,12 +11,23 @@ pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> Toke
         return inner;
     };
     // Every requirement is checked by `retry_ops`, at the spec and the return
-    // type; the call itself has none that can fail, so each mistake is
-    // reported once.
+    // type; the rest has none that can fail, so each mistake is reported
+    // once. The attempts are a loop in the fn's own future.
     quote_spanned! {spec_span(spec)=>
-        ::resilient_core::__private::retry(
-            ::resilient_core::__private::retry_ops::<#spec, #ret, _, _, _>(),
-            #inner,
-        )
+        {
+            let mut __resilient_retry = ::resilient_core::__private::retry(
+                ::resilient_core::__private::retry_ops::<#spec, #ret, _, _, _>(),
+            );
+            loop {
+                if let ::core::option::Option::Some(__resilient_e) = __resilient_retry.refused() {
+                    break ::core::result::Result::Err(__resilient_e);
+                }
+                let __resilient_attempt = #inner;
+                match __resilient_retry.step(__resilient_attempt) {
+                    ::resilient_core::__private::Step::Done(__resilient_o) => break __resilient_o,
+                    ::resilient_core::__private::Step::Wait(__resilient_w) => __resilient_w.wait().await,
+                }
+            }
+        }
     }
 }
