@@ -321,25 +321,29 @@ impl<'a> Permit<'a> {
 
     /// The call succeeded.
     #[inline]
-    pub fn success(self) {
+    pub fn success(mut self) {
         self.end(End::Success);
     }
 
     /// The call failed.
     #[inline]
-    pub fn failure(self) {
+    pub fn failure(mut self) {
         self.end(End::Failure);
     }
 
     /// The call's outcome does not count: nothing changes, and a half-open
     /// probe's place is freed.
     #[inline]
-    pub fn ignore(self) {
+    pub fn ignore(mut self) {
         self.end(End::Neither);
     }
 
+    /// Records how the call ended; the drop then records nothing.
     #[inline]
-    fn end(mut self, end: End) {
+    fn end(&mut self, end: End) {
+        if self.done {
+            return;
+        }
         self.done = true;
         let took = self.started.map(|started| started.elapsed());
         let slow = match (took, self.breaker.slow_threshold()) {
@@ -449,16 +453,18 @@ impl<T, E> BreakerCall<T, E> {
 }
 
 impl<T, E> Entered<'_, T, E> {
-    /// Counts the outcome of the call and passes it on. Dropped instead
-    /// (the call was cancelled), the permit counts nothing.
+    /// Counts the outcome of the call and passes it on; left in place (the
+    /// generated code matches on it by reference), it is dropped with the
+    /// layer's block. Dropped without an outcome (the call was cancelled),
+    /// the permit counts nothing.
     #[inline(always)]
-    pub fn exit(self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
+    pub fn exit(&mut self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
         let (outcome, verdict) = outcome::classify(outcome, self.classify, on_resilience);
-        match verdict {
-            Verdict::Success => self.permit.success(),
-            Verdict::Failure | Verdict::RetryAfter(_) => self.permit.failure(),
-            Verdict::Ignore => self.permit.ignore(),
-        }
+        self.permit.end(match verdict {
+            Verdict::Success => End::Success,
+            Verdict::Failure | Verdict::RetryAfter(_) => End::Failure,
+            Verdict::Ignore => End::Neither,
+        });
         outcome
     }
 }
@@ -474,7 +480,7 @@ where
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
     let call = BreakerCall::new(ops, instance);
-    let entered = call.enter()?;
+    let mut entered = call.enter()?;
     // If this future is dropped while `f` runs, the permit's drop releases it.
     entered.exit(f().await)
 }

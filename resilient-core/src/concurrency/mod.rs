@@ -436,9 +436,10 @@ impl<'a> Held<'a> {
         }
     }
 
-    /// Passes on the outcome of the call, and frees the place.
+    /// Passes on the outcome of the call; the place is freed when the guard
+    /// is dropped, with the layer's block.
     #[inline(always)]
-    pub fn exit<T, E>(self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
+    pub fn exit<T, E>(&mut self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
         self.limiter.telemetry.done(outcome, self.started)
     }
 }
@@ -454,7 +455,7 @@ where
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
     let call = LimitCall::new(key, instance);
-    let held = match call.try_enter() {
+    let mut held = match call.try_enter() {
         Enter::Ready(held) => held?,
         Enter::Wait(w) => call.wait(w).await?,
     };

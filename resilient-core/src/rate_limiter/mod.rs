@@ -526,7 +526,7 @@ impl RateCall {
 impl Granted<'_> {
     /// Passes on the outcome of the call.
     #[inline(always)]
-    pub fn exit<T, E>(self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
+    pub fn exit<T, E>(&mut self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
         self.limiter.telemetry.done(outcome, self.started)
     }
 }

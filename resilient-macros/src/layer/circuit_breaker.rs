@@ -17,8 +17,10 @@ pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> Toke
             let __resilient_breaker = ::resilient_core::__private::circuit_breaker(
                 ::resilient_core::__private::breaker_ops::<#spec, #ret, _, _>(),
             );
-            let __resilient_out = match __resilient_breaker.enter() {
-                ::core::result::Result::Ok(__resilient_permit) => {
+            let mut __resilient_entered = __resilient_breaker.enter();
+            // Matched by reference, as a limit's guard.
+            let __resilient_out = match __resilient_entered {
+                ::core::result::Result::Ok(ref mut __resilient_permit) => {
                     let __resilient_inner = #inner;
                     __resilient_permit.exit(__resilient_inner)
                 }

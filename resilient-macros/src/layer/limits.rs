@@ -36,14 +36,16 @@ pub(crate) fn limit(layer: &Layer, runner: &str, check: &str, inner: TokenStream
             let __resilient_limit = ::resilient_core::__private::#runner(
                 ::resilient_core::__private::#check::<#spec>(),
             );
-            let __resilient_entered = match __resilient_limit.try_enter() {
+            let mut __resilient_entered = match __resilient_limit.try_enter() {
                 ::resilient_core::__private::Enter::Ready(__resilient_r) => __resilient_r,
                 ::resilient_core::__private::Enter::Wait(__resilient_w) => {
                     __resilient_limit.wait(__resilient_w).await
                 }
             };
+            // Matched by reference: the guard stays where it is while the
+            // layers inside run, and is dropped with this block.
             let __resilient_out = match __resilient_entered {
-                ::core::result::Result::Ok(__resilient_in) => {
+                ::core::result::Result::Ok(ref mut __resilient_in) => {
                     let __resilient_inner = #inner;
                     __resilient_in.exit(__resilient_inner)
                 }
