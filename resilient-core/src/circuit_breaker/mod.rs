@@ -59,7 +59,9 @@
 //!
 //! Only a failed or slow call is judged: a success never opens the breaker.
 //! No window takes a lock or allocates when it records a call; the
-//! count-based ones read no clock unless `slow_call` is set. A transition
+//! count-based ones read no clock unless `slow_call` is set, and the slot
+//! windows write nothing for a success into a full window (or stripe) of
+//! successes. A transition
 //! clears no slot: each carries its closed period's tag.
 //!
 //! # Imperative use
