@@ -536,8 +536,35 @@ fn breaker_tasks(c: &mut Criterion) {
     g.finish();
 }
 
+/// What one clock read costs: tokio's `Instant::now` (what the time-based
+/// window, the rate limiters and slow-call timing read), std's, and the
+/// kernel's coarse monotonic clock, a candidate for a cheaper read.
+fn clock_read(c: &mut Criterion) {
+    let mut g = c.benchmark_group("clock read");
+    g.bench_function("tokio::time::Instant::now", |bench| {
+        bench.iter(|| black_box(tokio::time::Instant::now()));
+    });
+    g.bench_function("std::time::Instant::now", |bench| {
+        bench.iter(|| black_box(Instant::now()));
+    });
+    #[cfg(target_os = "linux")]
+    g.bench_function("clock_gettime(CLOCK_MONOTONIC_COARSE)", |bench| {
+        bench.iter(|| {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `ts` is a valid, writable timespec for the call.
+            let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+            black_box((rc, ts.tv_sec, ts.tv_nsec))
+        });
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    clock_read,
     breaker_success,
     breaker_contended,
     breaker_transition,
