@@ -433,11 +433,13 @@ impl<T, E> BreakerCall<T, E> {
     }
 
     /// A permit, or the error that ends the call: the breaker rejected it,
-    /// or the spec has no settings.
+    /// or the spec has no settings. A resilience error, not the fn's: what
+    /// the layer holds across the awaits inside it is `Send` whatever the
+    /// fn's error type is.
     #[inline(always)]
-    pub fn enter(&self) -> Result<Entered<'_, T, E>, Fail<E>> {
+    pub fn enter(&self) -> Result<Entered<'_, T, E>, Error> {
         let Some(instance) = &self.instance else {
-            return Err(Fail::Resilience(self.ops.key.not_configured()));
+            return Err(self.ops.key.not_configured());
         };
         let breaker = &**instance;
         match Permit::new(breaker) {
@@ -445,11 +447,11 @@ impl<T, E> BreakerCall<T, E> {
                 permit,
                 classify: self.ops.classify,
             }),
-            Err(state) => Err(Fail::Resilience(Error::CallNotPermitted {
+            Err(state) => Err(Error::CallNotPermitted {
                 spec: self.ops.key.name,
                 state,
                 retry_after: breaker.until_half_open(),
-            })),
+            }),
         }
     }
 }
@@ -482,7 +484,7 @@ where
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
     let call = BreakerCall::new(ops, instance);
-    let mut entered = call.enter()?;
+    let mut entered = call.enter().map_err(Fail::Resilience)?;
     // If this future is dropped while `f` runs, the permit's drop releases it.
     entered.exit(f().await)
 }

@@ -352,9 +352,9 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
 
 /// How a limiter answers a call that asks to enter.
 #[doc(hidden)]
-pub enum Enter<G, W, E> {
+pub enum Enter<G, W> {
     /// At once: let in, or the error that ends the call.
-    Ready(Result<G, Fail<E>>),
+    Ready(Result<G, Error>),
     /// The call must wait (`W` says for what) before it knows.
     Wait(W),
 }
@@ -390,9 +390,9 @@ impl LimitCall {
     /// A free place, taken without entering an async fn; `Wait` when the
     /// limit is full and its policy is to wait.
     #[inline(always)]
-    pub fn try_enter<E>(&self) -> Enter<Held<'_>, Full, E> {
+    pub fn try_enter(&self) -> Enter<Held<'_>, Full> {
         let Some(instance) = &self.instance else {
-            return Enter::Ready(Err(Fail::Resilience(self.key.not_configured())));
+            return Enter::Ready(Err(self.key.not_configured()));
         };
         let limiter = &**instance;
         let started = limiter.telemetry.start();
@@ -401,7 +401,7 @@ impl LimitCall {
             None => match limiter.settings.policy {
                 Policy::Reject => {
                     limiter.rejected();
-                    Enter::Ready(Err(Fail::Resilience(limiter.reached(self.key.name))))
+                    Enter::Ready(Err(limiter.reached(self.key.name)))
                 }
                 Policy::Block { .. } => Enter::Wait(Full(started)),
             },
@@ -409,9 +409,9 @@ impl LimitCall {
     }
 
     /// Waits for a place, as the limit's policy says.
-    pub async fn wait<E>(&self, full: Full) -> Result<Held<'_>, Fail<E>> {
+    pub async fn wait(&self, full: Full) -> Result<Held<'_>, Error> {
         let Some(instance) = &self.instance else {
-            return Err(Fail::Resilience(self.key.not_configured()));
+            return Err(self.key.not_configured());
         };
         let limiter = &**instance;
         let started = full.0;
@@ -419,7 +419,7 @@ impl LimitCall {
             Ok(place) => Ok(Held::new(limiter, started, place)),
             Err(e) => {
                 limiter.rejected();
-                Err(Fail::Resilience(e))
+                Err(e)
             }
         }
     }
@@ -455,9 +455,10 @@ where
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
     let call = LimitCall::new(key, instance);
-    let mut held = match call.try_enter() {
-        Enter::Ready(held) => held?,
-        Enter::Wait(w) => call.wait(w).await?,
+    let entered = match call.try_enter() {
+        Enter::Ready(entered) => entered,
+        Enter::Wait(w) => call.wait(w).await,
     };
+    let mut held = entered.map_err(Fail::Resilience)?;
     held.exit(f().await)
 }

@@ -492,9 +492,9 @@ impl RateCall {
     /// A permit due now, taken without entering an async fn; `Wait` for one
     /// reserved within `max_wait`.
     #[inline(always)]
-    pub fn try_enter<E>(&self) -> Enter<Granted<'_>, Reserved, E> {
+    pub fn try_enter(&self) -> Enter<Granted<'_>, Reserved> {
         let Some(instance) = &self.instance else {
-            return Enter::Ready(Err(Fail::Resilience(self.key.not_configured())));
+            return Enter::Ready(Err(self.key.not_configured()));
         };
         let limiter = &**instance;
         let started = limiter.telemetry.start();
@@ -504,15 +504,15 @@ impl RateCall {
             Err(retry_after) => {
                 let e = RateLimiter::exceeded(self.key.name, retry_after);
                 limiter.rejected(&e);
-                Enter::Ready(Err(Fail::Resilience(e)))
+                Enter::Ready(Err(e))
             }
         }
     }
 
     /// Sleeps until the reserved permit is due.
-    pub async fn wait<E>(&self, reserved: Reserved) -> Result<Granted<'_>, Fail<E>> {
+    pub async fn wait(&self, reserved: Reserved) -> Result<Granted<'_>, Error> {
         let Some(instance) = &self.instance else {
-            return Err(Fail::Resilience(self.key.not_configured()));
+            return Err(self.key.not_configured());
         };
         let limiter = &**instance;
         limiter.wait_for(reserved.taken).await;

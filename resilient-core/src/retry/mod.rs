@@ -473,10 +473,12 @@ where
         return Err(refused);
     }
     loop {
-        match call.step(f().await) {
+        // The match ends before the wait, as in the generated code.
+        let wait = match call.step(f().await) {
             Step::Done(out) => return out,
-            Step::Wait(w) => w.wait().await,
-        }
+            Step::Wait(w) => w,
+        };
+        wait.wait().await;
     }
 }
 

@@ -24,7 +24,9 @@ pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> Toke
                     let __resilient_inner = #inner;
                     __resilient_permit.exit(__resilient_inner)
                 }
-                ::core::result::Result::Err(__resilient_e) => ::core::result::Result::Err(__resilient_e),
+                ::core::result::Result::Err(__resilient_e) => ::core::result::Result::Err(
+                    ::resilient_core::__private::Fail::Resilience(__resilient_e),
+                ),
             };
             __resilient_out
         }

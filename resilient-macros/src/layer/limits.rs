@@ -49,7 +49,9 @@ pub(crate) fn limit(layer: &Layer, runner: &str, check: &str, inner: TokenStream
                     let __resilient_inner = #inner;
                     __resilient_in.exit(__resilient_inner)
                 }
-                ::core::result::Result::Err(__resilient_e) => ::core::result::Result::Err(__resilient_e),
+                ::core::result::Result::Err(__resilient_e) => ::core::result::Result::Err(
+                    ::resilient_core::__private::Fail::Resilience(__resilient_e),
+                ),
             };
             __resilient_out
         }

@@ -23,10 +23,14 @@ pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> Toke
                     break ::core::result::Result::Err(__resilient_e);
                 }
                 let __resilient_attempt = #inner;
-                match __resilient_retry.step(__resilient_attempt) {
+                // The match ends before the wait: the outcome it held does
+                // not live across the await (the future stays `Send`
+                // whatever `T` and `E` are).
+                let __resilient_wait = match __resilient_retry.step(__resilient_attempt) {
                     ::resilient_core::__private::Step::Done(__resilient_o) => break __resilient_o,
-                    ::resilient_core::__private::Step::Wait(__resilient_w) => __resilient_w.wait().await,
-                }
+                    ::resilient_core::__private::Step::Wait(__resilient_w) => __resilient_w,
+                };
+                __resilient_wait.wait().await;
             }
         }
     }
