@@ -389,7 +389,8 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     let saved = saved.into_iter().map(|(_, s)| s);
     // One expression: each layer's code around the next, all in the fn's own
     // future, with no future or closure per layer (a timeout and a fallback
-    // wrap an async block of what is inside them).
+    // wrap an async block of what is inside them; a fallback's answer is a
+    // closure).
     let chain = nest(layers, &cx, body);
     // Keep the body's braces: the fn's span then stays in the user's code, so
     // lints on the fn as a whole (`dead_code`) still fire.

@@ -301,13 +301,14 @@ fn next_stripe(count: usize, len: impl Fn(usize) -> usize) -> usize {
 /// overwrite a newer call. The failure and slow counters follow the slots:
 /// every change of a slot adds its difference.
 ///
-/// A success that finds its stripe full and both counters at zero takes no
-/// slot: it would replace a success, and the stripe's outcomes would be the
-/// same. No call is skipped while the stripe holds a failed or slow call, so
-/// such a call still leaves only after the stripe's length of newer calls;
-/// a success skipped while such a call was being recorded counts as ending
-/// just before it. This keeps the common path (a healthy dependency) to
-/// reads of one cache line that no thread writes.
+/// A success that finds its stripe full, both counters at zero and no failed
+/// or slow call being recorded takes no slot: it would replace a success,
+/// and the stripe's outcomes would be the same. No success is skipped while
+/// the stripe holds, or is recording, a failed or slow call, so such a call
+/// still leaves only after the stripe's length of newer calls; a skipped
+/// success read the stripe before any such call began, and counts as ending
+/// before it. This keeps the common path (a healthy dependency) to reads of
+/// one cache line that no thread writes.
 #[derive(Debug)]
 pub(crate) struct Slots {
     stripes: Box<[Stripe]>,
@@ -319,7 +320,30 @@ struct Stripe {
     cursor: AtomicU64,
     failures: AtomicU64,
     slow: AtomicU64,
+    /// Failed or slow calls being recorded: from before they take their slot
+    /// until their counter is updated. A success skips its slot only when
+    /// none is, so that no skipped success can come after a failure that is
+    /// not counted yet.
+    pending: AtomicU64,
     slots: Box<[AtomicU64]>,
+}
+
+/// A failed or slow call being recorded in `stripe`, until dropped.
+struct Pending<'a>(&'a AtomicU64);
+
+impl<'a> Pending<'a> {
+    fn new(pending: &'a AtomicU64) -> Self {
+        // SeqCst: a success that starts after this call took its slot (in
+        // real time, on any thread) must see it.
+        pending.fetch_add(1, Ordering::SeqCst);
+        Self(pending)
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Stripe {
@@ -327,7 +351,8 @@ impl Stripe {
     #[inline]
     fn holds_only_successes(&self, tag: u64) -> bool {
         let none = with_tag(tag, 0);
-        self.failures.load(Ordering::Acquire) == none
+        self.pending.load(Ordering::SeqCst) == 0
+            && self.failures.load(Ordering::Acquire) == none
             && self.slow.load(Ordering::Acquire) == none
             && self.cursor.load(Ordering::Acquire) & !(LAP_MASK << POS_BITS | POS_MASK)
                 == with_tag(tag, FULL_BIT)
@@ -358,6 +383,7 @@ impl Slots {
                     cursor: unused(),
                     failures: unused(),
                     slow: unused(),
+                    pending: AtomicU64::new(0),
                     slots: (0..len.max(1)).map(|_| unused()).collect(),
                 }
             })
@@ -378,6 +404,7 @@ impl Slots {
             // one writes lets concurrent successes share the cache line.
             return Ok(());
         }
+        let _pending = record.is_bad().then(|| Pending::new(&stripe.pending));
         let len = stripe.slots.len() as u64;
         // Take the next slot of the stripe.
         let mut ticket = (0, 0);
@@ -791,6 +818,33 @@ mod tests {
         };
         assert_eq!(w.record(slow, 0), Ok(()));
         assert_eq!(w.snapshot(0).map(|c| c.slow), Some(1));
+    }
+
+    #[test]
+    fn a_success_takes_its_slot_while_a_failure_is_being_recorded() {
+        let w = Slots::new(4, 1);
+        w.start(0);
+        for _ in 0..4 {
+            assert_eq!(w.record(OK, 0), Ok(()));
+        }
+        let cursor = || w.stripes[0].cursor.load(Ordering::Acquire);
+        let full = cursor();
+        // A failure on another thread has taken its slot (or is about to)
+        // and has not counted itself yet.
+        let in_flight = Pending::new(&w.stripes[0].pending);
+        assert_eq!(w.record(OK, 0), Ok(()));
+        assert_ne!(cursor(), full, "the success took a slot");
+        drop(in_flight);
+        let after = cursor();
+        assert_eq!(w.record(OK, 0), Ok(()));
+        assert_eq!(cursor(), after, "nothing pending: skipped again");
+        assert_eq!(w.stripes[0].pending.load(Ordering::SeqCst), 0);
+        assert_eq!(w.record(FAIL, 0), Ok(()));
+        assert_eq!(
+            w.stripes[0].pending.load(Ordering::SeqCst),
+            0,
+            "a recorded failure is no longer pending"
+        );
     }
 
     #[test]
