@@ -12,8 +12,8 @@ pub use crate::fallback::{FallbackFn, FallbackOn, FallbackOutput};
 pub use crate::http::Http;
 pub use crate::outcome::Fail;
 pub use crate::rate_limiter::{Granted, RateCall, RateLimiterSpec, Reserved};
-use crate::registry::Key;
 pub use crate::registry::Slot;
+use crate::registry::{CallInstance, Key};
 pub use crate::retry::{
     Exhaustion, OpsOf, RetryCall, RetryOps, RetrySpec, RetryWait, ReturnError, ReturnLastFailure,
     Step,
@@ -96,8 +96,8 @@ gives_up_with!(ReturnLastFailure, Applies, Exhaustion<ReturnLastFailure>);
 /// makes its attempts in a loop of its own. No bound here can fail for a
 /// body whose type matches the fn, so nothing is reported twice.
 #[inline(always)]
-pub fn retry<T, E, Tr: Default>(ops: RetryOps<T, E, Tr>) -> RetryCall<T, E, Tr> {
-    let instance = crate::registry::lookup_retry(ops.key);
+pub fn retry<T, E, Tr: Default>(ops: RetryOps<T, E, Tr>) -> RetryCall<'static, T, E, Tr> {
+    let instance = crate::registry::lookup_retry(ops.key).map(CallInstance::Shared);
     RetryCall::start(ops, instance)
 }
 
@@ -114,8 +114,8 @@ where
 
 /// Starts a call through the breaker of `ops`.
 #[inline(always)]
-pub fn circuit_breaker<T, E>(ops: BreakerOps<T, E>) -> BreakerCall<T, E> {
-    let instance = crate::registry::lookup_breaker(ops.key);
+pub fn circuit_breaker<T, E>(ops: BreakerOps<T, E>) -> BreakerCall<'static, T, E> {
+    let instance = crate::registry::lookup_breaker(ops.key).map(CallInstance::Shared);
     BreakerCall::new(ops, instance)
 }
 
@@ -153,8 +153,9 @@ where
 
 /// Starts a call under the concurrency limit spec `spec`.
 #[inline(always)]
-pub fn concurrency_limit(spec: SpecRef) -> LimitCall {
-    LimitCall::new(spec.0, crate::registry::lookup_concurrency(spec.0))
+pub fn concurrency_limit(spec: SpecRef) -> LimitCall<'static> {
+    let instance = crate::registry::lookup_concurrency(spec.0).map(CallInstance::Shared);
+    LimitCall::new(spec.0, instance)
 }
 
 /// Starts a call under the rate limiter spec `spec`.

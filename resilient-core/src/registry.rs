@@ -178,6 +178,25 @@ impl<T> std::ops::Deref for Shared<T> {
     }
 }
 
+/// A spec's instance as one call holds it: looked up by generated code, or
+/// borrowed from a handle, which then costs no refcount per call.
+pub(crate) enum CallInstance<'a, T: 'static> {
+    Shared(Shared<T>),
+    Borrowed(&'a T),
+}
+
+impl<T> std::ops::Deref for CallInstance<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        match self {
+            CallInstance::Shared(t) => t,
+            CallInstance::Borrowed(t) => t,
+        }
+    }
+}
+
 /// What a lookup needs to know of a spec: generated code passes it along.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Key {

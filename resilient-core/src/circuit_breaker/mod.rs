@@ -99,7 +99,7 @@ use breaker::{End, Taken};
 
 use crate::error::Error;
 use crate::outcome::{self, Fail};
-use crate::registry::{Key, Shared};
+use crate::registry::{CallInstance, Key, Shared};
 use crate::spec::{Classify, Spec, Verdict};
 use crate::telemetry::Outcome;
 
@@ -249,9 +249,11 @@ impl<S: CircuitBreakerSpec> CircuitBreakerHandle<S> {
         S::Classifier: Classify<T, E>,
         E: From<Error>,
     {
-        run(ops::<S, T, E>(), Some(self.inner.clone()), || {
-            crate::outcome::lifted(f())
-        })
+        run(
+            ops::<S, T, E>(),
+            Some(CallInstance::Borrowed(&self.inner)),
+            || crate::outcome::lifted(f()),
+        )
         .await
         .map_err(|fail| fail.into_error(E::from))
     }
@@ -414,9 +416,9 @@ fn on_resilience(error: &Error) -> Verdict {
 ///
 /// [`enter`]: BreakerCall::enter
 #[doc(hidden)]
-pub struct BreakerCall<T, E> {
+pub struct BreakerCall<'a, T, E> {
     ops: BreakerOps<T, E>,
-    instance: Option<Shared<Breaker>>,
+    instance: Option<CallInstance<'a, Breaker>>,
 }
 
 /// A call the breaker let through.
@@ -426,9 +428,9 @@ pub struct Entered<'a, T, E> {
     classify: fn(&Result<T, E>) -> Verdict,
 }
 
-impl<T, E> BreakerCall<T, E> {
+impl<'a, T, E> BreakerCall<'a, T, E> {
     #[inline]
-    pub(crate) fn new(ops: BreakerOps<T, E>, instance: Option<Shared<Breaker>>) -> Self {
+    pub(crate) fn new(ops: BreakerOps<T, E>, instance: Option<CallInstance<'a, Breaker>>) -> Self {
         Self { ops, instance }
     }
 
@@ -476,7 +478,7 @@ impl<T, E> Entered<'_, T, E> {
 /// One call through the breaker `instance`, for a handle.
 pub(crate) async fn run<T, E, F, Fut>(
     ops: BreakerOps<T, E>,
-    instance: Option<Shared<Breaker>>,
+    instance: Option<CallInstance<'_, Breaker>>,
     f: F,
 ) -> Result<T, Fail<E>>
 where

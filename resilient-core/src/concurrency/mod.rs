@@ -34,7 +34,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::error::Error;
 use crate::outcome::Fail;
-use crate::registry::{Key, Shared};
+use crate::registry::{CallInstance, Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
 use crate::telemetry::{InUse, Telemetry};
@@ -342,9 +342,11 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
         Fut: Future<Output = Result<T, E>>,
         E: From<Error>,
     {
-        run(const { &Key::of::<S>() }, Some(self.inner.clone()), || {
-            crate::outcome::lifted(f())
-        })
+        run(
+            const { &Key::of::<S>() },
+            Some(CallInstance::Borrowed(&self.inner)),
+            || crate::outcome::lifted(f()),
+        )
         .await
         .map_err(|fail| fail.into_error(E::from))
     }
@@ -363,9 +365,9 @@ pub enum Enter<G, W> {
 /// [`try_enter`](LimitCall::try_enter) (and [`wait`](LimitCall::wait) when
 /// full), then [`Held::exit`] with the outcome of the layers inside.
 #[doc(hidden)]
-pub struct LimitCall {
+pub struct LimitCall<'a> {
     key: &'static Key,
-    instance: Option<Shared<Limiter>>,
+    instance: Option<CallInstance<'a, Limiter>>,
 }
 
 /// A call that found the limit full, and when it started.
@@ -381,9 +383,9 @@ pub struct Held<'a> {
     _place: Place<'a>,
 }
 
-impl LimitCall {
+impl<'a> LimitCall<'a> {
     #[inline]
-    pub(crate) fn new(key: &'static Key, instance: Option<Shared<Limiter>>) -> Self {
+    pub(crate) fn new(key: &'static Key, instance: Option<CallInstance<'a, Limiter>>) -> Self {
         Self { key, instance }
     }
 
@@ -447,7 +449,7 @@ impl<'a> Held<'a> {
 /// One call under the limiter `instance`, for a handle.
 pub(crate) async fn run<T, E, F, Fut>(
     key: &'static Key,
-    instance: Option<Shared<Limiter>>,
+    instance: Option<CallInstance<'_, Limiter>>,
     f: F,
 ) -> Result<T, Fail<E>>
 where

@@ -90,7 +90,7 @@ pub use settings::{Backoff, BudgetSettings, Jitter, RetrySettings};
 
 use crate::error::{Error, GaveUp};
 use crate::outcome::{self, Fail};
-use crate::registry::{Key, Shared};
+use crate::registry::{CallInstance, Key, Shared};
 use crate::spec::{Classify, Spec, Verdict};
 use crate::telemetry::{Outcome, StoppedBy, Telemetry};
 use budget::Budget;
@@ -200,9 +200,11 @@ impl<S: RetrySpec> RetryHandle<S> {
         S::Classifier: Classify<T, E>,
         E: From<Error> + Exhaustion<S::Exhausted>,
     {
-        run(ops::<S, T, E>(), Some(self.inner.clone()), || {
-            crate::outcome::lifted(f())
-        })
+        run(
+            ops::<S, T, E>(),
+            Some(CallInstance::Borrowed(&self.inner)),
+            || crate::outcome::lifted(f()),
+        )
         .await
         .map_err(|fail| fail.into_error(E::from))
     }
@@ -278,10 +280,10 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
 /// code drives in a loop of its own (the attempts then live in the fn's own
 /// future, with no future per layer), and what [`run`] drives for a handle.
 #[doc(hidden)]
-pub struct RetryCall<T, E, Tr> {
+pub struct RetryCall<'a, T, E, Tr> {
     ops: RetryOps<T, E, Tr>,
     /// `None` when the spec has no settings: the call fails at once.
-    retry: Option<Shared<Retry>>,
+    retry: Option<CallInstance<'a, Retry>>,
     /// Made at the first failure: a call that succeeds at once builds and
     /// drops nothing.
     trail: Option<Tr>,
@@ -318,11 +320,11 @@ impl RetryWait<'_> {
     }
 }
 
-impl<T, E, Tr: Default> RetryCall<T, E, Tr> {
+impl<'a, T, E, Tr: Default> RetryCall<'a, T, E, Tr> {
     /// A call of `ops` through `instance` (`None`: the spec has no settings
     /// in the registry in use, and [`refused`](Self::refused) says so).
     #[inline(always)]
-    pub(crate) fn start(ops: RetryOps<T, E, Tr>, retry: Option<Shared<Retry>>) -> Self {
+    pub(crate) fn start(ops: RetryOps<T, E, Tr>, retry: Option<CallInstance<'a, Retry>>) -> Self {
         let (timed, started) = match &retry {
             Some(retry) if retry.settings.enabled => (
                 retry.telemetry.start(),
@@ -460,7 +462,7 @@ impl<T, E, Tr: Default> RetryCall<T, E, Tr> {
 /// One call through `retry`, calling `f` for each attempt.
 pub(crate) async fn run<T, E, Tr, F, Fut>(
     ops: RetryOps<T, E, Tr>,
-    instance: Option<Shared<Retry>>,
+    instance: Option<CallInstance<'_, Retry>>,
     mut f: F,
 ) -> Result<T, Fail<E>>
 where
