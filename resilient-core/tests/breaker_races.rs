@@ -35,14 +35,6 @@ fn count_based(size: i128, threshold: i128, wait: &str) -> Value {
     ])
 }
 
-fn two_workers() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .expect("runtime")
-}
-
 async fn failing(calls: &AtomicU64) -> Result<(), Error> {
     calls.fetch_add(1, Ordering::SeqCst);
     Err(Error::Timeout {

@@ -89,14 +89,6 @@ fn stack() -> Registry {
     )
 }
 
-fn two_workers() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .expect("runtime")
-}
-
 #[test]
 fn every_call_runs_or_is_turned_away_and_every_place_comes_back() {
     let rt = two_workers();

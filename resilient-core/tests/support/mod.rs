@@ -74,4 +74,16 @@ pub fn build(builder: RegistryBuilder, sections: Vec<(&str, Value)>) -> Registry
 pub fn registry<S: Spec>(section: Value) -> Registry {
     build(Registry::builder().spec::<S>(), vec![(S::PATH, section)])
 }
+/// A runtime with two worker threads, as a server has: calls in spawned
+/// tasks then really run on two threads.
+pub fn two_workers() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("runtime: {e}"),
+    }
+}
 pub mod capture;

@@ -31,7 +31,9 @@ pub(crate) fn limit(layer: &Layer, runner: &str, check: &str, inner: TokenStream
     };
     let runner = Ident::new(runner, Span::call_site());
     let check = Ident::new(check, Span::call_site());
-    quote_spanned! {spec_span(spec)=>
+    let span = spec_span(spec);
+    let inside = super::inside_guard(span, inner);
+    quote_spanned! {span=>
         {
             let __resilient_limit = ::resilient_core::__private::#runner(
                 ::resilient_core::__private::#check::<#spec>(),
@@ -42,17 +44,7 @@ pub(crate) fn limit(layer: &Layer, runner: &str, check: &str, inner: TokenStream
                     __resilient_limit.wait(__resilient_w).await
                 }
             };
-            // Matched by reference: the guard stays where it is while the
-            // layers inside run, and is dropped with this block.
-            let __resilient_out = match __resilient_entered {
-                ::core::result::Result::Ok(ref mut __resilient_in) => {
-                    let __resilient_inner = #inner;
-                    __resilient_in.exit(__resilient_inner)
-                }
-                ::core::result::Result::Err(__resilient_e) => ::core::result::Result::Err(
-                    ::resilient_core::__private::Fail::Resilience(__resilient_e),
-                ),
-            };
+            let __resilient_out = #inside;
             __resilient_out
         }
     }
