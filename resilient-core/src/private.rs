@@ -5,18 +5,21 @@ use std::future::Future;
 
 pub use inventory;
 
-pub use crate::circuit_breaker::{BreakerCall, BreakerOps, CircuitBreakerSpec, Entered};
-pub use crate::concurrency::{ConcurrencyLimitSpec, Enter, Full, Held, LimitCall};
+use crate::circuit_breaker::BreakerCall;
+pub use crate::circuit_breaker::{BreakerOps, CircuitBreakerSpec};
+use crate::concurrency::LimitCall;
+pub use crate::concurrency::{ConcurrencyLimitSpec, Enter};
 pub use crate::error::Error;
 pub use crate::fallback::{FallbackFn, FallbackOn, FallbackOutput};
 pub use crate::http::Http;
 pub use crate::outcome::Fail;
-pub use crate::rate_limiter::{Granted, RateCall, RateLimiterSpec, Reserved};
+use crate::rate_limiter::RateCall;
+pub use crate::rate_limiter::RateLimiterSpec;
 pub use crate::registry::Slot;
 use crate::registry::{CallInstance, Key};
+use crate::retry::RetryCall;
 pub use crate::retry::{
-    Exhaustion, OpsOf, RetryCall, RetryOps, RetrySpec, RetryWait, ReturnError, ReturnLastFailure,
-    Step,
+    Exhaustion, OpsOf, RetryOps, RetrySpec, ReturnError, ReturnLastFailure, Step,
 };
 pub use crate::spec::{AllErrors, Classifier, Classify, Spec, SpecEntry, SpecKind, Verdict};
 pub use crate::timeout::TimeoutSpec;
