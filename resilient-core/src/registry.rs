@@ -602,13 +602,20 @@ pub(crate) fn with_listeners_in_use(f: impl FnOnce(&Listeners)) {
 
 /// The instance `pick` takes from the registry in use: the task's scope, the
 /// thread's default, or (while no scope or default is alive anywhere) the
-/// installed registry, through the spec's slot.
-#[inline]
+/// installed registry, through the spec's slot. Inlined into each call, so
+/// that the spec's slot is a static the call reads directly.
+#[inline(always)]
 fn lookup<T>(key: &Key, pick: impl Fn(&Instance) -> Option<&Arc<T>>) -> Option<Shared<T>> {
     if ACTIVE.load(Ordering::Acquire) == 0 {
         let instance = (key.slot)().instance.get().copied().and_then(&pick)?;
         return Some(Shared::Installed(&**instance));
     }
+    lookup_scoped(key, pick)
+}
+
+/// [`lookup`] while a scope or default registry is alive: the rare path.
+#[inline(never)]
+fn lookup_scoped<T>(key: &Key, pick: impl Fn(&Instance) -> Option<&Arc<T>>) -> Option<Shared<T>> {
     let find = |r: &Registry| r.instance((key.type_id)()).and_then(&pick).map(Arc::clone);
     let found = match SCOPED.try_with(find) {
         Ok(found) => found,
@@ -621,7 +628,7 @@ fn lookup<T>(key: &Key, pick: impl Fn(&Instance) -> Option<&Arc<T>>) -> Option<S
 }
 
 /// The retry instance of a spec from the registry in use.
-#[inline]
+#[inline(always)]
 pub(crate) fn lookup_retry(key: &Key) -> Option<Shared<Retry>> {
     lookup(key, |i| match i {
         Instance::Retry(r) => Some(r),
@@ -630,7 +637,7 @@ pub(crate) fn lookup_retry(key: &Key) -> Option<Shared<Retry>> {
 }
 
 /// The breaker of a spec from the registry in use.
-#[inline]
+#[inline(always)]
 pub(crate) fn lookup_breaker(key: &Key) -> Option<Shared<Breaker>> {
     lookup(key, |i| match i {
         Instance::CircuitBreaker(b) => Some(b),
@@ -639,7 +646,7 @@ pub(crate) fn lookup_breaker(key: &Key) -> Option<Shared<Breaker>> {
 }
 
 /// The timeout of a spec from the registry in use.
-#[inline]
+#[inline(always)]
 pub(crate) fn lookup_timeout(key: &Key) -> Option<Shared<Timeout>> {
     lookup(key, |i| match i {
         Instance::Timeout(t) => Some(t),
@@ -648,7 +655,7 @@ pub(crate) fn lookup_timeout(key: &Key) -> Option<Shared<Timeout>> {
 }
 
 /// The concurrency limiter of a spec from the registry in use.
-#[inline]
+#[inline(always)]
 pub(crate) fn lookup_concurrency(key: &Key) -> Option<Shared<Limiter>> {
     lookup(key, |i| match i {
         Instance::ConcurrencyLimit(l) => Some(l),
@@ -657,7 +664,7 @@ pub(crate) fn lookup_concurrency(key: &Key) -> Option<Shared<Limiter>> {
 }
 
 /// The rate limiter of a spec from the registry in use.
-#[inline]
+#[inline(always)]
 pub(crate) fn lookup_rate(key: &Key) -> Option<Shared<RateLimiter>> {
     lookup(key, |i| match i {
         Instance::RateLimiter(r) => Some(r),
