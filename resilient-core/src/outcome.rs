@@ -34,10 +34,10 @@ impl<E> Fail<E> {
 /// Classifies one outcome: the body's by the spec's classification, a
 /// resilience error by `on_resilience`. Takes the outcome by value so that the
 /// spec's classification sees a plain `&Result<T, E>`.
-#[inline]
+#[inline(always)]
 pub(crate) fn classify<T, E>(
     outcome: Result<T, Fail<E>>,
-    classify: fn(&Result<T, E>) -> Verdict,
+    classify: impl Fn(&Result<T, E>) -> Verdict,
     on_resilience: impl FnOnce(&Error) -> Verdict,
 ) -> (Result<T, Fail<E>>, Verdict) {
     let plain: Result<T, E> = match outcome {

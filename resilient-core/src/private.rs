@@ -2,15 +2,17 @@
 //! change in any release.
 
 use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
 
 pub use inventory;
 
 use crate::circuit_breaker::BreakerCall;
-pub use crate::circuit_breaker::{BreakerOps, CircuitBreakerSpec};
+pub use crate::circuit_breaker::CircuitBreakerSpec;
 use crate::concurrency::LimitCall;
 pub use crate::concurrency::{ConcurrencyLimitSpec, Enter};
 pub use crate::error::Error;
-pub use crate::fallback::{FallbackFn, FallbackOn, FallbackOutput};
+pub use crate::fallback::{Answer, FallbackFn, FallbackOn, FallbackOutput};
 pub use crate::http::Http;
 pub use crate::outcome::Fail;
 use crate::rate_limiter::RateCall;
@@ -23,21 +25,27 @@ pub use crate::retry::{
 };
 pub use crate::spec::{AllErrors, Classifier, Classify, Spec, SpecEntry, SpecKind, Verdict};
 pub use crate::timeout::TimeoutSpec;
+use crate::timeout::{Bounded, TimeoutCall, Timer, TimerSleep};
 
 /// The retry operations of spec `S` for a fn returning `R`: where
 /// `#[retryable(S)]` states every requirement, each once, on a type the user
 /// wrote. `T` and `E` come out of `R`'s bound, as in every fn here that the
 /// return type reaches, so that a return type that is no `Result` fails one
 /// bound, reported once at the return type, and leaves the rest unknown.
-pub fn retry_ops<S, R, T, E, M>() -> RetryOps<T, E, <E as GivesUpWith<S::Exhausted, M>>::Trail>
+#[inline(always)]
+pub fn retry_ops<S, R, T, E, M>() -> RetryOf<S, T, E, <E as GivesUpWith<S::Exhausted, M>>::Trail>
 where
     S: RetrySpec,
     R: ResultType<Ok = T, Err = E>,
     E: GivesUpWith<S::Exhausted, M>,
     S::Classifier: Classify<T, E>,
 {
-    E::ops::<S, T>()
+    RetryOf(E::ops::<S, T>(), PhantomData)
 }
+
+/// The retry operations of spec `S` for `Result<T, E>`, their bounds
+/// checked.
+pub struct RetryOf<S, T, E, Tr>(RetryOps<T, E, Tr>, PhantomData<fn() -> S>);
 
 /// An error type that retry can give up with under exhaustion mode `Mode`:
 /// [`Exhaustion`], checked so that a failure is one error. `ReturnError` has
@@ -96,28 +104,52 @@ gives_up_with!(
 gives_up_with!(ReturnLastFailure, Applies, Exhaustion<ReturnLastFailure>);
 
 /// Starts a call under the retry operations `ops`; the generated code then
-/// makes its attempts in a loop of its own. No bound here can fail for a
-/// body whose type matches the fn, so nothing is reported twice.
+/// makes its attempts in a loop of its own. Its classification is typed as
+/// any fn of the outcome, so that nothing after it has a bound that can
+/// fail; the one here is [`retry_ops`]'s, reported once with it.
 #[inline(always)]
-pub fn retry<T, E, Tr: Default>(ops: RetryOps<T, E, Tr>) -> RetryCall<'static, T, E, Tr> {
+pub fn retry<S, T, E, Tr: Default>(
+    ops: RetryOf<S, T, E, Tr>,
+) -> RetryCall<'static, T, E, Tr, impl Fn(&Result<T, E>) -> Verdict + Copy>
+where
+    S: RetrySpec,
+    S::Classifier: Classify<T, E>,
+{
+    let ops = ops
+        .0
+        .classified_by(<S::Classifier as Classify<T, E>>::classify);
     let instance = crate::registry::lookup_retry(ops.key).map(CallInstance::Shared);
     RetryCall::start(ops, instance)
 }
 
-/// The breaker operations of spec `S` for a fn returning `R`; see
-/// [`retry_ops`].
-pub fn breaker_ops<S, R, T, E>() -> BreakerOps<T, E>
+/// The breaker of spec `S` for a fn returning `R`; see [`retry_ops`].
+#[inline(always)]
+pub fn breaker_ops<S, R, T, E>() -> BreakerOf<S, T, E>
 where
     S: CircuitBreakerSpec,
     R: ResultType<Ok = T, Err = E>,
     S::Classifier: Classify<T, E>,
 {
-    crate::circuit_breaker::ops::<S, T, E>()
+    BreakerOf(PhantomData)
 }
 
-/// Starts a call through the breaker of `ops`.
+/// Spec `S` for `Result<T, E>`, its bounds checked.
+pub struct BreakerOf<S, T, E>(PhantomData<Marker<S, T, E>>);
+
+type Marker<S, T, E> = fn() -> (S, T, E);
+
+/// Starts a call through the breaker of `S`. Its classification is typed as
+/// any fn of the outcome, so that nothing after it has a bound that can
+/// fail; the one here is [`breaker_ops`]'s, reported once with it.
 #[inline(always)]
-pub fn circuit_breaker<T, E>(ops: BreakerOps<T, E>) -> BreakerCall<'static, T, E> {
+pub fn circuit_breaker<S, T, E>(
+    _: BreakerOf<S, T, E>,
+) -> BreakerCall<'static, impl Fn(&Result<T, E>) -> Verdict + Copy>
+where
+    S: CircuitBreakerSpec,
+    S::Classifier: Classify<T, E>,
+{
+    let ops = crate::circuit_breaker::ops::<S, T, E>();
     let instance = crate::registry::lookup_breaker(ops.key).map(CallInstance::Shared);
     BreakerCall::new(ops, instance)
 }
@@ -146,12 +178,28 @@ pub fn rate_spec<S: RateLimiterSpec>() -> SpecRef {
     spec_ref::<S>()
 }
 
-/// Awaits `call` under the timeout spec `spec`.
-pub fn timeout<T, E, Fut>(spec: SpecRef, call: Fut) -> impl Future<Output = Result<T, Fail<E>>>
-where
-    Fut: Future<Output = Result<T, Fail<E>>>,
-{
-    crate::timeout::run(spec.0, crate::registry::lookup_timeout(spec.0), call)
+/// Starts a call under the timeout spec `spec`.
+#[inline(always)]
+pub fn timeout(spec: SpecRef) -> TimeoutCall<'static> {
+    let instance = crate::registry::lookup_timeout(spec.0).map(CallInstance::Shared);
+    TimeoutCall::new(spec.0, instance)
+}
+
+/// An await inside `#[timeout]`: `fut`, or [`Error::Timeout`] when the
+/// limit of `timer` passes first.
+#[inline(always)]
+pub fn bounded<'a, F: Future>(
+    timer: &'a Timer<'a>,
+    sleep: Pin<&'a mut TimerSleep>,
+    fut: Pin<&'a mut F>,
+) -> Bounded<'a, F> {
+    Bounded::new(timer, sleep, fut)
+}
+
+/// A timer's sleep, before the timer is armed.
+#[inline(always)]
+pub fn unarmed() -> TimerSleep {
+    None
 }
 
 /// Starts a call under the concurrency limit spec `spec`.
@@ -167,32 +215,34 @@ pub fn rate_limited(spec: SpecRef) -> RateCall {
     RateCall::new(spec.0, crate::registry::lookup_rate(spec.0))
 }
 
-/// Awaits `call`; on a failure `on` accepts, answers with `g(error)`; what
-/// `#[fallback]` expands to.
-pub async fn fallback<T, E, Fut, G, GFut>(
+/// The outcome of what is inside a `#[fallback]`, passed on (`Ok`), or the
+/// error its fallback is to answer (`Err`).
+#[inline(always)]
+pub fn fallback_decide<T, E>(
     fn_name: &'static str,
     on: FallbackOn<E>,
     wrap: fn(Error) -> E,
-    call: Fut,
-    g: G,
-) -> Result<T, Fail<E>>
-where
-    Fut: Future<Output = Result<T, Fail<E>>>,
-    G: FnOnce(E) -> GFut,
-    GFut: Future<Output = Result<T, E>>,
-{
-    crate::fallback::run(fn_name, on, wrap, call, g).await
+    outcome: Result<T, Fail<E>>,
+) -> Result<Result<T, Fail<E>>, E> {
+    crate::fallback::decide(fn_name, &on, wrap, outcome)
 }
 
-/// The fallback's output as a future of the fn's output `R`: its one check,
-/// so that a wrong output type is reported once, at the `method` string.
-#[inline]
-pub fn fallback_output<R, T, E, X, M>(output: X) -> X::Future
+/// The fallback's answer, entering the chain as the body's outcome would.
+#[inline(always)]
+pub fn fallback_done<T, E>(answer: Result<T, E>) -> Result<T, Fail<E>> {
+    answer.map_err(Fail::Body)
+}
+
+/// The fallback's output as an answer of the fn's output `R`: its one
+/// check, so that a wrong output type is reported once, at the `method`
+/// string.
+#[inline(always)]
+pub fn fallback_output<R, T, E, X, M>(output: X) -> Answer<T, E, X::Future>
 where
     R: ResultType<Ok = T, Err = E>,
     X: FallbackOutput<T, E, M>,
 {
-    output.into_fallback_future()
+    output.into_answer()
 }
 
 /// Calls the fallback `target` with `args`, and the error if it takes it.

@@ -507,6 +507,195 @@ async fn retry_outside_a_timeout_retries_each_timed_out_attempt() {
     }
 }
 
+#[derive(RetrySpec)]
+#[spec("test.retry.inside_timeout")]
+struct InsideRetry;
+
+#[derive(TimeoutSpec)]
+#[spec("test.timeout.around_retry")]
+struct AroundRetry;
+
+#[timeout(AroundRetry)]
+#[retryable(InsideRetry)]
+async fn retried_under_one_timeout(runs: &AtomicU32) -> Result<(), TestError> {
+    runs.fetch_add(1, Ordering::SeqCst);
+    Err(TestError::Boom)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_outside_a_retry_bounds_its_waits_too() {
+    let root = table([(
+        "test",
+        table([
+            (
+                "retry",
+                table([(
+                    "inside_timeout",
+                    table([("delay", s("30ms")), ("attempts", int(10))]),
+                )]),
+            ),
+            (
+                "timeout",
+                table([("around_retry", table([("duration", s("100ms"))]))]),
+            ),
+        ]),
+    )]);
+    let r = Registry::builder()
+        .spec::<InsideRetry>()
+        .spec::<AroundRetry>()
+        .build(&root)
+        .expect("valid");
+    let runs = AtomicU32::new(0);
+    let start = Instant::now();
+    let out = r.scope(retried_under_one_timeout(&runs)).await;
+    assert!(
+        matches!(
+            out,
+            Err(TestError::Resilience(Error::Timeout {
+                spec: "AroundRetry",
+                ..
+            }))
+        ),
+        "{out:?}"
+    );
+    // Attempts at 0, 30, 60 and 90 ms; the limit passes in the wait after
+    // the fourth: one timer for the whole retry, armed at its first wait.
+    assert_eq!(runs.load(Ordering::SeqCst), 4);
+    assert_eq!(start.elapsed(), Duration::from_millis(100));
+}
+
+#[derive(TimeoutSpec)]
+#[spec("test.timeout.around_wait")]
+struct AroundWait;
+
+#[derive(ConcurrencyLimitSpec)]
+#[spec("test.concurrency.inside_timeout")]
+struct InsideLimit;
+
+#[timeout(AroundWait)]
+#[concurrency_limit(InsideLimit)]
+async fn waits_for_a_place(peak: Peak, ms: u64) -> Result<(), TestError> {
+    peak.hold(ms).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_ends_a_wait_for_a_place_and_takes_none() {
+    let root = table([(
+        "test",
+        table([
+            (
+                "timeout",
+                table([("around_wait", table([("duration", s("50ms"))]))]),
+            ),
+            (
+                "concurrency",
+                table([(
+                    "inside_timeout",
+                    table([("limit", int(1)), ("policy", s("block"))]),
+                )]),
+            ),
+        ]),
+    )]);
+    let r = Registry::builder()
+        .spec::<AroundWait>()
+        .spec::<InsideLimit>()
+        .build(&root)
+        .expect("valid");
+    let limit = r.sync_scope(InsideLimit::get).expect("configured");
+    let peak = Peak::default();
+    let holder = {
+        let (r, peak) = (r.clone(), peak.clone());
+        tokio::spawn(async move { r.scope(waits_for_a_place(peak, 40)).await })
+    };
+    tokio::task::yield_now().await;
+    assert_eq!(limit.in_use(), 1);
+    // Waits 40 ms for the place, then runs 40 ms of its own: 80 > 50.
+    let start = Instant::now();
+    let out = r.scope(waits_for_a_place(peak.clone(), 40)).await;
+    assert!(
+        matches!(out, Err(TestError::Resilience(Error::Timeout { .. }))),
+        "{out:?}"
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(50));
+    assert!(holder.await.expect("joined").is_ok());
+    assert_eq!(peak.done(), 1, "the second call ran from 40 ms and was cut");
+    assert_eq!(peak.max(), 1);
+    assert_eq!(limit.in_use(), 0, "the place taken at 40 ms was freed");
+
+    // A call cut while it waits for a place takes none: the place is held
+    // outside the timeout, through the limit's handle.
+    let holder = {
+        let (limit, peak) = (limit.clone(), peak.clone());
+        tokio::spawn(async move {
+            limit
+                .call(|| async {
+                    peak.hold(80).await;
+                    Ok::<_, TestError>(())
+                })
+                .await
+        })
+    };
+    tokio::task::yield_now().await;
+    assert_eq!(limit.in_use(), 1);
+    let out = r.scope(waits_for_a_place(peak.clone(), 1)).await;
+    assert!(
+        matches!(out, Err(TestError::Resilience(Error::Timeout { .. }))),
+        "{out:?}"
+    );
+    assert_eq!(limit.in_use(), 1, "only the holder's place");
+    assert!(holder.await.expect("joined").is_ok());
+    assert_eq!(peak.done(), 2, "the holder's run; the cut call never ran");
+    assert_eq!(limit.in_use(), 0);
+}
+
+#[derive(TimeoutSpec)]
+#[spec("test.timeout.busy")]
+struct BusyTimeout;
+
+/// Never ends, and spends tokio's whole cooperative budget on every poll.
+#[timeout(BusyTimeout)]
+async fn busy(polls: &AtomicU32) -> Result<(), TestError> {
+    loop {
+        polls.fetch_add(1, Ordering::SeqCst);
+        tokio::task::consume_budget().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_that_spends_its_whole_budget_still_times_out() {
+    let r = registry::<BusyTimeout>(table([("duration", s("100ms"))]));
+    let polls = Arc::new(AtomicU32::new(0));
+    let call = {
+        let (r, polls) = (r.clone(), Arc::clone(&polls));
+        tokio::spawn(async move { r.scope(busy(&polls)).await })
+    };
+    // The busy call keeps the runtime from idling, so the paused clock is
+    // moved by hand, once the call has waited (its timer is armed).
+    tokio::task::yield_now().await;
+    assert!(polls.load(Ordering::SeqCst) > 0);
+    tokio::time::advance(Duration::from_millis(100)).await;
+    for _ in 0..100 {
+        if call.is_finished() {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        call.is_finished(),
+        "the timer fired although the budget was spent"
+    );
+    let out = call.await.expect("joined");
+    assert!(
+        matches!(out, Err(TestError::Resilience(Error::Timeout { .. }))),
+        "{out:?}"
+    );
+    assert!(
+        polls.load(Ordering::SeqCst) > 128,
+        "the body did spend its budget"
+    );
+}
+
 // ---------------------------------------------------------------- rate limiter
 
 #[derive(RateLimiterSpec)]

@@ -7,7 +7,7 @@ use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
 use crate::args::FallbackArgs;
-use crate::chain::{Layer, LayerArgs};
+use crate::chain::{Kind, Layer, LayerArgs};
 use crate::diag::Errors;
 use crate::layer;
 
@@ -344,10 +344,12 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     // outcome then enters the chain. Under a retry it takes fresh clones of
     // the arguments for each attempt; the originals stay in the fn.
     let typed = quote!(: #ret);
+    let timed = layers.iter().any(|l| l.kind == Kind::Timeout);
+    let body = layer::awaited(timed, Span::call_site(), quote!(async move #body));
     let body = quote! {
         {
             #(#rebind)*
-            let __resilient_body #typed = async move #body.await;
+            let __resilient_body #typed = #body;
             #p::body::<#ret_arg, _, _>(__resilient_body)
         }
     };
@@ -391,7 +393,7 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     // future, with no future or closure per layer (a timeout and a fallback
     // wrap an async block of what is inside them; a fallback's answer is a
     // closure).
-    let chain = nest(layers, &cx, body);
+    let chain = nest(layers, &cx, false, body);
     // Keep the body's braces: the fn's span then stays in the user's code, so
     // lints on the fn as a whole (`dead_code`) still fire.
     // Spanned from the return type's first token to its last, so that a
@@ -420,11 +422,15 @@ fn is_ref_type(ty: &Type) -> bool {
     }
 }
 
-/// The outcome of `layers[0]` around the rest, innermost around `body`.
-fn nest(layers: &[Layer], cx: &Context, body: TokenStream) -> TokenStream {
+/// The outcome of `layers[0]` around the rest, innermost around `body`;
+/// `timed` says whether `layers` are inside the fn's `#[timeout]`.
+fn nest(layers: &[Layer], cx: &Context, timed: bool, body: TokenStream) -> TokenStream {
     match layers.split_first() {
         None => body,
-        Some((outer, rest)) => layer::call(outer, cx, nest(rest, cx, body)),
+        Some((outer, rest)) => {
+            let inner_timed = timed || outer.kind == Kind::Timeout;
+            layer::call(outer, cx, timed, nest(rest, cx, inner_timed, body))
+        }
     }
 }
 

@@ -378,16 +378,20 @@ impl Drop for Permit<'_> {
     }
 }
 
-/// What a breaker needs to know of one spec and one result type.
+/// What a breaker needs to know of one spec: its key, and `C`, how it
+/// classifies an outcome (a fn item: called directly, and inlined).
 #[doc(hidden)]
 #[derive(Debug)]
-pub struct BreakerOps<T, E> {
+pub struct BreakerOps<C> {
     pub(crate) key: &'static Key,
-    classify: fn(&Result<T, E>) -> Verdict,
+    classify: C,
 }
 
-/// The operations of spec `S` for `Result<T, E>`.
-pub(crate) fn ops<S, T, E>() -> BreakerOps<T, E>
+/// The operations of spec `S` for `Result<T, E>`. Its classification is
+/// typed as any fn of the outcome, so that it carries no bound of its own: a
+/// classifier that does not fit is reported once, here.
+#[inline(always)]
+pub(crate) fn ops<S, T, E>() -> BreakerOps<impl Fn(&Result<T, E>) -> Verdict + Copy>
 where
     S: CircuitBreakerSpec,
     S::Classifier: Classify<T, E>,
@@ -416,21 +420,21 @@ fn on_resilience(error: &Error) -> Verdict {
 ///
 /// [`enter`]: BreakerCall::enter
 #[doc(hidden)]
-pub struct BreakerCall<'a, T, E> {
-    ops: BreakerOps<T, E>,
+pub struct BreakerCall<'a, C> {
+    ops: BreakerOps<C>,
     instance: Option<CallInstance<'a, Breaker>>,
 }
 
 /// A call the breaker let through.
 #[doc(hidden)]
-pub struct Entered<'a, T, E> {
+pub struct Entered<'a, C> {
     permit: Permit<'a>,
-    classify: fn(&Result<T, E>) -> Verdict,
+    classify: C,
 }
 
-impl<'a, T, E> BreakerCall<'a, T, E> {
+impl<'a, C: Copy> BreakerCall<'a, C> {
     #[inline]
-    pub(crate) fn new(ops: BreakerOps<T, E>, instance: Option<CallInstance<'a, Breaker>>) -> Self {
+    pub(crate) fn new(ops: BreakerOps<C>, instance: Option<CallInstance<'a, Breaker>>) -> Self {
         Self { ops, instance }
     }
 
@@ -439,7 +443,7 @@ impl<'a, T, E> BreakerCall<'a, T, E> {
     /// the layer holds across the awaits inside it is `Send` whatever the
     /// fn's error type is.
     #[inline(always)]
-    pub fn enter(&self) -> Result<Entered<'_, T, E>, Error> {
+    pub fn enter(&self) -> Result<Entered<'_, C>, Error> {
         let Some(instance) = &self.instance else {
             return Err(self.ops.key.not_configured());
         };
@@ -458,14 +462,17 @@ impl<'a, T, E> BreakerCall<'a, T, E> {
     }
 }
 
-impl<T, E> Entered<'_, T, E> {
+impl<C> Entered<'_, C> {
     /// Counts the outcome of the call and passes it on; left in place (the
     /// generated code matches on it by reference), it is dropped with the
     /// layer's block. Dropped without an outcome (the call was cancelled),
     /// the permit counts nothing.
     #[inline(always)]
-    pub fn exit(&mut self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
-        let (outcome, verdict) = outcome::classify(outcome, self.classify, on_resilience);
+    pub fn exit<T, E>(&mut self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>>
+    where
+        C: Fn(&Result<T, E>) -> Verdict,
+    {
+        let (outcome, verdict) = outcome::classify(outcome, &self.classify, on_resilience);
         self.permit.end(match verdict {
             Verdict::Success => End::Success,
             Verdict::Failure | Verdict::RetryAfter(_) => End::Failure,
@@ -476,14 +483,15 @@ impl<T, E> Entered<'_, T, E> {
 }
 
 /// One call through the breaker `instance`, for a handle.
-pub(crate) async fn run<T, E, F, Fut>(
-    ops: BreakerOps<T, E>,
+pub(crate) async fn run<T, E, C, F, Fut>(
+    ops: BreakerOps<C>,
     instance: Option<CallInstance<'_, Breaker>>,
     f: F,
 ) -> Result<T, Fail<E>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
+    C: Fn(&Result<T, E>) -> Verdict + Copy,
 {
     let call = BreakerCall::new(ops, instance);
     let mut entered = call.enter().map_err(Fail::Resilience)?;

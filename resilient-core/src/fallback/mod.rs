@@ -65,7 +65,7 @@
 //! with `exhausted = last_failure`, or whose budget is empty, gives up with the
 //! body's own error, which `on = resilience` does not handle.
 
-use std::future::{ready, Future, Ready};
+use std::future::{Future, Pending};
 
 use crate::__private::ResultType;
 use crate::error::Error;
@@ -159,6 +159,16 @@ pub enum Immediate {}
 #[derive(Debug)]
 pub enum Deferred {}
 
+/// A fallback's answer: at once (a sync fallback), or a future to await.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum Answer<T, E, F> {
+    /// A sync fallback's output.
+    Now(Result<T, E>),
+    /// An async fallback's future.
+    Later(F),
+}
+
 /// What a fallback may return: the annotated fn's `Result<T, E>`, or a
 /// future of it.
 #[diagnostic::on_unimplemented(
@@ -167,10 +177,10 @@ pub enum Deferred {}
     note = "change the fallback's return type to the annotated fn's"
 )]
 pub trait FallbackOutput<T, E, M> {
-    /// The future the call awaits.
+    /// The future an async fallback returns.
     type Future: Future<Output = Result<T, E>>;
-    /// The output as a future.
-    fn into_fallback_future(self) -> Self::Future;
+    /// The output as an answer.
+    fn into_answer(self) -> Answer<T, E, Self::Future>;
 }
 
 // Both impls are for any type, told apart by their bounds only: with a wrong
@@ -180,10 +190,12 @@ impl<T, E, R> FallbackOutput<T, E, Immediate> for R
 where
     R: ResultType<Ok = T, Err = E>,
 {
-    type Future = Ready<Result<T, E>>;
+    // Never made: a sync answer is not awaited, so the fn's future holds no
+    // `T` or `E` across an await for it.
+    type Future = Pending<Result<T, E>>;
     #[inline]
-    fn into_fallback_future(self) -> Self::Future {
-        ready(self.into_result())
+    fn into_answer(self) -> Answer<T, E, Self::Future> {
+        Answer::Now(self.into_result())
     }
 }
 
@@ -193,8 +205,8 @@ where
 {
     type Future = F;
     #[inline]
-    fn into_fallback_future(self) -> F {
-        self
+    fn into_answer(self) -> Answer<T, E, F> {
+        Answer::Later(self)
     }
 }
 
@@ -218,28 +230,26 @@ fn handles<E>(on: &FallbackOn<E>, fail: &Fail<E>) -> bool {
     }
 }
 
-/// Awaits `call`; on a failure that `on` accepts, answers with `g(error)`.
-pub(crate) async fn run<T, E, Fut, G, GFut>(
+/// What `#[fallback]` does with the outcome of what is inside it: passes it
+/// on (`Ok`), or hands back the error, as the fn's error, for the fallback to
+/// answer (`Err`).
+#[inline(always)]
+pub(crate) fn decide<T, E>(
     fn_name: &'static str,
-    on: FallbackOn<E>,
+    on: &FallbackOn<E>,
     wrap: fn(Error) -> E,
-    call: Fut,
-    g: G,
-) -> Result<T, Fail<E>>
-where
-    Fut: Future<Output = Result<T, Fail<E>>>,
-    G: FnOnce(E) -> GFut,
-    GFut: Future<Output = Result<T, E>>,
-{
-    let fail = match call.await {
-        Ok(v) => return Ok(v),
-        Err(fail) => fail,
-    };
-    if !handles(&on, &fail) {
-        return Err(fail);
+    outcome: Result<T, Fail<E>>,
+) -> Result<Result<T, Fail<E>>, E> {
+    match outcome {
+        Ok(v) => Ok(Ok(v)),
+        Err(fail) if handles(on, &fail) => Err(taken(fn_name, fail.into_error(wrap))),
+        Err(fail) => Ok(Err(fail)),
     }
-    let error = fail.into_error(wrap);
+}
+
+#[inline(never)]
+fn taken<E>(fn_name: &'static str, error: E) -> E {
     tracing::debug!(target: "resilient::fallback", r#fn = fn_name, "fallback taken");
     crate::telemetry::emit_in_use(|| crate::telemetry::Event::FallbackTaken { function: fn_name });
-    g(error).await.map_err(Fail::Body)
+    error
 }

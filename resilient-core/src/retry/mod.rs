@@ -213,11 +213,14 @@ impl<S: RetrySpec> RetryHandle<S> {
 /// What retry needs to know of one spec and one result type, resolved where
 /// the types are known: the generated code builds it in one place (where a
 /// missing bound is reported once) and hands it to a loop that needs no bound.
+///
+/// `C` classifies an outcome: a fn pointer where the ops are made for a
+/// handle, a fn item (called directly, and inlined) in generated code.
 #[doc(hidden)]
 #[derive(Debug)]
-pub struct RetryOps<T, E, Tr> {
+pub struct RetryOps<T, E, Tr, C = fn(&Result<T, E>) -> Verdict> {
     pub(crate) key: &'static Key,
-    classify: fn(&Result<T, E>) -> Verdict,
+    classify: C,
     keep_value: exhausted::KeepValue<T>,
     keep: fn(&mut Tr, &'static str, Result<T, Fail<E>>),
     give_up: GiveUp<T, E, Tr>,
@@ -255,6 +258,24 @@ where
     }
 }
 
+impl<T, E, Tr> RetryOps<T, E, Tr> {
+    /// The same operations, classifying with `classify`.
+    #[inline(always)]
+    pub(crate) fn classified_by<C>(self, classify: C) -> RetryOps<T, E, Tr, C>
+    where
+        C: Fn(&Result<T, E>) -> Verdict,
+    {
+        RetryOps {
+            key: self.key,
+            classify,
+            keep_value: self.keep_value,
+            keep: self.keep,
+            give_up: self.give_up,
+            last_kept: self.last_kept,
+        }
+    }
+}
+
 /// How retry treats a resilience error raised by a layer inside it. The
 /// rejections that know when a call could pass say so as a delay hint.
 fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
@@ -280,8 +301,8 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
 /// code drives in a loop of its own (the attempts then live in the fn's own
 /// future, with no future per layer), and what [`run`] drives for a handle.
 #[doc(hidden)]
-pub struct RetryCall<'a, T, E, Tr> {
-    ops: RetryOps<T, E, Tr>,
+pub struct RetryCall<'a, T, E, Tr, C = fn(&Result<T, E>) -> Verdict> {
+    ops: RetryOps<T, E, Tr, C>,
     /// `None` when the spec has no settings: the call fails at once.
     retry: Option<CallInstance<'a, Retry>>,
     /// Made at the first failure: a call that succeeds at once builds and
@@ -320,11 +341,17 @@ impl RetryWait<'_> {
     }
 }
 
-impl<'a, T, E, Tr: Default> RetryCall<'a, T, E, Tr> {
+impl<'a, T, E, Tr: Default, C> RetryCall<'a, T, E, Tr, C>
+where
+    C: Fn(&Result<T, E>) -> Verdict,
+{
     /// A call of `ops` through `instance` (`None`: the spec has no settings
     /// in the registry in use, and [`refused`](Self::refused) says so).
     #[inline(always)]
-    pub(crate) fn start(ops: RetryOps<T, E, Tr>, retry: Option<CallInstance<'a, Retry>>) -> Self {
+    pub(crate) fn start(
+        ops: RetryOps<T, E, Tr, C>,
+        retry: Option<CallInstance<'a, Retry>>,
+    ) -> Self {
         let (timed, started) = match &retry {
             Some(retry) if retry.settings.enabled => (
                 retry.telemetry.start(),
@@ -370,7 +397,7 @@ impl<'a, T, E, Tr: Default> RetryCall<'a, T, E, Tr> {
             return Step::Done(attempt);
         }
         let (outcome, verdict) =
-            outcome::classify(attempt, self.ops.classify, |e| on_resilience(s, e));
+            outcome::classify(attempt, &self.ops.classify, |e| on_resilience(s, e));
         self.calls += 1;
         let calls = self.calls;
         let hint = match verdict {
@@ -486,8 +513,8 @@ where
 
 /// Keeps a failure that will be retried, and tells the telemetry, showing
 /// the failure as kept when the mode keeps failures.
-fn keep<T, E, Tr>(
-    ops: &RetryOps<T, E, Tr>,
+fn keep<T, E, Tr, C>(
+    ops: &RetryOps<T, E, Tr, C>,
     t: &Telemetry,
     trail: &mut Tr,
     calls: u64,

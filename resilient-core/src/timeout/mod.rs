@@ -18,20 +18,23 @@
 //! [`Error::Timeout`]. An error the body returns before the limit passes
 //! through unchanged.
 //!
-//! The limit counts from the call's first poll, and the timer is armed only
-//! if that poll does not finish the call: a call that completes at once never
-//! reads the clock.
+//! The limit counts from the moment the call first waits: the timer is
+//! armed there, so a call that completes without waiting never reads the
+//! clock (and the synchronous work before its first wait, which no timer
+//! could interrupt, is not counted).
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::marker::PhantomData;
-use std::ops::Deref;
-use std::pin::pin;
-use std::task::Poll;
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use tokio::task::Unconstrained;
+use tokio::time::{Instant, Sleep};
 
 use crate::error::Error;
 use crate::outcome::Fail;
-use crate::registry::{Key, Shared};
+use crate::registry::{CallInstance, Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
 use crate::telemetry::Telemetry;
@@ -143,51 +146,158 @@ impl<S: TimeoutSpec> TimeoutHandle<S> {
         Fut: Future<Output = Result<T, E>>,
         E: From<Error>,
     {
-        run(
+        let call = TimeoutCall::new(
             const { &Key::of::<S>() },
-            Some(&*self.inner),
-            crate::outcome::lifted(f()),
-        )
-        .await
-        .map_err(|fail| fail.into_error(E::from))
+            Some(CallInstance::Borrowed(&self.inner)),
+        );
+        run(&call, crate::outcome::lifted(f()))
+            .await
+            .map_err(|fail| fail.into_error(E::from))
     }
 }
 
-/// One call under `timeout`.
-///
-/// `instance` is the spec's timeout, if it has one.
-pub(crate) async fn run<T, E, Fut>(
-    key: &'static Key,
-    instance: Option<impl Deref<Target = Timeout>>,
-    call: Fut,
-) -> Result<T, Fail<E>>
+/// One call under `timeout`: what a handle's `call` runs, from the same
+/// pieces as the code `#[timeout]` expands to.
+async fn run<T, E, Fut>(call: &TimeoutCall<'_>, fut: Fut) -> Result<T, Fail<E>>
 where
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    let Some(instance) = instance else {
-        return Err(Fail::Resilience(key.not_configured()));
+    let timer = match call.enter() {
+        Ok(timer) => timer,
+        Err(e) => return Err(Fail::Resilience(e)),
     };
-    let spec = key.name;
-    let timeout = &*instance;
-    let s = &timeout.settings;
-    if !s.enabled {
-        return call.await;
+    let mut sleep = pin!(None);
+    let out = match Bounded::new(&timer, sleep.as_mut(), pin!(fut)).await {
+        Ok(out) => out,
+        Err(e) => return Err(Fail::Resilience(e)),
+    };
+    timer.exit(out)
+}
+
+/// One call under a timeout, as the generated code makes it:
+/// [`enter`](TimeoutCall::enter), then every await inside the timeout
+/// [`Bounded`] by the call's [`Timer`], then [`Timer::exit`] with the
+/// outcome. A timeout ends the call where it waits: at the await that sees
+/// the limit pass, dropping what is inside.
+#[doc(hidden)]
+pub struct TimeoutCall<'a> {
+    key: &'static Key,
+    instance: Option<CallInstance<'a, Timeout>>,
+}
+
+impl<'a> TimeoutCall<'a> {
+    #[inline(always)]
+    pub(crate) fn new(key: &'static Key, instance: Option<CallInstance<'a, Timeout>>) -> Self {
+        Self { key, instance }
     }
-    let t = &timeout.telemetry;
-    let started = t.start();
-    let mut call = pin!(call);
-    // A call that is ready at its first poll needs no timer.
-    if let Poll::Ready(out) = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await {
-        return t.done(out, started);
+
+    /// The call's timer, not armed yet.
+    #[inline(always)]
+    pub fn enter(&self) -> Result<Timer<'_>, Error> {
+        let Some(instance) = &self.instance else {
+            return Err(self.key.not_configured());
+        };
+        let timeout = &**instance;
+        // A disabled spec passes the call through, untimed and uncounted.
+        let armed = timeout.settings.enabled.then(|| Armed {
+            timeout,
+            started: timeout.telemetry.start(),
+        });
+        Ok(Timer {
+            spec: self.key.name,
+            armed,
+        })
     }
-    match tokio::time::timeout(s.duration, call).await {
-        Ok(out) => t.done(out, started),
-        Err(_) => {
-            t.timed_out(s.duration, started);
-            Err(Fail::Resilience(Error::Timeout {
-                spec,
-                after: s.duration,
-            }))
+}
+
+/// What a call's timer keeps: the limit, and when the call started (for
+/// telemetry, if it measures durations).
+#[doc(hidden)]
+pub struct Timer<'a> {
+    spec: &'static str,
+    armed: Option<Armed<'a>>,
+}
+
+struct Armed<'a> {
+    timeout: &'a Timeout,
+    started: Option<Instant>,
+}
+
+impl Timer<'_> {
+    /// Passes on the outcome of a call that ended in time.
+    #[inline(always)]
+    pub fn exit<T, E>(&self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
+        match &self.armed {
+            Some(a) => a.timeout.telemetry.done(outcome, a.started),
+            None => outcome,
+        }
+    }
+
+    /// The limit passed: telemetry, and the error the call ends with.
+    #[cold]
+    #[inline(never)]
+    fn timed_out(&self) -> Error {
+        let after = match &self.armed {
+            Some(a) => {
+                let after = a.timeout.settings.duration;
+                a.timeout.telemetry.timed_out(after, a.started);
+                after
+            }
+            None => Duration::ZERO,
+        };
+        Error::Timeout {
+            spec: self.spec,
+            after,
+        }
+    }
+}
+
+/// The sleep of an armed timer, where the call's future keeps it. Polled
+/// without tokio's cooperative budget: a call that spends the whole budget
+/// on every poll still times out.
+#[doc(hidden)]
+pub type TimerSleep = Option<Unconstrained<Sleep>>;
+
+/// One await inside a timeout: `fut`, unless the timer's limit passes
+/// first. The timer is armed (it reads the clock) when the first such await
+/// inside the timeout does not finish at once.
+#[doc(hidden)]
+pub struct Bounded<'a, F> {
+    timer: &'a Timer<'a>,
+    sleep: Pin<&'a mut TimerSleep>,
+    fut: Pin<&'a mut F>,
+}
+
+impl<'a, F> Bounded<'a, F> {
+    #[inline(always)]
+    pub(crate) fn new(
+        timer: &'a Timer<'a>,
+        sleep: Pin<&'a mut TimerSleep>,
+        fut: Pin<&'a mut F>,
+    ) -> Self {
+        Self { timer, sleep, fut }
+    }
+}
+
+impl<F: Future> Future for Bounded<'_, F> {
+    type Output = Result<F::Output, Error>;
+
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Poll::Ready(out) = this.fut.as_mut().poll(cx) {
+            return Poll::Ready(Ok(out));
+        }
+        let Some(armed) = &this.timer.armed else {
+            return Poll::Pending;
+        };
+        if this.sleep.is_none() {
+            let sleep = tokio::time::sleep(armed.timeout.settings.duration);
+            this.sleep.set(Some(tokio::task::unconstrained(sleep)));
+        }
+        match this.sleep.as_mut().as_pin_mut().map(|sleep| sleep.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Err(this.timer.timed_out())),
+            _ => Poll::Pending,
         }
     }
 }

@@ -13,7 +13,7 @@ pub(crate) fn saved(name: &syn::Ident) -> syn::Ident {
     format_ident!("__resilient_fb_{}", name, span = Span::call_site())
 }
 
-pub(crate) fn call(f: &FallbackArgs, cx: &Context, inner: TokenStream) -> TokenStream {
+pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStream) -> TokenStream {
     // At the `method` string, but marked as generated: rustc then reports
     // the bounds below in our words, and suggests no edit to the string
     // (such as `&"cached(id)"`). Every bound of the fallback is reported
@@ -61,27 +61,40 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, inner: TokenStream) -> TokenS
             }
         })
         .collect();
-    let capture = if cx.again {
-        quote!()
-    } else {
-        quote_spanned!(span=> move)
-    };
+    // What is inside runs first, in the fn's own future; its outcome then
+    // passes on, or its error goes to the fallback. The arguments and the
+    // error are typed before the fallback is matched against them, so that
+    // a mismatch is reported as one, not as a type inferred from the
+    // fallback. A sync fallback's answer is not awaited, and the matches end
+    // before an async one's await: no outcome lives across an await (the
+    // future stays `Send` whatever `T` and `E` are).
+    let later = super::awaited(timed, span, quote_spanned!(span=> __resilient_later));
     quote_spanned! {span=>
-        #p::fallback(
-            #fn_name,
-            #on,
-            __resilient_wrap,
-            async { #inner },
-            #capture |__resilient_error| {
-                // The arguments and the error are typed before the fallback
-                // is matched against them, so that a mismatch is reported as
-                // one, not as a type inferred from the fallback.
-                let __resilient_args = (#(#args,)*);
-                #p::fallback_output::<#ret, _, _, _, _>(
-                    #p::fallback_call(__resilient_args, __resilient_error, #target),
-                )
-            },
-        )
-        .await
+        '__resilient_fallback: {
+            let __resilient_inner = #inner;
+            let __resilient_later = match #p::fallback_decide(
+                #fn_name,
+                #on,
+                __resilient_wrap,
+                __resilient_inner,
+            ) {
+                ::core::result::Result::Ok(__resilient_o) => break '__resilient_fallback __resilient_o,
+                ::core::result::Result::Err(__resilient_error) => {
+                    let __resilient_args = (#(#args,)*);
+                    match #p::fallback_output::<#ret, _, _, _, _>(
+                        #p::fallback_call(__resilient_args, __resilient_error, #target),
+                    ) {
+                        #p::Answer::Now(__resilient_answer) => {
+                            // Named first: syn reads `'label ::path` as the
+                            // start of a labelled block.
+                            let __resilient_out = #p::fallback_done(__resilient_answer);
+                            break '__resilient_fallback __resilient_out;
+                        }
+                        #p::Answer::Later(__resilient_later) => __resilient_later,
+                    }
+                }
+            };
+            #p::fallback_done(#later)
+        }
     }
 }

@@ -7,25 +7,45 @@ use quote::quote_spanned;
 use crate::chain::Layer;
 use crate::expand::spec_span;
 
-/// `timeout(check::<Spec>(), async { inner }).await`: `check` states the
-/// spec's bound where the user named it; `timeout` has none that can fail.
+/// A timer entered before `inner`, whose awaits it bounds (see
+/// [`super::awaited`]), and left with its outcome, if it came in time.
+/// `timeout_spec` states the spec's bound where the user named it; the rest
+/// has none that can fail.
 pub(crate) fn timeout(layer: &Layer, inner: TokenStream) -> TokenStream {
     let Some(spec) = layer.spec() else {
         return inner;
     };
     quote_spanned! {spec_span(spec)=>
-        ::resilient_core::__private::timeout(
-            ::resilient_core::__private::timeout_spec::<#spec>(),
-            async { #inner },
-        )
-        .await
+        {
+            let __resilient_timeout = ::resilient_core::__private::timeout(
+                ::resilient_core::__private::timeout_spec::<#spec>(),
+            );
+            let __resilient_entered = __resilient_timeout.enter();
+            let mut __resilient_sleep = ::core::pin::pin!(::resilient_core::__private::unarmed());
+            let __resilient_out = match __resilient_entered {
+                ::core::result::Result::Ok(ref __resilient_timer) => {
+                    let __resilient_inner = '__resilient_timeout: { #inner };
+                    __resilient_timer.exit(__resilient_inner)
+                }
+                ::core::result::Result::Err(__resilient_e) => ::core::result::Result::Err(
+                    ::resilient_core::__private::Fail::Resilience(__resilient_e),
+                ),
+            };
+            __resilient_out
+        }
     }
 }
 
 /// A limit (`concurrency_limit` or `rate_limited`) entered before `inner`
 /// and left with its outcome: a place or permit at once, or after the wait
 /// the limit's settings allow.
-pub(crate) fn limit(layer: &Layer, runner: &str, check: &str, inner: TokenStream) -> TokenStream {
+pub(crate) fn limit(
+    layer: &Layer,
+    runner: &str,
+    check: &str,
+    timed: bool,
+    inner: TokenStream,
+) -> TokenStream {
     let Some(spec) = layer.spec() else {
         return inner;
     };
@@ -33,6 +53,11 @@ pub(crate) fn limit(layer: &Layer, runner: &str, check: &str, inner: TokenStream
     let check = Ident::new(check, Span::call_site());
     let span = spec_span(spec);
     let inside = super::inside_guard(span, inner);
+    let wait = super::awaited(
+        timed,
+        span,
+        quote_spanned!(span=> __resilient_limit.wait(__resilient_w)),
+    );
     quote_spanned! {span=>
         {
             let __resilient_limit = ::resilient_core::__private::#runner(
@@ -41,7 +66,7 @@ pub(crate) fn limit(layer: &Layer, runner: &str, check: &str, inner: TokenStream
             let mut __resilient_entered = match __resilient_limit.try_enter() {
                 ::resilient_core::__private::Enter::Ready(__resilient_r) => __resilient_r,
                 ::resilient_core::__private::Enter::Wait(__resilient_w) => {
-                    __resilient_limit.wait(__resilient_w).await
+                    #wait
                 }
             };
             let __resilient_out = #inside;

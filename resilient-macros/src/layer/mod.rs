@@ -31,21 +31,48 @@ pub(crate) fn inside_guard(span: Span, inner: TokenStream) -> TokenStream {
     }
 }
 
+/// `fut.await`, where `timed` says whether the await is inside the fn's
+/// `#[timeout]`: there it is bounded by the timeout's timer, and a timeout
+/// leaves the timeout's labelled block with the error, dropping what is
+/// inside (as the body's own await points are where a timeout can end it).
+pub(crate) fn awaited(timed: bool, span: Span, fut: TokenStream) -> TokenStream {
+    if !timed {
+        return quote_spanned!(span=> #fut.await);
+    }
+    let p = quote_spanned!(span=> ::resilient_core::__private);
+    quote_spanned! {span=>
+        {
+            let __resilient_fut = ::core::pin::pin!(#fut);
+            match #p::bounded(&__resilient_timer, __resilient_sleep.as_mut(), __resilient_fut).await {
+                ::core::result::Result::Ok(__resilient_v) => __resilient_v,
+                ::core::result::Result::Err(__resilient_e) => {
+                    // Named first: syn reads `'label ::path` as the start of
+                    // a labelled block.
+                    let __resilient_out =
+                        ::core::result::Result::Err(#p::Fail::Resilience(__resilient_e));
+                    break '__resilient_timeout __resilient_out;
+                }
+            }
+        }
+    }
+}
+
 /// The outcome of `layer` around `inner`, the outcome of what is inside it
-/// (an expression of type `Result<T, Fail<E>>` that may await).
-pub(crate) fn call(layer: &Layer, cx: &Context, inner: TokenStream) -> TokenStream {
+/// (an expression of type `Result<T, Fail<E>>` that may await); `timed` says
+/// whether the layer is inside the fn's `#[timeout]`.
+pub(crate) fn call(layer: &Layer, cx: &Context, timed: bool, inner: TokenStream) -> TokenStream {
     let ret = &cx.ret;
     if let LayerArgs::Fallback(args) = &layer.args {
-        return fallback::call(args, cx, inner);
+        return fallback::call(args, cx, timed, inner);
     }
     match layer.kind {
-        Kind::Retry => retry::call(layer, ret, inner),
+        Kind::Retry => retry::call(layer, ret, timed, inner),
         Kind::CircuitBreaker => circuit_breaker::call(layer, ret, inner),
         Kind::Timeout => limits::timeout(layer, inner),
         Kind::ConcurrencyLimit => {
-            limits::limit(layer, "concurrency_limit", "concurrency_spec", inner)
+            limits::limit(layer, "concurrency_limit", "concurrency_spec", timed, inner)
         }
-        Kind::RateLimiter => limits::limit(layer, "rate_limited", "rate_spec", inner),
+        Kind::RateLimiter => limits::limit(layer, "rate_limited", "rate_spec", timed, inner),
         Kind::Fallback => inner,
     }
 }

@@ -6,14 +6,21 @@ use quote::quote_spanned;
 use crate::chain::Layer;
 use crate::expand::spec_span;
 
-pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> TokenStream {
+pub(crate) fn call(
+    layer: &Layer,
+    ret: &TokenStream,
+    timed: bool,
+    inner: TokenStream,
+) -> TokenStream {
     let Some(spec) = layer.spec() else {
         return inner;
     };
     // Every requirement is checked by `retry_ops`, at the spec and the return
     // type; the rest has none that can fail, so each mistake is reported
     // once. The attempts are a loop in the fn's own future.
-    quote_spanned! {spec_span(spec)=>
+    let span = spec_span(spec);
+    let wait = super::awaited(timed, span, quote_spanned!(span=> __resilient_wait.wait()));
+    quote_spanned! {span=>
         {
             let mut __resilient_retry = ::resilient_core::__private::retry(
                 ::resilient_core::__private::retry_ops::<#spec, #ret, _, _, _>(),
@@ -30,7 +37,7 @@ pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> Toke
                     ::resilient_core::__private::Step::Done(__resilient_o) => break __resilient_o,
                     ::resilient_core::__private::Step::Wait(__resilient_w) => __resilient_w,
                 };
-                __resilient_wait.wait().await;
+                #wait;
             }
         }
     }

@@ -5,8 +5,8 @@ use std::error::Error as StdError;
 use std::rc::Rc;
 
 use resilient_core::{
-    circuit_breakable, concurrency_limit, rate_limited, retryable, timeout, CircuitBreakerSpec,
-    ConcurrencyLimitSpec, RateLimiterSpec, RetrySpec, TimeoutSpec,
+    circuit_breakable, concurrency_limit, fallback, rate_limited, retryable, timeout,
+    CircuitBreakerSpec, ConcurrencyLimitSpec, RateLimiterSpec, RetrySpec, TimeoutSpec,
 };
 
 #[derive(RetrySpec)]
@@ -59,6 +59,32 @@ pub async fn rate_boxed_error(id: u32) -> Result<u32, Box<dyn StdError>> {
     Ok(id)
 }
 
+// A sync fallback's answer is not awaited, and an async one's future is all
+// the fn's future holds across its await.
+#[fallback(method = "cached(id)")]
+#[retryable(LastFailure)]
+#[timeout(Timeout)]
+pub async fn fallback_boxed_error(id: u32) -> Result<u32, Box<dyn StdError>> {
+    dependency().await;
+    Ok(id)
+}
+
+fn cached(id: u32) -> Result<u32, Box<dyn StdError>> {
+    Ok(id)
+}
+
+#[fallback(method = "fetched(id)")]
+#[circuit_breakable(Breaker)]
+pub async fn async_fallback_boxed_error(id: u32) -> Result<u32, Box<dyn StdError>> {
+    dependency().await;
+    Ok(id)
+}
+
+async fn fetched(id: u32) -> Result<u32, Box<dyn StdError>> {
+    dependency().await;
+    Ok(id)
+}
+
 #[retryable(ui_tests::UiRetry)]
 pub async fn rc_value(id: u32) -> Result<Rc<u32>, ui_tests::UiError> {
     dependency().await;
@@ -72,5 +98,7 @@ fn main() {
     assert_send(breaker_boxed_error(1));
     assert_send(limit_boxed_error(1));
     assert_send(rate_boxed_error(1));
+    assert_send(fallback_boxed_error(1));
+    assert_send(async_fallback_boxed_error(1));
     assert_send(rc_value(1));
 }
