@@ -342,7 +342,8 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     // The body runs in an async block of its own, typed as the fn's output,
     // so that its `return` and `?` mean what they meant in the fn; its
     // outcome then enters the chain. Under a retry it takes fresh clones of
-    // the arguments for each attempt; the originals stay in the fn.
+    // the arguments for each attempt; the originals stay in the fn. Inside
+    // a timeout, its await is bounded by the timer.
     let typed = quote!(: #ret);
     let timed = layers.iter().any(|l| l.kind == Kind::Timeout);
     let body = layer::awaited(timed, Span::call_site(), quote!(async move #body));
@@ -390,9 +391,8 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
     }
     let saved = saved.into_iter().map(|(_, s)| s);
     // One expression: each layer's code around the next, all in the fn's own
-    // future, with no future or closure per layer (a timeout and a fallback
-    // wrap an async block of what is inside them; a fallback's answer is a
-    // closure).
+    // future, with no future or closure per layer (a timeout bounds each
+    // await inside it; a fallback decides on the outcome in place).
     let chain = nest(layers, &cx, false, body);
     // Keep the body's braces: the fn's span then stays in the user's code, so
     // lints on the fn as a whole (`dead_code`) still fire.

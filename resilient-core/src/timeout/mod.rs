@@ -13,10 +13,12 @@
 //! duration = "300ms"
 //! ```
 //!
-//! When the limit passes, the call's future is dropped (cancelled, so the
-//! permits it holds are released) and the call ends with
-//! [`Error::Timeout`]. An error the body returns before the limit passes
-//! through unchanged.
+//! When the limit passes, the call ends at the await where it waits: what
+//! is inside the timeout is dropped (cancelled, so the permits it holds are
+//! released) and the call ends with [`Error::Timeout`]. Every await inside
+//! the timeout counts: the body's, and those of the layers inside it (a
+//! retry's waits, a limit's wait for a place). An error the body returns
+//! before the limit passes through unchanged.
 //!
 //! The limit counts from the moment the call first waits: the timer is
 //! armed there, so a call that completes without waiting never reads the
@@ -69,7 +71,7 @@ pub trait TimeoutSpec: Spec + Sized {
 /// | key | default | rule |
 /// |---|---|---|
 /// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
-/// | `duration` | required | duration > 0: how long a call may take, from its first poll |
+/// | `duration` | required | duration > 0: how long a call may take, from its first wait |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeoutSettings {
     /// `false` turns the spec into a pass-through.
