@@ -37,7 +37,7 @@ use crate::outcome::Fail;
 use crate::registry::{CallInstance, Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
-use crate::telemetry::{InUse, Telemetry};
+use crate::telemetry::Telemetry;
 
 /// A concurrency limit spec: implemented by `#[derive(ConcurrencyLimitSpec)]`.
 #[diagnostic::on_unimplemented(
@@ -147,22 +147,51 @@ pub(crate) struct Limiter {
     taken: AtomicU32,
 }
 
-/// A place taken from a [`Limiter`].
+/// A place taken from a [`Limiter`], counted in its in-use gauge; dropping
+/// it frees the place. Two words: the limiter, and what was taken from it (a
+/// semaphore permit is forgotten when taken and given back here), so that a
+/// call's guard stays small.
 #[derive(Debug)]
-enum Place<'a> {
+struct Place<'a> {
+    limiter: &'a Limiter,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
     /// The limiter is disabled: nothing was taken.
     Free,
     /// A place of a `reject` limiter's counter.
-    Counted(&'a AtomicU32),
-    /// A place of a `block` limiter's semaphore.
-    Queued(#[allow(dead_code)] SemaphorePermit<'a>),
+    Counted,
+    /// A permit of a `block` limiter's semaphore.
+    Queued,
+}
+
+impl<'a> Place<'a> {
+    #[inline(always)]
+    fn new(limiter: &'a Limiter, kind: Kind) -> Self {
+        limiter.telemetry.held(true);
+        Self { limiter, kind }
+    }
+
+    /// A semaphore permit, as a place.
+    fn queued(limiter: &'a Limiter, permit: SemaphorePermit<'a>) -> Self {
+        permit.forget();
+        Self::new(limiter, Kind::Queued)
+    }
 }
 
 impl Drop for Place<'_> {
+    #[inline(always)]
     fn drop(&mut self) {
-        if let Place::Counted(taken) = self {
-            taken.fetch_sub(1, Ordering::Release);
+        match self.kind {
+            Kind::Free => {}
+            Kind::Counted => {
+                self.limiter.taken.fetch_sub(1, Ordering::Release);
+            }
+            Kind::Queued => self.limiter.semaphore.add_permits(1),
         }
+        self.limiter.telemetry.held(false);
     }
 }
 
@@ -180,7 +209,7 @@ impl Limiter {
     #[inline]
     fn try_take(&self) -> Option<Place<'_>> {
         if !self.settings.enabled {
-            return Some(Place::Free);
+            return Some(Place::new(self, Kind::Free));
         }
         match self.settings.policy {
             Policy::Reject => {
@@ -190,9 +219,13 @@ impl Limiter {
                         (n < limit).then_some(n + 1)
                     })
                     .ok()
-                    .map(|_| Place::Counted(&self.taken))
+                    .map(|_| Place::new(self, Kind::Counted))
             }
-            Policy::Block { .. } => self.semaphore.try_acquire().ok().map(Place::Queued),
+            Policy::Block { .. } => self
+                .semaphore
+                .try_acquire()
+                .ok()
+                .map(|permit| Place::queued(self, permit)),
         }
     }
 
@@ -261,7 +294,9 @@ impl Limiter {
                 .ok()
                 .and_then(Result::ok),
         };
-        permit.map(Place::Queued).ok_or_else(|| self.reached(spec))
+        permit
+            .map(|permit| Place::queued(self, permit))
+            .ok_or_else(|| self.reached(spec))
     }
 }
 
@@ -286,7 +321,6 @@ impl<S> Clone for ConcurrencyLimitHandle<S> {
 #[must_use = "the place is freed as soon as the permit is dropped"]
 pub struct ConcurrencyPermit<'a> {
     _place: Place<'a>,
-    _in_use: InUse<'a>,
 }
 
 impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
@@ -297,10 +331,9 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
 
     /// A place if one is free now, whatever the policy.
     pub fn try_acquire(&self) -> Option<ConcurrencyPermit<'_>> {
-        self.inner.try_take().map(|place| ConcurrencyPermit {
-            _place: place,
-            _in_use: self.inner.telemetry.hold(),
-        })
+        self.inner
+            .try_take()
+            .map(|place| ConcurrencyPermit { _place: place })
     }
 
     /// A place as the policy says: at once or fail (`reject`), or after
@@ -311,10 +344,7 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
     /// [`Error::ConcurrencyLimitReached`] when no place could be had.
     pub async fn acquire(&self) -> Result<ConcurrencyPermit<'_>, Error> {
         match self.inner.acquire(S::NAME).await {
-            Ok(place) => Ok(ConcurrencyPermit {
-                _place: place,
-                _in_use: self.inner.telemetry.hold(),
-            }),
+            Ok(place) => Ok(ConcurrencyPermit { _place: place }),
             Err(e) => {
                 self.inner.rejected();
                 Err(e)
@@ -377,10 +407,8 @@ pub struct Full(Option<tokio::time::Instant>);
 /// A place taken, held until the call ends or is dropped.
 #[doc(hidden)]
 pub struct Held<'a> {
-    limiter: &'a Limiter,
+    place: Place<'a>,
     started: Option<tokio::time::Instant>,
-    _in_use: InUse<'a>,
-    _place: Place<'a>,
 }
 
 impl<'a> LimitCall<'a> {
@@ -399,7 +427,7 @@ impl<'a> LimitCall<'a> {
         let limiter = &**instance;
         let started = limiter.telemetry.start();
         match limiter.try_take() {
-            Some(place) => Enter::Ready(Ok(Held::new(limiter, started, place))),
+            Some(place) => Enter::Ready(Ok(Held::new(started, place))),
             None => match limiter.settings.policy {
                 Policy::Reject => {
                     limiter.rejected();
@@ -418,7 +446,7 @@ impl<'a> LimitCall<'a> {
         let limiter = &**instance;
         let started = full.0;
         match limiter.when_full(self.key.name).await {
-            Ok(place) => Ok(Held::new(limiter, started, place)),
+            Ok(place) => Ok(Held::new(started, place)),
             Err(e) => {
                 limiter.rejected();
                 Err(e)
@@ -429,20 +457,15 @@ impl<'a> LimitCall<'a> {
 
 impl<'a> Held<'a> {
     #[inline(always)]
-    fn new(limiter: &'a Limiter, started: Option<tokio::time::Instant>, place: Place<'a>) -> Self {
-        Self {
-            limiter,
-            started,
-            _in_use: limiter.telemetry.hold(),
-            _place: place,
-        }
+    fn new(started: Option<tokio::time::Instant>, place: Place<'a>) -> Self {
+        Self { place, started }
     }
 
     /// Passes on the outcome of the call; the place is freed when the guard
     /// is dropped, with the layer's block.
     #[inline(always)]
     pub fn exit<T, E>(&mut self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
-        self.limiter.telemetry.done(outcome, self.started)
+        self.place.limiter.telemetry.done(outcome, self.started)
     }
 }
 

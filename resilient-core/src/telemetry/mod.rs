@@ -552,26 +552,15 @@ impl Telemetry {
         }
     }
 
-    /// A place of a concurrency limiter is held until the guard drops.
-    #[inline]
-    pub(crate) fn hold(&self) -> InUse<'_> {
-        let gauge = self.meters.as_ref().map(|m| &m.in_use);
-        if let Some(g) = gauge {
-            g.increment(1.0);
-        }
-        InUse(gauge)
-    }
-}
-
-/// Counts a concurrency limiter's place in its gauge while it lives.
-#[derive(Debug)]
-pub(crate) struct InUse<'a>(Option<&'a Gauge>);
-
-impl Drop for InUse<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        if let Some(g) = self.0 {
-            g.decrement(1.0);
+    /// A concurrency limiter's place was taken (`true`) or freed.
+    #[inline(always)]
+    pub(crate) fn held(&self, taken: bool) {
+        if let Some(m) = &self.meters {
+            if taken {
+                m.in_use.increment(1.0);
+            } else {
+                m.in_use.decrement(1.0);
+            }
         }
     }
 }
