@@ -13,8 +13,9 @@ use std::time::Duration;
 use resilient_core::circuit_breaker::State;
 use resilient_core::settings::Value;
 use resilient_core::{
-    circuit_breakable, concurrency_limit, rate_limited, retryable, timeout, CircuitBreakerSpec,
-    ConcurrencyLimitSpec, Error, GaveUp, RateLimiterSpec, Registry, RetrySpec, TimeoutSpec,
+    circuit_breakable, concurrency_limit, fallback, rate_limited, retryable, timeout,
+    CircuitBreakerSpec, ConcurrencyLimitSpec, Error, GaveUp, RateLimiterSpec, Registry, RetrySpec,
+    TimeoutSpec,
 };
 use tokio::time::Instant;
 
@@ -647,6 +648,43 @@ async fn a_timeout_ends_a_wait_for_a_place_and_takes_none() {
     assert!(holder.await.expect("joined").is_ok());
     assert_eq!(peak.done(), 2, "the holder's run; the cut call never ran");
     assert_eq!(limit.in_use(), 0);
+}
+
+#[derive(TimeoutSpec)]
+#[spec("test.timeout.around_fallback")]
+struct AroundFallback;
+
+#[timeout(AroundFallback)]
+#[fallback(method = "slow_answer(answers)")]
+async fn fails_into_a_slow_fallback(answers: &AtomicU32) -> Result<u32, TestError> {
+    let _ = answers;
+    Err(TestError::Boom)
+}
+
+async fn slow_answer(answers: &AtomicU32) -> Result<u32, TestError> {
+    answers.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Ok(1)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_outside_a_fallback_bounds_its_async_answer() {
+    let r = registry::<AroundFallback>(table([("duration", s("100ms"))]));
+    let answers = AtomicU32::new(0);
+    let start = Instant::now();
+    let out = r.scope(fails_into_a_slow_fallback(&answers)).await;
+    assert!(
+        matches!(
+            out,
+            Err(TestError::Resilience(Error::Timeout {
+                spec: "AroundFallback",
+                ..
+            }))
+        ),
+        "{out:?}"
+    );
+    assert_eq!(answers.load(Ordering::SeqCst), 1, "the fallback started");
+    assert_eq!(start.elapsed(), Duration::from_millis(100));
 }
 
 #[derive(TimeoutSpec)]

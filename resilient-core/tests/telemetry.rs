@@ -465,6 +465,47 @@ async fn the_in_use_gauge_counts_places_held_now() {
     );
 }
 
+#[derive(ConcurrencyLimitSpec)]
+#[spec("telemetry.metrics.queued")]
+struct MeteredQueue;
+
+#[tokio::test(start_paused = true)]
+async fn the_in_use_gauge_counts_a_block_limiters_places_through_its_handle() {
+    let meters = Meters::default();
+    let registry = metrics::with_local_recorder(&meters, || {
+        registry::<MeteredQueue>(metrics_on(table([
+            ("limit", int(1)),
+            ("policy", Value::Str("block".into())),
+            ("max_wait", Value::Str("10ms".into())),
+        ])))
+    });
+    let labels = [
+        ("spec", "MeteredQueue"),
+        ("path", "telemetry.metrics.queued"),
+    ];
+    let in_use = || meters.gauge("resilient_concurrency_in_use", &labels);
+    let handle = registry.sync_scope(MeteredQueue::get).unwrap();
+    let held = handle.try_acquire().expect("a free place");
+    assert_eq!(in_use(), Some(1.0));
+    assert_eq!(handle.in_use(), 1);
+    assert!(handle.try_acquire().is_none(), "full");
+    // A waiter that gives up after max_wait takes nothing.
+    assert!(handle.acquire().await.is_err());
+    assert_eq!(in_use(), Some(1.0));
+    drop(held);
+    assert_eq!(in_use(), Some(0.0));
+    assert_eq!(handle.in_use(), 0);
+    // Taken by waiting, and by a call; each given back once.
+    let waited = handle.acquire().await.expect("a free place");
+    assert_eq!((in_use(), handle.in_use()), (Some(1.0), 1));
+    drop(waited);
+    let out = handle
+        .call(|| async { Ok::<_, StoreError>(handle.in_use()) })
+        .await;
+    assert_eq!(out.ok(), Some(1), "the call held the one place");
+    assert_eq!((in_use(), handle.in_use()), (Some(0.0), 0));
+}
+
 // --- events -----------------------------------------------------------------
 
 #[derive(RetrySpec)]

@@ -170,8 +170,10 @@ enum Kind {
 impl<'a> Place<'a> {
     #[inline(always)]
     fn new(limiter: &'a Limiter, kind: Kind) -> Self {
+        // Made first: if counting it panics, its drop still frees it.
+        let place = Self { limiter, kind };
         limiter.telemetry.held(true);
-        Self { limiter, kind }
+        place
     }
 
     /// A semaphore permit, as a place.
@@ -184,6 +186,9 @@ impl<'a> Place<'a> {
 impl Drop for Place<'_> {
     #[inline(always)]
     fn drop(&mut self) {
+        // Counted out before it is freed: the gauge never shows more places
+        // than the limit.
+        self.limiter.telemetry.held(false);
         match self.kind {
             Kind::Free => {}
             Kind::Counted => {
@@ -191,7 +196,6 @@ impl Drop for Place<'_> {
             }
             Kind::Queued => self.limiter.semaphore.add_permits(1),
         }
-        self.limiter.telemetry.held(false);
     }
 }
 

@@ -16,14 +16,14 @@
 //! When the limit passes, the call ends at the await where it waits: what
 //! is inside the timeout is dropped (cancelled, so the permits it holds are
 //! released) and the call ends with [`Error::Timeout`]. Every await inside
-//! the timeout counts: the body's, and those of the layers inside it (a
-//! retry's waits, a limit's wait for a place). An error the body returns
+//! the timeout counts: the body's, and those of the attributes written below
+//! it (a retry's waits, a limit's wait for a place, an async fallback). An error the body returns
 //! before the limit passes through unchanged.
 //!
 //! The limit counts from the moment the call first waits: the timer is
-//! armed there, so a call that completes without waiting never reads the
-//! clock (and the synchronous work before its first wait, which no timer
-//! could interrupt, is not counted).
+//! armed there, so a call that completes without waiting arms none (and the
+//! synchronous work before its first wait, which no timer could interrupt,
+//! is not counted).
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -141,7 +141,7 @@ impl<S: TimeoutSpec> TimeoutHandle<S> {
     }
 
     /// Runs `f`, and gives up on it with [`Error::Timeout`] when it takes
-    /// longer than the spec's `duration`.
+    /// longer than the spec's `duration`, counted from its first wait.
     pub async fn call<T, E, F, Fut>(&self, f: F) -> Result<T, E>
     where
         F: FnOnce() -> Fut,

@@ -15,17 +15,18 @@ pub(crate) fn timeout(layer: &Layer, inner: TokenStream) -> TokenStream {
     let Some(spec) = layer.spec() else {
         return inner;
     };
+    let (timer, sleep, label) = super::timer_names();
     quote_spanned! {spec_span(spec)=>
         {
             let __resilient_timeout = ::resilient_core::__private::timeout(
                 ::resilient_core::__private::timeout_spec::<#spec>(),
             );
             let __resilient_entered = __resilient_timeout.enter();
-            let mut __resilient_sleep = ::core::pin::pin!(::resilient_core::__private::unarmed());
+            let mut #sleep = ::core::pin::pin!(::resilient_core::__private::unarmed());
             let __resilient_out = match __resilient_entered {
-                ::core::result::Result::Ok(ref __resilient_timer) => {
-                    let __resilient_inner = '__resilient_timeout: { #inner };
-                    __resilient_timer.exit(__resilient_inner)
+                ::core::result::Result::Ok(ref #timer) => {
+                    let __resilient_inner = #label: { #inner };
+                    #timer.exit(__resilient_inner)
                 }
                 ::core::result::Result::Err(__resilient_e) => ::core::result::Result::Err(
                     ::resilient_core::__private::Fail::Resilience(__resilient_e),

@@ -5,8 +5,9 @@ mod fallback;
 mod limits;
 mod retry;
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote_spanned;
+use syn::Lifetime;
 
 pub(crate) use fallback::saved as fallback_saved;
 
@@ -31,6 +32,19 @@ pub(crate) fn inside_guard(span: Span, inner: TokenStream) -> TokenStream {
     }
 }
 
+/// The names a timeout's timer goes by, shared between the timeout's layer
+/// and the awaits of the layers inside it: at the attribute's call site, so
+/// that they resolve whatever spans the specs carry (a spec passed through a
+/// `macro_rules!` argument has its caller's hygiene).
+pub(crate) fn timer_names() -> (Ident, Ident, Lifetime) {
+    let at = Span::call_site();
+    (
+        Ident::new("__resilient_timer", at),
+        Ident::new("__resilient_sleep", at),
+        Lifetime::new("'__resilient_timeout", at),
+    )
+}
+
 /// `fut.await`, where `timed` says whether the await is inside the fn's
 /// `#[timeout]`: there it is bounded by the timeout's timer, and a timeout
 /// leaves the timeout's labelled block with the error, dropping what is
@@ -39,18 +53,19 @@ pub(crate) fn awaited(timed: bool, span: Span, fut: TokenStream) -> TokenStream 
     if !timed {
         return quote_spanned!(span=> #fut.await);
     }
+    let (timer, sleep, label) = timer_names();
     let p = quote_spanned!(span=> ::resilient_core::__private);
     quote_spanned! {span=>
         {
             let __resilient_fut = ::core::pin::pin!(#fut);
-            match #p::bounded(&__resilient_timer, __resilient_sleep.as_mut(), __resilient_fut).await {
+            match #p::bounded(&#timer, #sleep.as_mut(), __resilient_fut).await {
                 ::core::result::Result::Ok(__resilient_v) => __resilient_v,
                 ::core::result::Result::Err(__resilient_e) => {
                     // Named first: syn reads `'label ::path` as the start of
                     // a labelled block.
                     let __resilient_out =
                         ::core::result::Result::Err(#p::Fail::Resilience(__resilient_e));
-                    break '__resilient_timeout __resilient_out;
+                    break #label __resilient_out;
                 }
             }
         }
