@@ -117,15 +117,16 @@ fn parse_args(kind: Kind, tokens: TokenStream, span: Span) -> syn::Result<LayerA
     }
 }
 
-/// Entry point of every resilience attribute.
-/// What a collected attribute is rewritten to: it stays on the fn, so that
-/// the user's import of its macro counts as used, and expands to the item
-/// unchanged.
+/// What a collected attribute becomes: a marker on an empty item at the top
+/// of the fn's body, so that the user's import of its macro counts as used,
+/// which expands to nothing. (Left on the fn, each would hand the whole
+/// expanded fn through its macro once more.)
 const DONE: &str = "__resilient_done";
 
+/// Entry point of every resilience attribute.
 pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenStream {
     if is_done(&attr) {
-        return item;
+        return TokenStream::new();
     }
     let mut func: ItemFn = match syn::parse2(item.clone()) {
         Ok(func) => func,
@@ -147,14 +148,17 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
         Err(e) => errors.push(e),
     }
     let mut siblings = Vec::new();
-    for a in &mut func.attrs {
-        if let Some(kind) = Kind::of(a) {
-            siblings.push((kind, a.clone()));
-            let path = a.path().clone();
-            let done = syn::Ident::new(DONE, Span::call_site());
-            *a = syn::parse_quote!(#[#path(#done)]);
-        }
-    }
+    let mut markers: Vec<syn::Stmt> = Vec::new();
+    func.attrs.retain(|a| {
+        let Some(kind) = Kind::of(a) else {
+            return true;
+        };
+        siblings.push((kind, a.clone()));
+        let path = a.path();
+        let done = syn::Ident::new(DONE, Span::call_site());
+        markers.push(syn::parse_quote!(#[#path(#done)] fn #done() {}));
+        false
+    });
     let mut seen = vec![kind];
     for (kind, attr) in siblings {
         let name = kind.attr_name();
@@ -200,9 +204,12 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
                 syn::parse_quote!(let _ = ::core::marker::PhantomData::<#spec>;),
             );
         }
+        func.block.stmts.splice(0..0, markers);
         return diag::with_item(quote::quote!(#func), e);
     }
-    expand::expand(func, &layers)
+    let mut out = expand::expand(func, &layers);
+    out.block.stmts.splice(0..0, markers);
+    quote::quote!(#out)
 }
 
 /// Whether the attribute's arguments are the marker [`DONE`].

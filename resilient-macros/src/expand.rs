@@ -265,11 +265,11 @@ fn is_result(ty: &Type) -> bool {
 }
 
 /// Rewrites the fn's body into the nested chain. `check` has passed.
-pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
+pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> ItemFn {
     let p = quote!(::resilient_core::__private);
     let again = layers.iter().any(|l| l.kind.calls_again());
     let ReturnType::Type(_, ret) = func.sig.output.clone() else {
-        return quote!(#func);
+        return func;
     };
 
     let fallback_names: Vec<Ident> = layers
@@ -410,7 +410,7 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> TokenStream {
         #p::finish::<#ret_arg, _, _>(__resilient_out, __resilient_wrap)
     });
     func.block.stmts = block.stmts;
-    quote!(#func)
+    func
 }
 
 fn is_ref_type(ty: &Type) -> bool {
