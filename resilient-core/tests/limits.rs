@@ -15,7 +15,7 @@ use resilient_core::settings::Value;
 use resilient_core::{
     circuit_breakable, concurrency_limit, fallback, rate_limited, retryable, timeout,
     CircuitBreakerSpec, ConcurrencyLimitSpec, Error, GaveUp, RateLimiterSpec, Registry, RetrySpec,
-    TimeoutSpec,
+    Spec, TimeoutSpec,
 };
 use tokio::time::Instant;
 
@@ -27,6 +27,11 @@ enum TestError {
     Boom,
     #[error(transparent)]
     Resilience(#[from] Error),
+}
+
+/// Whether `out` is a timeout of the timeout spec named `spec`.
+fn timed_out<T>(out: &Result<T, TestError>, spec: &str) -> bool {
+    matches!(out, Err(TestError::Resilience(Error::Timeout { spec: s, .. })) if *s == spec)
 }
 
 /// Counts calls running at once and the most seen.
@@ -525,40 +530,22 @@ async fn retried_under_one_timeout(runs: &AtomicU32) -> Result<(), TestError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_timeout_outside_a_retry_bounds_its_waits_too() {
-    let root = table([(
-        "test",
-        table([
+    let r = build(
+        Registry::builder()
+            .spec::<InsideRetry>()
+            .spec::<AroundRetry>(),
+        vec![
             (
-                "retry",
-                table([(
-                    "inside_timeout",
-                    table([("delay", s("30ms")), ("attempts", int(10))]),
-                )]),
+                InsideRetry::PATH,
+                table([("delay", s("30ms")), ("attempts", int(10))]),
             ),
-            (
-                "timeout",
-                table([("around_retry", table([("duration", s("100ms"))]))]),
-            ),
-        ]),
-    )]);
-    let r = Registry::builder()
-        .spec::<InsideRetry>()
-        .spec::<AroundRetry>()
-        .build(&root)
-        .expect("valid");
+            (AroundRetry::PATH, table([("duration", s("100ms"))])),
+        ],
+    );
     let runs = AtomicU32::new(0);
     let start = Instant::now();
     let out = r.scope(retried_under_one_timeout(&runs)).await;
-    assert!(
-        matches!(
-            out,
-            Err(TestError::Resilience(Error::Timeout {
-                spec: "AroundRetry",
-                ..
-            }))
-        ),
-        "{out:?}"
-    );
+    assert!(timed_out(&out, "AroundRetry"), "{out:?}");
     // Attempts at 0, 30, 60 and 90 ms; the limit passes in the wait after
     // the fourth: one timer for the whole retry, armed at its first wait.
     assert_eq!(runs.load(Ordering::SeqCst), 4);
@@ -582,27 +569,18 @@ async fn waits_for_a_place(peak: Peak, ms: u64) -> Result<(), TestError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_timeout_ends_a_wait_for_a_place_and_takes_none() {
-    let root = table([(
-        "test",
-        table([
+    let r = build(
+        Registry::builder()
+            .spec::<AroundWait>()
+            .spec::<InsideLimit>(),
+        vec![
+            (AroundWait::PATH, table([("duration", s("50ms"))])),
             (
-                "timeout",
-                table([("around_wait", table([("duration", s("50ms"))]))]),
+                InsideLimit::PATH,
+                table([("limit", int(1)), ("policy", s("block"))]),
             ),
-            (
-                "concurrency",
-                table([(
-                    "inside_timeout",
-                    table([("limit", int(1)), ("policy", s("block"))]),
-                )]),
-            ),
-        ]),
-    )]);
-    let r = Registry::builder()
-        .spec::<AroundWait>()
-        .spec::<InsideLimit>()
-        .build(&root)
-        .expect("valid");
+        ],
+    );
     let limit = r.sync_scope(InsideLimit::get).expect("configured");
     let peak = Peak::default();
     let holder = {
@@ -614,10 +592,7 @@ async fn a_timeout_ends_a_wait_for_a_place_and_takes_none() {
     // Waits 40 ms for the place, then runs 40 ms of its own: 80 > 50.
     let start = Instant::now();
     let out = r.scope(waits_for_a_place(peak.clone(), 40)).await;
-    assert!(
-        matches!(out, Err(TestError::Resilience(Error::Timeout { .. }))),
-        "{out:?}"
-    );
+    assert!(timed_out(&out, "AroundWait"), "{out:?}");
     assert_eq!(start.elapsed(), Duration::from_millis(50));
     assert!(holder.await.expect("joined").is_ok());
     assert_eq!(peak.done(), 1, "the second call ran from 40 ms and was cut");
@@ -640,10 +615,7 @@ async fn a_timeout_ends_a_wait_for_a_place_and_takes_none() {
     tokio::task::yield_now().await;
     assert_eq!(limit.in_use(), 1);
     let out = r.scope(waits_for_a_place(peak.clone(), 1)).await;
-    assert!(
-        matches!(out, Err(TestError::Resilience(Error::Timeout { .. }))),
-        "{out:?}"
-    );
+    assert!(timed_out(&out, "AroundWait"), "{out:?}");
     assert_eq!(limit.in_use(), 1, "only the holder's place");
     assert!(holder.await.expect("joined").is_ok());
     assert_eq!(peak.done(), 2, "the holder's run; the cut call never ran");
@@ -673,16 +645,7 @@ async fn a_timeout_outside_a_fallback_bounds_its_async_answer() {
     let answers = AtomicU32::new(0);
     let start = Instant::now();
     let out = r.scope(fails_into_a_slow_fallback(&answers)).await;
-    assert!(
-        matches!(
-            out,
-            Err(TestError::Resilience(Error::Timeout {
-                spec: "AroundFallback",
-                ..
-            }))
-        ),
-        "{out:?}"
-    );
+    assert!(timed_out(&out, "AroundFallback"), "{out:?}");
     assert_eq!(answers.load(Ordering::SeqCst), 1, "the fallback started");
     assert_eq!(start.elapsed(), Duration::from_millis(100));
 }
@@ -724,10 +687,7 @@ async fn a_call_that_spends_its_whole_budget_still_times_out() {
         "the timer fired although the budget was spent"
     );
     let out = call.await.expect("joined");
-    assert!(
-        matches!(out, Err(TestError::Resilience(Error::Timeout { .. }))),
-        "{out:?}"
-    );
+    assert!(timed_out(&out, "BusyTimeout"), "{out:?}");
     assert!(
         polls.load(Ordering::SeqCst) > 128,
         "the body did spend its budget"
