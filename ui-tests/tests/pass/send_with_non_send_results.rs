@@ -80,6 +80,14 @@ pub async fn async_fallback_boxed_error(id: u32) -> Result<u32, Box<dyn StdError
     Ok(id)
 }
 
+#[timeout(Timeout)]
+#[fallback(method = "fetched(id)")]
+#[retryable(LastFailure)]
+pub async fn timed_async_fallback_boxed_error(id: u32) -> Result<u32, Box<dyn StdError>> {
+    dependency().await;
+    Ok(id)
+}
+
 async fn fetched(id: u32) -> Result<u32, Box<dyn StdError>> {
     dependency().await;
     Ok(id)
@@ -100,5 +108,6 @@ fn main() {
     assert_send(rate_boxed_error(1));
     assert_send(fallback_boxed_error(1));
     assert_send(async_fallback_boxed_error(1));
+    assert_send(timed_async_fallback_boxed_error(1));
     assert_send(rc_value(1));
 }
