@@ -173,7 +173,7 @@ impl Breaker {
         self.settings.slow_call.map(|s| s.duration_threshold)
     }
 
-    fn now_ns(&self) -> u64 {
+    pub(crate) fn now_ns(&self) -> u64 {
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 

@@ -89,7 +89,7 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 
-use tokio::time::Instant;
+use std::time::Duration;
 
 pub use settings::{CircuitBreakerSettings, SlowCall, WindowSettings};
 pub use window::Counts;
@@ -298,10 +298,17 @@ impl<S: CircuitBreakerSpec> CircuitBreakerHandle<S> {
 #[must_use = "complete the permit with success(), failure() or ignore()"]
 pub struct Permit<'a> {
     breaker: &'a Breaker,
+    /// What the permit was taken in; `Free` once it has ended, so that its
+    /// drop records nothing.
     taken: Taken,
-    started: Option<Instant>,
-    done: bool,
+    /// When the call started, in nanoseconds of the breaker's clock, if it
+    /// is timed ([`UNTIMED`] if not): one word, so that the guard a call's
+    /// future holds stays small.
+    started: u64,
 }
+
+/// [`Permit::started`] of a call that is not timed.
+const UNTIMED: u64 = u64::MAX;
 
 impl<'a> Permit<'a> {
     #[inline]
@@ -309,17 +316,16 @@ impl<'a> Permit<'a> {
         let taken = breaker.try_acquire()?;
         // The clock is read only for a slow-call threshold, or for metrics.
         let started = match taken {
-            Taken::Free => None,
+            Taken::Free => UNTIMED,
             _ if breaker.slow_threshold().is_some() || breaker.telemetry.timed() => {
-                Some(Instant::now())
+                breaker.now_ns()
             }
-            _ => None,
+            _ => UNTIMED,
         };
         Ok(Self {
             breaker,
             taken,
             started,
-            done: false,
         })
     }
 
@@ -342,38 +348,40 @@ impl<'a> Permit<'a> {
         self.end(End::Neither);
     }
 
+    /// How long the call took, if it is timed.
+    fn took(&self) -> Option<Duration> {
+        (self.started != UNTIMED)
+            .then(|| Duration::from_nanos(self.breaker.now_ns().saturating_sub(self.started)))
+    }
+
     /// Records how the call ended; the drop then records nothing.
     #[inline]
     fn end(&mut self, end: End) {
-        if self.done {
+        let taken = std::mem::replace(&mut self.taken, Taken::Free);
+        if taken == Taken::Free {
+            // Ended already, or taken from a disabled breaker.
             return;
         }
-        self.done = true;
-        let took = self.started.map(|started| started.elapsed());
+        let took = self.took();
         let slow = match (took, self.breaker.slow_threshold()) {
             (Some(took), Some(threshold)) => took > threshold,
             _ => false,
         };
-        self.breaker.release(self.taken, end, slow);
-        if self.taken != Taken::Free {
-            let outcome = match end {
-                End::Success => Outcome::Success,
-                End::Failure => Outcome::Failure,
-                End::Neither => Outcome::Ignored,
-            };
-            self.breaker.telemetry.ended(outcome, took);
-        }
+        self.breaker.release(taken, end, slow);
+        let outcome = match end {
+            End::Success => Outcome::Success,
+            End::Failure => Outcome::Failure,
+            End::Neither => Outcome::Ignored,
+        };
+        self.breaker.telemetry.ended(outcome, took);
     }
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        if !self.done {
+        if self.taken != Taken::Free {
             self.breaker.release(self.taken, End::Neither, false);
-            if self.taken != Taken::Free {
-                let took = self.started.map(|started| started.elapsed());
-                self.breaker.telemetry.ended(Outcome::Ignored, took);
-            }
+            self.breaker.telemetry.ended(Outcome::Ignored, self.took());
         }
     }
 }
