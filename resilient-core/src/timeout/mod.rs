@@ -234,23 +234,17 @@ impl Timer<'_> {
             None => outcome,
         }
     }
+}
 
-    /// The limit passed: telemetry, and the error the call ends with.
+impl Armed<'_> {
+    /// The limit passed: telemetry, and the error the call ends with (only
+    /// an enabled timeout has a sleep that can fire).
     #[cold]
     #[inline(never)]
-    fn timed_out(&self) -> Error {
-        let after = match &self.armed {
-            Some(a) => {
-                let after = a.timeout.settings.duration;
-                a.timeout.telemetry.timed_out(after, a.started);
-                after
-            }
-            None => Duration::ZERO,
-        };
-        Error::Timeout {
-            spec: self.spec,
-            after,
-        }
+    fn timed_out(&self, spec: &'static str) -> Error {
+        let after = self.timeout.settings.duration;
+        self.timeout.telemetry.timed_out(after, self.started);
+        Error::Timeout { spec, after }
     }
 }
 
@@ -298,7 +292,7 @@ impl<F: Future> Future for Bounded<'_, F> {
             this.sleep.set(Some(tokio::task::unconstrained(sleep)));
         }
         match this.sleep.as_mut().as_pin_mut().map(|sleep| sleep.poll(cx)) {
-            Some(Poll::Ready(())) => Poll::Ready(Err(this.timer.timed_out())),
+            Some(Poll::Ready(())) => Poll::Ready(Err(armed.timed_out(this.timer.spec))),
             _ => Poll::Pending,
         }
     }
