@@ -381,7 +381,9 @@ impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if self.taken != Taken::Free {
             self.breaker.release(self.taken, End::Neither, false);
-            self.breaker.telemetry.ended(Outcome::Ignored, self.took());
+            self.breaker
+                .telemetry
+                .ended(Outcome::Cancelled, self.took());
         }
     }
 }

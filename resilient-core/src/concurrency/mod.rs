@@ -37,7 +37,7 @@ use crate::outcome::Fail;
 use crate::registry::{CallInstance, Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
-use crate::telemetry::Telemetry;
+use crate::telemetry::{Outcome, Telemetry};
 
 /// A concurrency limit spec: implemented by `#[derive(ConcurrencyLimitSpec)]`.
 #[diagnostic::on_unimplemented(
@@ -404,9 +404,13 @@ pub struct LimitCall<'a> {
     instance: Option<CallInstance<'a, Limiter>>,
 }
 
-/// A call that found the limit full, and when it started.
+/// A call that found the limit full, and when it started (if timed: a
+/// call dropped while it waits is then counted as cancelled).
 #[doc(hidden)]
-pub struct Full(Option<tokio::time::Instant>);
+pub struct Full<'a> {
+    telemetry: &'a Telemetry,
+    started: Option<tokio::time::Instant>,
+}
 
 /// A place taken, held until the call ends or is dropped.
 #[doc(hidden)]
@@ -424,7 +428,7 @@ impl<'a> LimitCall<'a> {
     /// A free place, taken without entering an async fn; `Wait` when the
     /// limit is full and its policy is to wait.
     #[inline(always)]
-    pub fn try_enter(&self) -> Enter<Held<'_>, Full> {
+    pub fn try_enter(&self) -> Enter<Held<'_>, Full<'_>> {
         let Some(instance) = &self.instance else {
             return Enter::Ready(Err(self.key.not_configured()));
         };
@@ -437,24 +441,39 @@ impl<'a> LimitCall<'a> {
                     limiter.rejected();
                     Enter::Ready(Err(limiter.reached(self.key.name)))
                 }
-                Policy::Block { .. } => Enter::Wait(Full(started)),
+                Policy::Block { .. } => Enter::Wait(Full {
+                    telemetry: &limiter.telemetry,
+                    started,
+                }),
             },
         }
     }
 
     /// Waits for a place, as the limit's policy says.
-    pub async fn wait(&self, full: Full) -> Result<Held<'_>, Error> {
+    pub async fn wait(&self, mut full: Full<'_>) -> Result<Held<'_>, Error> {
         let Some(instance) = &self.instance else {
             return Err(self.key.not_configured());
         };
         let limiter = &**instance;
-        let started = full.0;
-        match limiter.when_full(self.key.name).await {
+        let result = limiter.when_full(self.key.name).await;
+        // Counted from here on: as held, or as rejected.
+        let started = full.started.take();
+        match result {
             Ok(place) => Ok(Held::new(started, place)),
             Err(e) => {
                 limiter.rejected();
                 Err(e)
             }
+        }
+    }
+}
+
+impl Drop for Full<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // Still timed: dropped while it waited for a place.
+        if let Some(at) = self.started.take() {
+            self.telemetry.ended(Outcome::Cancelled, Some(at.elapsed()));
         }
     }
 }
@@ -469,7 +488,23 @@ impl<'a> Held<'a> {
     /// is dropped, with the layer's block.
     #[inline(always)]
     pub fn exit<T, E>(&mut self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
-        self.place.limiter.telemetry.done(outcome, self.started)
+        self.place
+            .limiter
+            .telemetry
+            .done(outcome, self.started.take())
+    }
+}
+
+impl Drop for Held<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // Still timed: dropped before its outcome.
+        if let Some(at) = self.started.take() {
+            self.place
+                .limiter
+                .telemetry
+                .ended(Outcome::Cancelled, Some(at.elapsed()));
+        }
     }
 }
 

@@ -47,7 +47,7 @@ use crate::outcome::Fail;
 use crate::registry::{Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
-use crate::telemetry::Telemetry;
+use crate::telemetry::{Outcome, Telemetry};
 
 /// A rate limiter spec: implemented by `#[derive(RateLimiterSpec)]`.
 #[diagnostic::on_unimplemented(
@@ -478,9 +478,33 @@ pub struct Granted<'a> {
 
 /// A permit reserved, due after a wait.
 #[doc(hidden)]
-pub struct Reserved {
+pub struct Reserved<'a> {
+    limiter: &'a RateLimiter,
     taken: Taken,
     started: Option<Instant>,
+}
+
+/// Counts a call dropped before its outcome as cancelled, if it is timed.
+fn cancelled(limiter: &RateLimiter, started: &mut Option<Instant>) {
+    if let Some(at) = started.take() {
+        limiter
+            .telemetry
+            .ended(Outcome::Cancelled, Some(at.elapsed()));
+    }
+}
+
+impl Drop for Reserved<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        cancelled(self.limiter, &mut self.started);
+    }
+}
+
+impl Drop for Granted<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        cancelled(self.limiter, &mut self.started);
+    }
 }
 
 impl RateCall {
@@ -492,7 +516,7 @@ impl RateCall {
     /// A permit due now, taken without entering an async fn; `Wait` for one
     /// reserved within `max_wait`.
     #[inline(always)]
-    pub fn try_enter(&self) -> Enter<Granted<'_>, Reserved> {
+    pub fn try_enter(&self) -> Enter<Granted<'_>, Reserved<'_>> {
         let Some(instance) = &self.instance else {
             return Enter::Ready(Err(self.key.not_configured()));
         };
@@ -500,7 +524,11 @@ impl RateCall {
         let started = limiter.telemetry.start();
         match limiter.take(limiter.settings.max_wait.unwrap_or(Duration::ZERO)) {
             Ok(taken) if taken.wait.is_zero() => Enter::Ready(Ok(Granted { limiter, started })),
-            Ok(taken) => Enter::Wait(Reserved { taken, started }),
+            Ok(taken) => Enter::Wait(Reserved {
+                limiter,
+                taken,
+                started,
+            }),
             Err(retry_after) => {
                 let e = RateLimiter::exceeded(self.key.name, retry_after);
                 limiter.rejected(&e);
@@ -510,15 +538,12 @@ impl RateCall {
     }
 
     /// Sleeps until the reserved permit is due.
-    pub async fn wait(&self, reserved: Reserved) -> Result<Granted<'_>, Error> {
-        let Some(instance) = &self.instance else {
-            return Err(self.key.not_configured());
-        };
-        let limiter = &**instance;
+    pub async fn wait<'a>(&'a self, mut reserved: Reserved<'a>) -> Result<Granted<'a>, Error> {
+        let limiter = reserved.limiter;
         limiter.wait_for(reserved.taken).await;
         Ok(Granted {
             limiter,
-            started: reserved.started,
+            started: reserved.started.take(),
         })
     }
 }
@@ -527,6 +552,6 @@ impl Granted<'_> {
     /// Passes on the outcome of the call.
     #[inline(always)]
     pub fn exit<T, E>(&mut self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
-        self.limiter.telemetry.done(outcome, self.started)
+        self.limiter.telemetry.done(outcome, self.started.take())
     }
 }

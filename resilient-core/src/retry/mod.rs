@@ -379,10 +379,11 @@ where
         }
     }
 
-    fn ended(&self, retry: &Retry, outcome: Outcome) {
+    /// Counts how the call ended; its drop then counts nothing.
+    fn ended(timed: &mut Option<Instant>, retry: &Retry, outcome: Outcome) {
         retry
             .telemetry
-            .ended(outcome, self.timed.map(|at| at.elapsed()));
+            .ended(outcome, timed.take().map(|at| at.elapsed()));
     }
 
     /// Judges the outcome of an attempt: the call's result, or the wait
@@ -405,11 +406,11 @@ where
                 if let Some(budget) = &retry.budget {
                     budget.deposit();
                 }
-                self.ended(retry, Outcome::Success);
+                Self::ended(&mut self.timed, retry, Outcome::Success);
                 return Step::Done(outcome);
             }
             Verdict::Ignore => {
-                self.ended(retry, Outcome::Ignored);
+                Self::ended(&mut self.timed, retry, Outcome::Ignored);
                 return Step::Done(outcome);
             }
             Verdict::Failure => None,
@@ -432,7 +433,7 @@ where
         let (s, t, ops) = (&retry.settings, &retry.telemetry, &self.ops);
         let spec = ops.key.name;
         if s.attempts == 0 {
-            self.ended(retry, Outcome::Failure);
+            Self::ended(&mut self.timed, retry, Outcome::Failure);
             return Step::Done(outcome);
         }
         // `calls` is also the number of the retry that would come next.
@@ -447,7 +448,7 @@ where
                 ops.keep_value,
             );
             stopped(t, calls, StoppedBy::Attempts, &out);
-            self.ended(retry, Outcome::Failure);
+            Self::ended(&mut self.timed, retry, Outcome::Failure);
             return Step::Done(out);
         }
         let delay = match hint {
@@ -463,7 +464,7 @@ where
                 let out =
                     (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, ops.keep_value);
                 stopped(t, calls, StoppedBy::Timeout, &out);
-                self.ended(retry, Outcome::Failure);
+                Self::ended(&mut self.timed, retry, Outcome::Failure);
                 return Step::Done(out);
             }
         }
@@ -475,7 +476,7 @@ where
                 Some(w) => Some(w),
                 None => {
                     stopped(t, calls, StoppedBy::Budget, &outcome);
-                    self.ended(retry, Outcome::Failure);
+                    Self::ended(&mut self.timed, retry, Outcome::Failure);
                     return Step::Done(outcome);
                 }
             },
@@ -483,6 +484,19 @@ where
         let trail = self.trail.get_or_insert_with(Tr::default);
         keep(ops, t, trail, calls, delay, outcome);
         Step::Wait(RetryWait { delay, withdrawal })
+    }
+}
+
+impl<T, E, Tr, C> Drop for RetryCall<'_, T, E, Tr, C> {
+    #[inline]
+    fn drop(&mut self) {
+        // Still timed: dropped before its outcome (a timeout outside, a
+        // caller gone, a panic).
+        if let (Some(at), Some(retry)) = (self.timed.take(), self.retry.as_deref()) {
+            retry
+                .telemetry
+                .ended(Outcome::Cancelled, Some(at.elapsed()));
+        }
     }
 }
 

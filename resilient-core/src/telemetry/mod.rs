@@ -34,7 +34,7 @@
 //!
 //! | name | type | more labels | when |
 //! |---|---|---|---|
-//! | `resilient_calls_total` | counter | `kind`, `outcome` = `success`, `failure`, `ignored`, `rejected`, `timed_out` | each call through the spec ends |
+//! | `resilient_calls_total` | counter | `kind`, `outcome` = `success`, `failure`, `ignored`, `rejected`, `timed_out`, `cancelled` | each call through the spec ends: exactly one outcome per call (`cancelled`: dropped before it ended, as by a timeout outside the spec) |
 //! | `resilient_call_duration_seconds` | histogram | `kind` | each call that ran (not rejected), from entering the spec to its outcome |
 //! | `resilient_retries_total` | counter | | each retry scheduled |
 //! | `resilient_retry_exhausted_total` | counter | `reason` = `attempts`, `timeout`, `budget` | retry gives up |
@@ -115,15 +115,19 @@ pub(crate) enum Outcome {
     Ignored,
     Rejected,
     TimedOut,
+    /// Dropped before it ended: cancelled by a timeout outside, by a caller
+    /// that went away, or by a panic.
+    Cancelled,
 }
 
 impl Outcome {
-    const ALL: [Outcome; 5] = [
+    const ALL: [Outcome; 6] = [
         Outcome::Success,
         Outcome::Failure,
         Outcome::Ignored,
         Outcome::Rejected,
         Outcome::TimedOut,
+        Outcome::Cancelled,
     ];
 
     fn label(self) -> &'static str {
@@ -133,13 +137,14 @@ impl Outcome {
             Outcome::Ignored => "ignored",
             Outcome::Rejected => "rejected",
             Outcome::TimedOut => "timed_out",
+            Outcome::Cancelled => "cancelled",
         }
     }
 
     /// Whether a spec of `kind` can end a call this way.
     fn possible(self, kind: SpecKind) -> bool {
         match self {
-            Outcome::Success | Outcome::Failure => true,
+            Outcome::Success | Outcome::Failure | Outcome::Cancelled => true,
             Outcome::Ignored => matches!(kind, SpecKind::Retry | SpecKind::CircuitBreaker),
             Outcome::Rejected => matches!(
                 kind,
@@ -202,7 +207,7 @@ fn state_value(state: State) -> f64 {
 /// A spec's metric handles, resolved once when its instance is built.
 #[derive(Debug)]
 struct Meters {
-    calls: [Counter; 5],
+    calls: [Counter; 6],
     duration: Histogram,
     retries: Counter,
     exhausted: [Counter; 3],

@@ -28,6 +28,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -39,7 +40,7 @@ use crate::outcome::Fail;
 use crate::registry::{CallInstance, Key, Shared};
 use crate::settings::{Section, Value};
 use crate::spec::Spec;
-use crate::telemetry::Telemetry;
+use crate::telemetry::{Outcome, Telemetry};
 
 /// A timeout spec: implemented by `#[derive(TimeoutSpec)]`.
 #[diagnostic::on_unimplemented(
@@ -204,6 +205,7 @@ impl<'a> TimeoutCall<'a> {
         let armed = timeout.settings.enabled.then(|| Armed {
             timeout,
             started: timeout.telemetry.start(),
+            ended: AtomicBool::new(false),
         });
         Ok(Timer {
             spec: self.key.name,
@@ -223,6 +225,11 @@ pub struct Timer<'a> {
 struct Armed<'a> {
     timeout: &'a Timeout,
     started: Option<Instant>,
+    /// Whether the call's outcome was counted (it ended in time, or timed
+    /// out): a timer dropped before then counts it as cancelled. Written
+    /// only when calls are timed; atomic, so that the timer stays `Sync`
+    /// and the awaits that borrow it keep the fn's future `Send`.
+    ended: AtomicBool,
 }
 
 impl Timer<'_> {
@@ -230,18 +237,43 @@ impl Timer<'_> {
     #[inline(always)]
     pub fn exit<T, E>(&self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
         match &self.armed {
-            Some(a) => a.timeout.telemetry.done(outcome, a.started),
+            Some(a) => {
+                a.end();
+                a.timeout.telemetry.done(outcome, a.started)
+            }
             None => outcome,
         }
     }
 }
 
+impl Drop for Timer<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(a) = &self.armed {
+            if a.started.is_some() && !a.ended.load(Ordering::Relaxed) {
+                a.timeout
+                    .telemetry
+                    .ended(Outcome::Cancelled, a.started.map(|s| s.elapsed()));
+            }
+        }
+    }
+}
+
 impl Armed<'_> {
+    /// Marks the call's outcome as counted (only a timed call records one).
+    #[inline(always)]
+    fn end(&self) {
+        if self.started.is_some() {
+            self.ended.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// The limit passed: telemetry, and the error the call ends with (only
     /// an enabled timeout has a sleep that can fire).
     #[cold]
     #[inline(never)]
     fn timed_out(&self, spec: &'static str) -> Error {
+        self.end();
         let after = self.timeout.settings.duration;
         self.timeout.telemetry.timed_out(after, self.started);
         Error::Timeout { spec, after }

@@ -8,7 +8,8 @@ use crate::chain::Layer;
 use crate::expand::spec_span;
 
 /// A timer entered before `inner`, whose awaits it bounds (see
-/// [`super::awaited`]), and left with its outcome, if it came in time.
+/// [`super::awaited`]), and left with its outcome, if it came in time; a
+/// call that timed out leaves past the exit, counted once, as timed out.
 /// `timeout_spec` states the spec's bound where the user named it; the rest
 /// has none that can fail.
 pub(crate) fn timeout(layer: &Layer, inner: TokenStream) -> TokenStream {
@@ -23,11 +24,13 @@ pub(crate) fn timeout(layer: &Layer, inner: TokenStream) -> TokenStream {
             );
             let __resilient_entered = __resilient_timeout.enter();
             let mut #sleep = ::core::pin::pin!(::resilient_core::__private::unarmed());
+            // A timeout leaves the labelled block with its error, past the
+            // exit: the timer already counted the call as timed out.
             let __resilient_out = match __resilient_entered {
-                ::core::result::Result::Ok(ref #timer) => {
-                    let __resilient_inner = #label: { #inner };
+                ::core::result::Result::Ok(ref #timer) => #label: {
+                    let __resilient_inner = #inner;
                     #timer.exit(__resilient_inner)
-                }
+                },
                 ::core::result::Result::Err(__resilient_e) => ::core::result::Result::Err(
                     ::resilient_core::__private::Fail::Resilience(__resilient_e),
                 ),
