@@ -177,16 +177,32 @@ impl fmt::Display for GaveUp {
 /// # let _ = last_status;
 /// ```
 #[derive(Debug, thiserror::Error)]
-#[error("`{spec}` classified the returned value as a failure")]
+#[error("`{spec}` classified the returned value as a failure{}", status.map_or_else(String::new, |s| format!(" (status {s})")))]
 pub struct FailedValue {
     /// The spec whose classification rejected the value.
     pub spec: &'static str,
     value: Option<Box<dyn Any + Send + Sync>>,
+    status: Option<u16>,
 }
 
 impl FailedValue {
-    pub(crate) fn new(spec: &'static str, value: Option<Box<dyn Any + Send + Sync>>) -> Self {
-        Self { spec, value }
+    pub(crate) fn new(
+        spec: &'static str,
+        value: Option<Box<dyn Any + Send + Sync>>,
+        status: Option<u16>,
+    ) -> Self {
+        Self {
+            spec,
+            value,
+            status,
+        }
+    }
+
+    /// The value's status code, if its classification names one (the
+    /// response's status with `classify = http`; see
+    /// [`Classify::status`](crate::Classify::status)).
+    pub fn status(&self) -> Option<u16> {
+        self.status
     }
 
     /// The value, if it was kept and is a `T`.
@@ -205,10 +221,12 @@ impl FailedValue {
             Some(Err(v)) => Err(Self {
                 spec: self.spec,
                 value: Some(v),
+                status: self.status,
             }),
             None => Err(Self {
                 spec: self.spec,
                 value: None,
+                status: self.status,
             }),
         }
     }

@@ -85,6 +85,10 @@ impl<R: HttpResponse, E> Classify<R, E> for Http {
     fn keep_failed_value(value: R) -> Option<Box<dyn Any + Send + Sync>> {
         Some(Box::new(value))
     }
+
+    fn status(value: &R) -> Option<u16> {
+        Some(value.status())
+    }
 }
 
 /// The statuses [`Http`] counts as failures: every 5xx, 408 and 429.

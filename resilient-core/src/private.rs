@@ -19,7 +19,7 @@ use crate::rate_limiter::RateCall;
 pub use crate::rate_limiter::RateLimiterSpec;
 pub use crate::registry::Slot;
 use crate::registry::{CallInstance, Key};
-use crate::retry::RetryCall;
+use crate::retry::{By, Judge, RetryCall};
 pub use crate::retry::{
     Exhaustion, OpsOf, RetryOps, RetrySpec, ReturnError, ReturnLastFailure, Step,
 };
@@ -110,14 +110,12 @@ gives_up_with!(ReturnLastFailure, Applies, Exhaustion<ReturnLastFailure>);
 #[inline(always)]
 pub fn retry<S, T, E, Tr: Default>(
     ops: RetryOf<S, T, E, Tr>,
-) -> RetryCall<'static, T, E, Tr, impl Fn(&Result<T, E>) -> Verdict + Copy>
+) -> RetryCall<'static, T, E, Tr, impl Judge<T, E> + Copy>
 where
     S: RetrySpec,
     S::Classifier: Classify<T, E>,
 {
-    let ops = ops
-        .0
-        .classified_by(<S::Classifier as Classify<T, E>>::classify);
+    let ops = ops.0.judged_by(By::<S::Classifier>::new());
     let instance = crate::registry::lookup_retry(ops.key).map(CallInstance::Shared);
     RetryCall::start(ops, instance)
 }

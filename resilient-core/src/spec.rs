@@ -222,6 +222,15 @@ pub trait Classify<T, E>: Classifier {
         drop(value);
         None
     }
+
+    /// The status code of a returned value that [`classify`](Classify::classify)
+    /// called a failure, if it has one: retry's log lines show it (field
+    /// `status`), so that a retried 503 reads as one. `None` by default; the
+    /// HTTP classifier returns the response's status.
+    fn status(value: &T) -> Option<u16> {
+        let _ = value;
+        None
+    }
 }
 
 /// The default classifier: every `Err` is a failure, every `Ok` a success.

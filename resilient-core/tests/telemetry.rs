@@ -90,13 +90,193 @@ async fn each_retry_logs_at_info_with_the_failure_and_the_wait_and_giving_up_war
         assert_eq!(line.fields["path"], "telemetry.logs.retry");
         assert_eq!(line.fields["retry"], (n + 1).to_string());
         assert_eq!(line.fields["failure"], "store unavailable");
-        assert!(line.fields.contains_key("delay"), "{line:?}");
+        assert_eq!(line.fields["delay"], "100ms");
+        assert_eq!(line.fields["wait_from"], "backoff");
+        assert!(!line.fields.contains_key("status"), "{line:?}");
     }
     let gave_up = capture.at("resilient::retry", Level::WARN);
     assert_eq!(gave_up.len(), 1, "{gave_up:#?}");
     assert_eq!(gave_up[0].fields["calls"], "3");
     assert_eq!(gave_up[0].fields["reason"], "attempts");
     assert_eq!(gave_up[0].fields["cause"], "store unavailable");
+}
+
+// --- why a retry waits as long as it does ---------------------------------
+
+/// A status with a `Retry-After` of 3 s, classified as HTTP would.
+#[derive(RetrySpec)]
+#[spec("telemetry.logs.hinted", classify = StatusOutcomes)]
+struct HintedRetry;
+
+struct StatusOutcomes;
+impl resilient_core::Classifier for StatusOutcomes {}
+
+impl resilient_core::Classify<u16, StoreError> for StatusOutcomes {
+    fn classify(outcome: &Result<u16, StoreError>) -> resilient_core::Verdict {
+        match outcome {
+            Ok(503) => resilient_core::Verdict::RetryAfter(Duration::from_secs(3)),
+            Ok(status) if *status >= 500 => resilient_core::Verdict::Failure,
+            Ok(_) => resilient_core::Verdict::Success,
+            Err(_) => resilient_core::Verdict::Failure,
+        }
+    }
+
+    fn status(value: &u16) -> Option<u16> {
+        Some(*value)
+    }
+}
+
+#[retryable(HintedRetry)]
+async fn answers(status: u16) -> Result<u16, StoreError> {
+    Ok(status)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_line_names_the_status_and_whether_its_wait_was_asked_for() {
+    let capture = Capture::default();
+    let _subscriber = tracing::subscriber::set_default(capture.clone());
+    let registry = registry::<HintedRetry>(retry_section());
+    registry.scope(answers(503)).await.unwrap_err();
+    registry.scope(answers(500)).await.unwrap_err();
+    let lines = capture.at("resilient::retry", Level::INFO);
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    for line in &lines[..2] {
+        assert_eq!(line.fields["status"], "503");
+        assert_eq!(line.fields["wait_from"], "retry_after");
+        assert_eq!(line.fields["delay"], "3s");
+        assert!(
+            line.message
+                .ends_with("after 3s, the wait the failure asked for (Retry-After)"),
+            "{}",
+            line.message
+        );
+        assert!(line.message.contains("status 503"), "{}", line.message);
+    }
+    for line in &lines[2..] {
+        assert_eq!(line.fields["status"], "500");
+        assert_eq!(line.fields["wait_from"], "backoff");
+        assert_eq!(line.fields["delay"], "100ms");
+    }
+    let gave_up = capture.at("resilient::retry", Level::WARN);
+    assert_eq!(gave_up.len(), 2, "{gave_up:#?}");
+    assert_eq!(gave_up[0].fields["status"], "503");
+    assert_eq!(
+        gave_up[0].fields["cause"],
+        "`HintedRetry` classified the returned value as a failure (status 503)"
+    );
+}
+
+#[derive(RetrySpec)]
+#[spec("telemetry.logs.outer")]
+struct OuterRetry;
+
+#[derive(RateLimiterSpec)]
+#[spec("telemetry.logs.rate")]
+struct InnerRate;
+
+#[derive(CircuitBreakerSpec)]
+#[spec("telemetry.logs.inner_breaker")]
+struct InnerBreaker;
+
+#[retryable(OuterRetry)]
+#[rate_limited(InnerRate)]
+async fn rate_limited_inside() -> Result<(), StoreError> {
+    Ok(())
+}
+
+#[retryable(OuterRetry)]
+#[circuit_breakable(InnerBreaker)]
+async fn behind_an_open_breaker() -> Result<(), StoreError> {
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_line_says_when_its_wait_is_a_limiters_or_a_breakers() {
+    let capture = Capture::default();
+    let _subscriber = tracing::subscriber::set_default(capture.clone());
+    let registry = build(
+        Registry::builder()
+            .spec::<OuterRetry>()
+            .spec::<InnerRate>()
+            .spec::<InnerBreaker>(),
+        vec![
+            (
+                "telemetry.logs.outer",
+                with(
+                    retry_section(),
+                    "retry_call_not_permitted",
+                    Value::Bool(true),
+                ),
+            ),
+            (
+                "telemetry.logs.rate",
+                table([
+                    ("limit_for_period", int(1)),
+                    ("limit_refresh_period", s("1s")),
+                ]),
+            ),
+            (
+                "telemetry.logs.inner_breaker",
+                with(breaker_section(), "wait_duration_in_open_state", s("2s")),
+            ),
+        ],
+    );
+    // The second call finds the permit spent: it waits until the next one.
+    registry.scope(rate_limited_inside()).await.unwrap();
+    registry.scope(rate_limited_inside()).await.unwrap();
+    let lines = capture.at("resilient::retry", Level::INFO);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0].fields["wait_from"], "rate_limiter");
+    assert_eq!(lines[0].fields["delay"], "1s");
+    assert!(
+        lines[0]
+            .message
+            .ends_with("until the rate limiter's next permit"),
+        "{}",
+        lines[0].message
+    );
+    // One failure opens the breaker: the rest of its open wait is the hint.
+    let breaker = registry.sync_scope(InnerBreaker::get).unwrap();
+    breaker.try_acquire().unwrap().failure();
+    registry.scope(behind_an_open_breaker()).await.unwrap();
+    let lines = capture.at("resilient::retry", Level::INFO);
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert_eq!(lines[1].fields["wait_from"], "circuit_breaker");
+    assert_eq!(lines[1].fields["delay"], "2s");
+}
+
+/// `classify = http`: the response's status, and its `Retry-After`.
+#[cfg(feature = "http")]
+mod http_lines {
+    use super::*;
+
+    #[derive(RetrySpec)]
+    #[spec("telemetry.logs.http", classify = http)]
+    struct HttpRetry;
+
+    #[retryable(HttpRetry)]
+    async fn unavailable() -> Result<http::Response<()>, StoreError> {
+        Ok(http::Response::builder()
+            .status(503)
+            .header("retry-after", "2")
+            .body(())
+            .unwrap())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retried_503_names_its_status_and_its_retry_after() {
+        let capture = Capture::default();
+        let _subscriber = tracing::subscriber::set_default(capture.clone());
+        let registry = registry::<HttpRetry>(retry_section());
+        registry.scope(unavailable()).await.unwrap_err();
+        let lines = capture.at("resilient::retry", Level::INFO);
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        for line in &lines {
+            assert_eq!(line.fields["status"], "503");
+            assert_eq!(line.fields["wait_from"], "retry_after");
+            assert_eq!(line.fields["delay"], "2s");
+        }
+    }
 }
 
 #[derive(RetrySpec)]

@@ -47,7 +47,7 @@ pub trait Exhaustion<Mode>: Sized {
     /// Keeps (or drops) a failure that will be retried.
     fn keep<T>(trail: &mut Self::Trail, spec: &'static str, failure: Result<T, Fail<Self>>);
 
-    /// The outcome of a call that gave up after `calls` calls; `keep` is
+    /// The outcome of a call that gave up after `calls` calls; `kept` says
     /// what the classification keeps of a failed value.
     fn give_up<T>(
         trail: Self::Trail,
@@ -55,7 +55,7 @@ pub trait Exhaustion<Mode>: Sized {
         calls: u64,
         reason: GaveUp,
         last: Result<T, Fail<Self>>,
-        keep: fn(T) -> Option<Box<dyn Any + Send + Sync>>,
+        kept: Kept<T>,
     ) -> Result<T, Fail<Self>>;
 
     /// The failure `keep` kept last, if the mode keeps failures: what a log
@@ -72,13 +72,33 @@ pub(crate) type LastKept<Tr> = fn(&Tr) -> Option<&(dyn std::error::Error + Send 
 /// What a classification keeps of a returned value it called a failure.
 pub(crate) type KeepValue<T> = fn(T) -> Option<Box<dyn Any + Send + Sync>>;
 
+/// What the classification keeps of the last failed value, and its status.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Kept<T> {
+    keep: KeepValue<T>,
+    status: Option<u16>,
+}
+
+impl<T> Kept<T> {
+    pub(crate) fn new(keep: KeepValue<T>, status: Option<u16>) -> Self {
+        Self { keep, status }
+    }
+}
+
 fn boxed<T, E: Into<BoxError>>(
     spec: &'static str,
     failure: Result<T, Fail<E>>,
-    keep: Option<KeepValue<T>>,
+    kept: Option<Kept<T>>,
 ) -> BoxError {
     match failure {
-        Ok(v) => Box::new(FailedValue::new(spec, keep.and_then(|keep| keep(v)))),
+        Ok(v) => {
+            let (value, status) = match kept {
+                Some(kept) => ((kept.keep)(v), kept.status),
+                None => (None, None),
+            };
+            Box::new(FailedValue::new(spec, value, status))
+        }
         Err(Fail::Body(e)) => e.into(),
         Err(Fail::Resilience(e)) => Box::new(e),
     }
@@ -111,14 +131,14 @@ impl<E: IntoBoxError> Exhaustion<ReturnError> for E {
         calls: u64,
         reason: GaveUp,
         last: Result<T, Fail<E>>,
-        keep: fn(T) -> Option<Box<dyn Any + Send + Sync>>,
+        kept: Kept<T>,
     ) -> Result<T, Fail<E>> {
         Err(Fail::Resilience(Error::RetryExhausted(Box::new(
             Exhausted {
                 spec,
                 calls,
                 reason,
-                last: boxed(spec, last, Some(keep)),
+                last: boxed(spec, last, Some(kept)),
                 earlier: trail.into(),
             },
         ))))
@@ -140,7 +160,7 @@ impl<E> Exhaustion<ReturnLastFailure> for E {
         _: u64,
         _: GaveUp,
         last: Result<T, Fail<E>>,
-        _: fn(T) -> Option<Box<dyn Any + Send + Sync>>,
+        _: Kept<T>,
     ) -> Result<T, Fail<E>> {
         last
     }

@@ -85,7 +85,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub use exhausted::{Exhaustion, IntoBoxError, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX};
+pub use exhausted::{
+    Exhaustion, IntoBoxError, Kept, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX,
+};
 pub use settings::{Backoff, BudgetSettings, Jitter, RetrySettings};
 
 use crate::error::{Error, GaveUp};
@@ -201,7 +203,7 @@ impl<S: RetrySpec> RetryHandle<S> {
         E: From<Error> + Exhaustion<S::Exhausted>,
     {
         run(
-            ops::<S, T, E>(),
+            ops::<S, T, E>().judged_by(By::<S::Classifier>::new()),
             Some(CallInstance::Borrowed(&self.inner)),
             || crate::outcome::lifted(f()),
         )
@@ -214,13 +216,13 @@ impl<S: RetrySpec> RetryHandle<S> {
 /// the types are known: the generated code builds it in one place (where a
 /// missing bound is reported once) and hands it to a loop that needs no bound.
 ///
-/// `C` classifies an outcome: a fn pointer where the ops are made for a
-/// handle, a fn item (called directly, and inlined) in generated code.
+/// `J` judges an outcome ([`Judge`]): [`Unjudged`] until the spec's
+/// classification is attached, where its bound is checked.
 #[doc(hidden)]
 #[derive(Debug)]
-pub struct RetryOps<T, E, Tr, C = fn(&Result<T, E>) -> Verdict> {
+pub struct RetryOps<T, E, Tr, J = Unjudged> {
     pub(crate) key: &'static Key,
-    classify: C,
+    judge: J,
     keep_value: exhausted::KeepValue<T>,
     keep: fn(&mut Tr, &'static str, Result<T, Fail<E>>),
     give_up: GiveUp<T, E, Tr>,
@@ -231,16 +233,57 @@ pub struct RetryOps<T, E, Tr, C = fn(&Result<T, E>) -> Verdict> {
 #[doc(hidden)]
 pub type OpsOf<S, T, E> = RetryOps<T, E, <E as Exhaustion<<S as RetrySpec>::Exhausted>>::Trail>;
 
-type GiveUp<T, E, Tr> = fn(
-    Tr,
-    &'static str,
-    u64,
-    GaveUp,
-    Result<T, Fail<E>>,
-    exhausted::KeepValue<T>,
-) -> Result<T, Fail<E>>;
+/// Retry operations whose classification is not attached yet.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Unjudged;
 
-/// The operations of spec `S` for `Result<T, E>`.
+/// How a retry judges an attempt's outcome: the verdict of the spec's
+/// classification, and the status it names a failed value by in a log line.
+#[doc(hidden)]
+pub trait Judge<T, E> {
+    /// How `outcome` counts.
+    fn verdict(&self, outcome: &Result<T, E>) -> Verdict;
+    /// The status of a value the verdict called a failure, if it has one.
+    fn status(&self, value: &T) -> Option<u16>;
+}
+
+/// The classification of `K`, as a retry judges by it: no state, and each
+/// call a direct call of `K`'s [`Classify`] impl.
+#[doc(hidden)]
+pub struct By<K>(PhantomData<fn() -> K>);
+
+impl<K> By<K> {
+    #[inline(always)]
+    pub(crate) const fn new() -> Self {
+        By(PhantomData)
+    }
+}
+
+impl<K> Clone for By<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for By<K> {}
+
+impl<K: Classify<T, E>, T, E> Judge<T, E> for By<K> {
+    #[inline(always)]
+    fn verdict(&self, outcome: &Result<T, E>) -> Verdict {
+        K::classify(outcome)
+    }
+
+    fn status(&self, value: &T) -> Option<u16> {
+        K::status(value)
+    }
+}
+
+type GiveUp<T, E, Tr> =
+    fn(Tr, &'static str, u64, GaveUp, Result<T, Fail<E>>, exhausted::Kept<T>) -> Result<T, Fail<E>>;
+
+/// The operations of spec `S` for `Result<T, E>`, its classification not
+/// attached (see [`RetryOps::judged_by`]).
 pub(crate) fn ops<S, T, E>() -> OpsOf<S, T, E>
 where
     S: RetrySpec,
@@ -250,7 +293,7 @@ where
     RetryOps {
         // A constant: a call's future holds one word of it.
         key: const { &Key::of::<S>() },
-        classify: <S::Classifier as Classify<T, E>>::classify,
+        judge: Unjudged,
         keep_value: <S::Classifier as Classify<T, E>>::keep_failed_value,
         keep: <E as Exhaustion<S::Exhausted>>::keep::<T>,
         give_up: <E as Exhaustion<S::Exhausted>>::give_up::<T>,
@@ -259,15 +302,12 @@ where
 }
 
 impl<T, E, Tr> RetryOps<T, E, Tr> {
-    /// The same operations, classifying with `classify`.
+    /// The same operations, judging outcomes with `judge`.
     #[inline(always)]
-    pub(crate) fn classified_by<C>(self, classify: C) -> RetryOps<T, E, Tr, C>
-    where
-        C: Fn(&Result<T, E>) -> Verdict,
-    {
+    pub(crate) fn judged_by<J: Judge<T, E>>(self, judge: J) -> RetryOps<T, E, Tr, J> {
         RetryOps {
             key: self.key,
-            classify,
+            judge,
             keep_value: self.keep_value,
             keep: self.keep,
             give_up: self.give_up,
@@ -301,8 +341,8 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
 /// code drives in a loop of its own (the attempts then live in the fn's own
 /// future, with no future per layer), and what [`run`] drives for a handle.
 #[doc(hidden)]
-pub struct RetryCall<'a, T, E, Tr, C = fn(&Result<T, E>) -> Verdict> {
-    ops: RetryOps<T, E, Tr, C>,
+pub struct RetryCall<'a, T, E, Tr, J> {
+    ops: RetryOps<T, E, Tr, J>,
     /// `None` when the spec has no settings: the call fails at once.
     retry: Option<CallInstance<'a, Retry>>,
     /// Made at the first failure: a call that succeeds at once builds and
@@ -341,15 +381,15 @@ impl RetryWait<'_> {
     }
 }
 
-impl<'a, T, E, Tr: Default, C> RetryCall<'a, T, E, Tr, C>
+impl<'a, T, E, Tr: Default, J> RetryCall<'a, T, E, Tr, J>
 where
-    C: Fn(&Result<T, E>) -> Verdict,
+    J: Judge<T, E>,
 {
     /// A call of `ops` through `instance` (`None`: the spec has no settings
     /// in the registry in use, and [`refused`](Self::refused) says so).
     #[inline(always)]
     pub(crate) fn start(
-        ops: RetryOps<T, E, Tr, C>,
+        ops: RetryOps<T, E, Tr, J>,
         retry: Option<CallInstance<'a, Retry>>,
     ) -> Self {
         let (timed, started) = match &retry {
@@ -397,8 +437,11 @@ where
         if !s.enabled {
             return Step::Done(attempt);
         }
-        let (outcome, verdict) =
-            outcome::classify(attempt, &self.ops.classify, |e| on_resilience(s, e));
+        let (outcome, verdict) = outcome::classify(
+            attempt,
+            |r| self.ops.judge.verdict(r),
+            |e| on_resilience(s, e),
+        );
         self.calls += 1;
         let calls = self.calls;
         let hint = match verdict {
@@ -432,6 +475,10 @@ where
         };
         let (s, t, ops) = (&retry.settings, &retry.telemetry, &self.ops);
         let spec = ops.key.name;
+        let status = match &outcome {
+            Ok(value) => ops.judge.status(value),
+            Err(_) => None,
+        };
         if s.attempts == 0 {
             Self::ended(&mut self.timed, retry, Outcome::Failure);
             return Step::Done(outcome);
@@ -439,15 +486,9 @@ where
         // `calls` is also the number of the retry that would come next.
         if calls > u64::from(s.attempts) {
             let trail = self.trail.take().unwrap_or_default();
-            let out = (ops.give_up)(
-                trail,
-                spec,
-                calls,
-                GaveUp::Attempts,
-                outcome,
-                ops.keep_value,
-            );
-            stopped(t, calls, StoppedBy::Attempts, &out);
+            let kept = exhausted::Kept::new(ops.keep_value, status);
+            let out = (ops.give_up)(trail, spec, calls, GaveUp::Attempts, outcome, kept);
+            stopped(t, calls, StoppedBy::Attempts, &out, status);
             Self::ended(&mut self.timed, retry, Outcome::Failure);
             return Step::Done(out);
         }
@@ -461,9 +502,9 @@ where
         if let (Some(limit), Some(started)) = (s.timeout, self.started) {
             if started.elapsed().saturating_add(delay) > limit {
                 let trail = self.trail.take().unwrap_or_default();
-                let out =
-                    (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, ops.keep_value);
-                stopped(t, calls, StoppedBy::Timeout, &out);
+                let kept = exhausted::Kept::new(ops.keep_value, status);
+                let out = (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, kept);
+                stopped(t, calls, StoppedBy::Timeout, &out, status);
                 Self::ended(&mut self.timed, retry, Outcome::Failure);
                 return Step::Done(out);
             }
@@ -475,19 +516,25 @@ where
             Some(budget) => match budget.try_withdraw() {
                 Some(w) => Some(w),
                 None => {
-                    stopped(t, calls, StoppedBy::Budget, &outcome);
+                    stopped(t, calls, StoppedBy::Budget, &outcome, status);
                     Self::ended(&mut self.timed, retry, Outcome::Failure);
                     return Step::Done(outcome);
                 }
             },
         };
+        let wait = Wait {
+            retry: calls,
+            delay,
+            from: WaitFrom::of(hint.is_some(), &outcome),
+            status,
+        };
         let trail = self.trail.get_or_insert_with(Tr::default);
-        keep(ops, t, trail, calls, delay, outcome);
+        keep(ops, t, trail, wait, outcome);
         Step::Wait(RetryWait { delay, withdrawal })
     }
 }
 
-impl<T, E, Tr, C> Drop for RetryCall<'_, T, E, Tr, C> {
+impl<T, E, Tr, J> Drop for RetryCall<'_, T, E, Tr, J> {
     #[inline]
     fn drop(&mut self) {
         // Still timed: dropped before its outcome (a timeout outside, a
@@ -501,13 +548,14 @@ impl<T, E, Tr, C> Drop for RetryCall<'_, T, E, Tr, C> {
 }
 
 /// One call through `retry`, calling `f` for each attempt.
-pub(crate) async fn run<T, E, Tr, F, Fut>(
-    ops: RetryOps<T, E, Tr>,
+pub(crate) async fn run<T, E, Tr, J, F, Fut>(
+    ops: RetryOps<T, E, Tr, J>,
     instance: Option<CallInstance<'_, Retry>>,
     mut f: F,
 ) -> Result<T, Fail<E>>
 where
     Tr: Default,
+    J: Judge<T, E>,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
@@ -527,49 +575,57 @@ where
 
 /// Keeps a failure that will be retried, and tells the telemetry, showing
 /// the failure as kept when the mode keeps failures.
-fn keep<T, E, Tr, C>(
-    ops: &RetryOps<T, E, Tr, C>,
+fn keep<T, E, Tr, J>(
+    ops: &RetryOps<T, E, Tr, J>,
     t: &Telemetry,
     trail: &mut Tr,
-    calls: u64,
-    delay: Duration,
+    wait: Wait,
     outcome: Result<T, Fail<E>>,
 ) {
     // A resilience error or a failed value can be shown as it is; the body's
     // own error only once kept (boxed as an error), since it need not
     // implement `Display`.
     if !matches!(outcome, Err(Fail::Body(_))) || !t.logging {
-        t.retry_scheduled(calls, delay, &Shown::of(&outcome));
+        t.retry_scheduled(wait, &Shown::of(&outcome, wait.status));
         (ops.keep)(trail, ops.key.name, outcome);
         return;
     }
     (ops.keep)(trail, ops.key.name, outcome);
     match (ops.last_kept)(trail) {
-        Some(kept) => t.retry_scheduled(calls, delay, &kept),
-        None => t.retry_scheduled(calls, delay, &Shown::Body(std::any::type_name::<E>())),
+        Some(kept) => t.retry_scheduled(wait, &kept),
+        None => t.retry_scheduled(wait, &Shown::Body(std::any::type_name::<E>())),
     }
 }
 
-/// Tells the telemetry that retry stopped; `out` is what the call returns.
-fn stopped<T, E>(t: &Telemetry, calls: u64, by: StoppedBy, out: &Result<T, Fail<E>>) {
+/// Tells the telemetry that retry stopped; `out` is what the call returns,
+/// `status` the last failed value's, if it has one.
+fn stopped<T, E>(
+    t: &Telemetry,
+    calls: u64,
+    by: StoppedBy,
+    out: &Result<T, Fail<E>>,
+    status: Option<u16>,
+) {
     match out {
         // The cause is the last failure the error keeps.
-        Err(Fail::Resilience(Error::RetryExhausted(ex))) => t.retry_stopped(calls, by, &ex.last),
-        out => t.retry_stopped(calls, by, &Shown::of(out)),
+        Err(Fail::Resilience(Error::RetryExhausted(ex))) => {
+            t.retry_stopped(calls, by, &ex.last, status);
+        }
+        out => t.retry_stopped(calls, by, &Shown::of(out, status), status),
     }
 }
 
 /// A failure as a log line shows it.
 enum Shown<'a> {
     Error(&'a Error),
-    Value,
+    Value(Option<u16>),
     Body(&'static str),
 }
 
 impl<'a> Shown<'a> {
-    fn of<T, E>(outcome: &'a Result<T, Fail<E>>) -> Self {
+    fn of<T, E>(outcome: &'a Result<T, Fail<E>>, status: Option<u16>) -> Self {
         match outcome {
-            Ok(_) => Shown::Value,
+            Ok(_) => Shown::Value(status),
             Err(Fail::Resilience(e)) => Shown::Error(e),
             Err(Fail::Body(_)) => Shown::Body(std::any::type_name::<E>()),
         }
@@ -580,8 +636,68 @@ impl std::fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Shown::Error(e) => e.fmt(f),
-            Shown::Value => f.write_str("a returned value the spec classifies as a failure"),
+            Shown::Value(None) => f.write_str("a returned value the spec classifies as a failure"),
+            Shown::Value(Some(status)) => write!(
+                f,
+                "a returned value with status {status}, which the spec classifies as a failure"
+            ),
             Shown::Body(ty) => write!(f, "an error of type `{ty}`"),
+        }
+    }
+}
+
+/// A retry about to wait: which one, how long, why that long, and the
+/// status of the failure before it, if it has one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wait {
+    pub(crate) retry: u64,
+    pub(crate) delay: Duration,
+    pub(crate) from: WaitFrom,
+    pub(crate) status: Option<u16>,
+}
+
+/// Where the length of a retry's wait came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitFrom {
+    /// The spec's computed delay (`delay`, `delay_step`, `backoff`, jitter).
+    Backoff,
+    /// A delay hint from the classification (`Retry-After` with
+    /// `classify = http`).
+    RetryAfter,
+    /// A rate limiter inside: the time until its next permit.
+    RateLimiter,
+    /// An open breaker inside: the rest of its open wait.
+    CircuitBreaker,
+}
+
+impl WaitFrom {
+    /// The source of a wait for `failure`, which asked for one if `hinted`.
+    fn of<T, E>(hinted: bool, failure: &Result<T, Fail<E>>) -> Self {
+        match failure {
+            _ if !hinted => WaitFrom::Backoff,
+            Err(Fail::Resilience(Error::RateLimitExceeded { .. })) => WaitFrom::RateLimiter,
+            Err(Fail::Resilience(Error::CallNotPermitted { .. })) => WaitFrom::CircuitBreaker,
+            _ => WaitFrom::RetryAfter,
+        }
+    }
+
+    /// The log field's value.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            WaitFrom::Backoff => "backoff",
+            WaitFrom::RetryAfter => "retry_after",
+            WaitFrom::RateLimiter => "rate_limiter",
+            WaitFrom::CircuitBreaker => "circuit_breaker",
+        }
+    }
+
+    /// How a log line's message says it.
+    pub(crate) fn said(self) -> &'static str {
+        match self {
+            WaitFrom::Backoff => "",
+            WaitFrom::RetryAfter => ", the wait the failure asked for (Retry-After)",
+            WaitFrom::RateLimiter => ", until the rate limiter's next permit",
+            WaitFrom::CircuitBreaker => ", until the open breaker's wait ends",
         }
     }
 }

@@ -9,8 +9,8 @@
 //!
 //! | target | level | when |
 //! |---|---|---|
-//! | `resilient::retry` | INFO | a retry is scheduled: the failure (its `Display`) and the wait |
-//! | `resilient::retry` | WARN | retry gives up (attempts used up, overall timeout, empty budget), with the cause |
+//! | `resilient::retry` | INFO | a retry is scheduled: the failure (its `Display`), the wait, where the wait came from (`wait_from` = `backoff`, `retry_after` for a delay hint such as HTTP's `Retry-After`, `rate_limiter` or `circuit_breaker` for a rejection inside the retry), and a failed value's `status` (the HTTP status with `classify = http`) |
+//! | `resilient::retry` | WARN | retry gives up (attempts used up, overall timeout, empty budget), with the cause (and its `status`) |
 //! | `resilient::circuit_breaker` | WARN | the breaker opens (or is forced open) |
 //! | `resilient::circuit_breaker` | INFO | it moves to half-open, closes, or is disabled |
 //! | `resilient::circuit_breaker`, `resilient::rate_limiter`, `resilient::concurrency` | DEBUG | each rejected call |
@@ -59,6 +59,7 @@ pub(crate) use events::{emit_in_use, Listeners};
 pub use events::{Event, StoppedBy};
 
 use crate::circuit_breaker::State;
+use crate::retry::Wait;
 use crate::settings::Section;
 use crate::spec::SpecKind;
 
@@ -495,12 +496,17 @@ impl Telemetry {
         }
     }
 
-    /// Retry `retry` (1 for the first) will start after `delay`; the failure
-    /// before it is `failure`.
-    pub(crate) fn retry_scheduled(&self, retry: u64, delay: Duration, failure: &dyn fmt::Display) {
+    /// A retry will start after a wait; the failure before it is `failure`.
+    pub(crate) fn retry_scheduled(&self, wait: Wait, failure: &dyn fmt::Display) {
         if let Some(m) = &self.meters {
             m.retries.increment(1);
         }
+        let Wait {
+            retry,
+            delay,
+            from,
+            status,
+        } = wait;
         self.emit(|| Event::RetryScheduled {
             spec: self.spec,
             path: self.path,
@@ -508,18 +514,24 @@ impl Telemetry {
             delay,
         });
         if self.logging {
-            let (spec, path) = (self.spec, self.path);
+            let (spec, path, wait_from, said) = (self.spec, self.path, from.label(), from.said());
             tracing::info!(
                 target: "resilient::retry",
-                spec, path, retry, ?delay, %failure,
-                "call failed ({failure}); retry {retry} after {delay:?}"
+                spec, path, retry, ?delay, wait_from, status, %failure,
+                "call failed ({failure}); retry {retry} after {delay:?}{said}"
             );
         }
     }
 
     /// Retry gave up after `calls` calls, because of `by`; `cause` is the
-    /// last failure.
-    pub(crate) fn retry_stopped(&self, calls: u64, by: StoppedBy, cause: &dyn fmt::Display) {
+    /// last failure, `status` its status if it is a failed value that has one.
+    pub(crate) fn retry_stopped(
+        &self,
+        calls: u64,
+        by: StoppedBy,
+        cause: &dyn fmt::Display,
+        status: Option<u16>,
+    ) {
         if let Some(m) = &self.meters {
             m.exhausted[by as usize].increment(1);
         }
@@ -533,7 +545,7 @@ impl Telemetry {
             let (spec, path) = (self.spec, self.path);
             tracing::warn!(
                 target: "resilient::retry",
-                spec, path, calls, reason = by.label(), %cause,
+                spec, path, calls, reason = by.label(), status, %cause,
                 "retry gave up after {calls} call(s), {by}: {cause}"
             );
         }
