@@ -201,61 +201,79 @@ async fn exhaustion_keeps_the_last_failed_response_with_its_body() -> TestResult
     Ok(())
 }
 
-/// The same rules through `reqwest::Response` (`--features reqwest`).
+/// The same rules through `reqwest::Response` of the reqwest crate
+/// `$reqwest`, expanded in a module of its own for each reqwest version.
+#[cfg(any(feature = "reqwest", feature = "reqwest-0-12"))]
+macro_rules! through_reqwest {
+    ($reqwest:ident) => {
+        use super::*;
+
+        #[retryable(StoreRetry)]
+        async fn fetch(
+            client: &$reqwest::Client,
+            url: &str,
+        ) -> Result<$reqwest::Response, StoreError> {
+            client
+                .get(url)
+                .send()
+                .await
+                .map_err(|e| StoreError::Io(std::io::Error::other(e)))
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_429_with_retry_after_1_is_retried_no_sooner_than_a_second_later() -> TestResult {
+            let registry = registry("delay = \"10ms\"\nattempts = 3")?;
+            let server = Server::replying(|n| match n {
+                1 => Reply::new(429, "slow down").header("Retry-After", "1"),
+                _ => Reply::new(200, "rex"),
+            })
+            .await?;
+            let client = $reqwest::Client::new();
+            let url = format!("http://{}/pets/1", server.addr());
+
+            let response = registry.scope(fetch(&client, &url)).await?;
+
+            assert_eq!(response.status().as_u16(), 200);
+            assert_eq!(response.text().await?, "rex");
+            assert_eq!(server.hits(), 2);
+            assert_eq!(server.gaps(), [Duration::from_secs(1)]);
+            Ok(())
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn exhaustion_keeps_the_last_failed_response_with_its_body() -> TestResult {
+            let registry = registry("delay = \"10ms\"\nattempts = 1")?;
+            let server = Server::start(|n| (500, format!("down {n}"))).await?;
+            let client = $reqwest::Client::new();
+            let url = format!("http://{}/pets/1", server.addr());
+
+            let out = registry.scope(fetch(&client, &url)).await;
+
+            assert_eq!(server.hits(), 2);
+            let Err(StoreError::Resilience(Error::RetryExhausted(e))) = out else {
+                panic!("expected RetryExhausted, got {out:?}");
+            };
+            let Ok(failed) = e.last.downcast::<FailedValue>() else {
+                panic!("the last failure is a failed value");
+            };
+            let Ok(response) = failed.into_value::<$reqwest::Response>() else {
+                panic!("the failed value is the response");
+            };
+            assert_eq!(response.status().as_u16(), 500);
+            assert_eq!(response.text().await?, "down 2");
+            Ok(())
+        }
+    };
+}
+
+/// reqwest 0.13 (`--features reqwest`).
 #[cfg(feature = "reqwest")]
 mod with_reqwest {
-    use super::*;
+    through_reqwest!(reqwest);
+}
 
-    #[retryable(StoreRetry)]
-    async fn fetch(client: &reqwest::Client, url: &str) -> Result<reqwest::Response, StoreError> {
-        client
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| StoreError::Io(std::io::Error::other(e)))
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_429_with_retry_after_1_is_retried_no_sooner_than_a_second_later() -> TestResult {
-        let registry = registry("delay = \"10ms\"\nattempts = 3")?;
-        let server = Server::replying(|n| match n {
-            1 => Reply::new(429, "slow down").header("Retry-After", "1"),
-            _ => Reply::new(200, "rex"),
-        })
-        .await?;
-        let client = reqwest::Client::new();
-        let url = format!("http://{}/pets/1", server.addr());
-
-        let response = registry.scope(fetch(&client, &url)).await?;
-
-        assert_eq!(response.status().as_u16(), 200);
-        assert_eq!(response.text().await?, "rex");
-        assert_eq!(server.hits(), 2);
-        assert_eq!(server.gaps(), [Duration::from_secs(1)]);
-        Ok(())
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn exhaustion_keeps_the_last_failed_response_with_its_body() -> TestResult {
-        let registry = registry("delay = \"10ms\"\nattempts = 1")?;
-        let server = Server::start(|n| (500, format!("down {n}"))).await?;
-        let client = reqwest::Client::new();
-        let url = format!("http://{}/pets/1", server.addr());
-
-        let out = registry.scope(fetch(&client, &url)).await;
-
-        assert_eq!(server.hits(), 2);
-        let Err(StoreError::Resilience(Error::RetryExhausted(e))) = out else {
-            panic!("expected RetryExhausted, got {out:?}");
-        };
-        let Ok(failed) = e.last.downcast::<FailedValue>() else {
-            panic!("the last failure is a failed value");
-        };
-        let Ok(response) = failed.into_value::<reqwest::Response>() else {
-            panic!("the failed value is the response");
-        };
-        assert_eq!(response.status().as_u16(), 500);
-        assert_eq!(response.text().await?, "down 2");
-        Ok(())
-    }
+/// reqwest 0.12 (`--features reqwest-0-12`), renamed `reqwest012`.
+#[cfg(feature = "reqwest-0-12")]
+mod with_reqwest_0_12 {
+    through_reqwest!(reqwest012);
 }

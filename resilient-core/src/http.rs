@@ -26,7 +26,11 @@
 //! | feature | response type |
 //! |---|---|
 //! | `http` | [`http::Response<B>`](https://docs.rs/http/1/http/response/struct.Response.html) (hyper, axum, and clients built on them) |
-//! | `reqwest` | [`reqwest::Response`](https://docs.rs/reqwest/0.13/reqwest/struct.Response.html) |
+//! | `reqwest` | [`reqwest::Response`](https://docs.rs/reqwest/0.13/reqwest/struct.Response.html) of reqwest 0.13 |
+//! | `reqwest-0-12` | [`reqwest::Response`](https://docs.rs/reqwest/0.12/reqwest/struct.Response.html) of reqwest 0.12 |
+//!
+//! Both reqwest features imply `http`, and they can be enabled together (an
+//! application whose dependencies use both reqwest versions).
 //!
 //! Another client's response type can implement [`HttpResponse`].
 //!
@@ -98,14 +102,16 @@ fn is_failure(status: u16) -> bool {
 
 /// A response that [`Http`] can classify: its status and its headers.
 ///
-/// Implemented for `http::Response<B>` with the `http` feature and for
-/// `reqwest::Response` with the `reqwest` feature. `Send + Sync + 'static`
-/// so that the last failed response can be kept in
-/// [`Error::RetryExhausted`](crate::Error::RetryExhausted).
+/// Implemented for `http::Response<B>` with the `http` feature, for
+/// `reqwest::Response` of reqwest 0.13 with the `reqwest` feature and for
+/// `reqwest::Response` of reqwest 0.12 with the `reqwest-0-12` feature (the
+/// orphan rule keeps an application from implementing it for reqwest's type
+/// itself). `Send + Sync + 'static` so that the last failed response can be
+/// kept in [`Error::RetryExhausted`](crate::Error::RetryExhausted).
 #[diagnostic::on_unimplemented(
     message = "`classify = http` cannot classify `{Self}`",
     label = "not an HTTP response that `resilient_core::http::Http` knows",
-    note = "a spec declared with `classify = http` classifies fns returning `Result<http::Response<B>, E>` (enable the `http` feature of `resilient-core`) or `Result<reqwest::Response, E>` (enable its `reqwest` feature)",
+    note = "a spec declared with `classify = http` classifies fns returning `Result<http::Response<B>, E>` (enable the `http` feature of `resilient-core`) or `Result<reqwest::Response, E>` (reqwest 0.13: enable its `reqwest` feature; reqwest 0.12: enable its `reqwest-0-12` feature)",
     note = "for another response type, implement `resilient_core::http::HttpResponse` for it, or classify it yourself with `classify = custom`"
 )]
 pub trait HttpResponse: Send + Sync + 'static {
@@ -158,8 +164,21 @@ impl<B: Send + Sync + 'static> HttpResponse for ::http::Response<B> {
     }
 }
 
+// Both reqwest versions build on `http` 1.x: their header values are
+// `http::HeaderValue`.
 #[cfg(feature = "reqwest")]
 impl HttpResponse for ::reqwest::Response {
+    fn status(&self) -> u16 {
+        self.status().as_u16()
+    }
+
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers().get(name).map(::http::HeaderValue::as_bytes)
+    }
+}
+
+#[cfg(feature = "reqwest-0-12")]
+impl HttpResponse for ::reqwest012::Response {
     fn status(&self) -> u16 {
         self.status().as_u16()
     }
