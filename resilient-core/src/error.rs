@@ -34,18 +34,16 @@ pub enum Error {
     /// built without this spec, or (in tests) the call ran where no
     /// [`Registry::scope`](crate::Registry::scope) or
     /// [`Registry::set_default`](crate::Registry::set_default) reaches while
-    /// one is alive, such as a task spawned onto another thread.
-    #[error(
-        "`{spec}` has no settings: call `resilient_config::init` at startup, \
-         or build the registry in use with this spec (its config path is `{path}`); \
-         in a test, a task spawned inside `Registry::scope` is outside it: \
-         use `Registry::set_default` on a current-thread runtime"
-    )]
+    /// one is alive, such as a task on another worker thread. `reason` says
+    /// which, and the message what to do.
+    #[error("{}", reason.message(spec, path))]
     NotConfigured {
         /// The spec type's name.
         spec: &'static str,
         /// The spec's config path.
         path: &'static str,
+        /// Why the call found no settings.
+        reason: Unconfigured,
     },
 
     /// A circuit breaker rejected the call without running it.
@@ -113,6 +111,41 @@ pub enum Error {
     /// ```
     #[error(transparent)]
     RetryExhausted(Box<Exhausted>),
+}
+
+/// Why a call found no settings for its spec ([`Error::NotConfigured`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unconfigured {
+    /// No registry is installed, and no test registry is in use anywhere
+    /// in the process: `resilient_config::init` was not called (yet).
+    NothingInstalled,
+    /// The registry in use (installed, or a test's) was built without
+    /// this spec.
+    NotInRegistry,
+    /// A test registry ([`Registry::scope`](crate::Registry::scope) or
+    /// [`Registry::set_default`](crate::Registry::set_default)) is in use
+    /// in this process, but this call runs outside it, as a task on
+    /// another thread of a multi-thread runtime does. The installed
+    /// registry is never used then, so that a test cannot silently run
+    /// with the application's settings.
+    OutsideTestRegistry,
+}
+
+impl Unconfigured {
+    fn message(self, spec: &str, path: &str) -> String {
+        match self {
+            Unconfigured::NothingInstalled => format!(
+                "`{spec}` has no settings: no registry is installed; call `resilient_config::init` at startup (the spec's config path is `{path}`)"
+            ),
+            Unconfigured::NotInRegistry => format!(
+                "`{spec}` has no settings in the registry in use: build it with this spec (`.spec::<{spec}>()`, with a section at `{path}`)"
+            ),
+            Unconfigured::OutsideTestRegistry => format!(
+                "`{spec}` has no settings here: a test registry is in use in this process (`Registry::scope` or `Registry::set_default`), but this call runs outside it, as a task on another thread of a multi-thread runtime does; build the runtime with `registry.set_default_on(&mut builder)` so that every thread it starts uses the registry, or run the task's future in `registry.scope(..)`"
+            ),
+        }
+    }
 }
 
 /// How retry gave up: what [`Error::RetryExhausted`] holds.

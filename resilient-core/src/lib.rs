@@ -187,7 +187,7 @@ pub mod __private;
 
 pub use circuit_breaker::{CircuitBreakerHandle, CircuitBreakerSpec, Permit};
 pub use concurrency::{ConcurrencyLimitHandle, ConcurrencyLimitSpec, ConcurrencyPermit};
-pub use error::{BoxError, Error, Exhausted, FailedValue, GaveUp};
+pub use error::{BoxError, Error, Exhausted, FailedValue, GaveUp, Unconfigured};
 pub use rate_limiter::{RateLimiterHandle, RateLimiterSpec};
 pub use registry::{
     AlreadyInstalled, DefaultGuard, Registry, RegistryBuilder, Snapshot, SpecSnapshot,

@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::circuit_breaker::{Breaker, CircuitBreakerSettings, Counts, State};
 use crate::concurrency::{ConcurrencyLimitSettings, Limiter};
-use crate::error::Error;
+use crate::error::{Error, Unconfigured};
 use crate::rate_limiter::{RateLimiter, RateLimiterSettings};
 use crate::retry::{Retry, RetrySettings};
 use crate::settings::{Problem, Section, Value};
@@ -208,20 +208,23 @@ pub(crate) struct Key {
 
 impl Key {
     /// The error of a call whose spec has no instance in the registry in use.
+    #[cold]
     pub(crate) fn not_configured(&self) -> Error {
+        let reason = unconfigured();
+        let error = Error::NotConfigured {
+            spec: self.name,
+            path: self.path,
+            reason,
+        };
         let logged = &(self.slot)().not_configured_logged;
         if !logged.load(Ordering::Relaxed) && !logged.swap(true, Ordering::Relaxed) {
             tracing::error!(
                 target: "resilient::registry",
-                spec = self.name, path = self.path,
-                "`{}` was called, but the registry in use has no settings for it: build and install the registry at startup (`resilient_config::init`), with a section at `{}`; until then every call of this spec fails with `NotConfigured` (logged once per spec)",
-                self.name, self.path
+                spec = self.name, path = self.path, reason = ?reason,
+                "{error}; every call of this spec that finds no settings fails with `NotConfigured` (logged once per spec)"
             );
         }
-        Error::NotConfigured {
-            spec: self.name,
-            path: self.path,
-        }
+        error
     }
 
     /// The key of spec `S`; a constant, so that generated code keeps a
@@ -411,9 +414,11 @@ impl Registry {
     /// ```
     ///
     /// Tasks that run on other threads (a multi-thread runtime's workers) are
-    /// not covered: wrap each request's future in [`scope`](Self::scope)
-    /// there. While a default or scope is alive, a call that neither covers
-    /// fails with [`Error::NotConfigured`]; it never uses the installed
+    /// not covered: build that runtime with
+    /// [`set_default_on`](Self::set_default_on), or wrap each request's
+    /// future in [`scope`](Self::scope). While a default or scope is alive,
+    /// a call that neither covers fails with [`Error::NotConfigured`]
+    /// ([`Unconfigured::OutsideTestRegistry`]); it never uses the installed
     /// registry.
     pub fn set_default(&self) -> DefaultGuard {
         ACTIVE.fetch_add(1, Ordering::AcqRel);
@@ -422,6 +427,49 @@ impl Registry {
             previous,
             _not_send: PhantomData,
         }
+    }
+
+    /// Makes this registry the default of every thread that the runtime
+    /// `builder` builds starts (its workers and its blocking threads), as
+    /// [`set_default`](Self::set_default) does for one thread: what a test
+    /// of a server on a multi-thread runtime needs, whose requests run on
+    /// any worker.
+    ///
+    /// It sets the builder's `on_thread_start` and `on_thread_stop` hooks
+    /// (tokio keeps one of each, so a hook set before is replaced). Each
+    /// thread keeps the registry until it stops; the runtime's threads
+    /// stop when it is dropped or shut down.
+    ///
+    /// ```
+    /// # use resilient_core::{Registry, RetrySpec};
+    /// # #[derive(RetrySpec)] #[spec("resilient.retry.pet")] pub struct PetRetry;
+    /// # async fn serve() {}
+    /// # fn demo(registry: Registry) -> std::io::Result<()> {
+    /// let runtime = registry
+    ///     .set_default_on(tokio::runtime::Builder::new_multi_thread().enable_all())
+    ///     .build()?;
+    /// // A server spawned on it, and every task it spawns on any worker,
+    /// // uses `registry`.
+    /// runtime.block_on(async { tokio::spawn(serve()).await })?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_default_on<'b>(
+        &self,
+        builder: &'b mut tokio::runtime::Builder,
+    ) -> &'b mut tokio::runtime::Builder {
+        thread_local! {
+            static RUNTIME_DEFAULT: RefCell<Option<DefaultGuard>> = const { RefCell::new(None) };
+        }
+        let registry = self.clone();
+        builder
+            .on_thread_start(move || {
+                let guard = registry.set_default();
+                let _ = RUNTIME_DEFAULT.try_with(|d| *d.borrow_mut() = Some(guard));
+            })
+            .on_thread_stop(|| {
+                let _ = RUNTIME_DEFAULT.try_with(|d| d.borrow_mut().take());
+            })
     }
 
     fn instance(&self, type_id: TypeId) -> Option<&Instance> {
@@ -572,6 +620,23 @@ impl Instance {
             Instance::Timeout(_) | Instance::RateLimiter(_) => {}
         }
         snapshot
+    }
+}
+
+/// Why a call just found no instance of its spec: as [`lookup`] looks.
+fn unconfigured() -> Unconfigured {
+    if ACTIVE.load(Ordering::Acquire) == 0 {
+        return match INSTALLED.get() {
+            Some(_) => Unconfigured::NotInRegistry,
+            None => Unconfigured::NothingInstalled,
+        };
+    }
+    let in_scope = SCOPED.try_with(|_| ()).is_ok()
+        || DEFAULT.try_with(|d| d.borrow().is_some()).unwrap_or(false);
+    if in_scope {
+        Unconfigured::NotInRegistry
+    } else {
+        Unconfigured::OutsideTestRegistry
     }
 }
 

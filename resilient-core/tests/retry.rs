@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use resilient_core::retry::RETRY_TRAIL_MAX;
 use resilient_core::settings::Value;
-use resilient_core::{retryable, Classify, Error, GaveUp, Registry, RetrySpec, Verdict};
+use resilient_core::{
+    retryable, Classify, Error, GaveUp, Registry, RetrySpec, Unconfigured, Verdict,
+};
 use tokio::time::Instant;
 
 // ---------------------------------------------------------------- fixtures
@@ -673,7 +675,8 @@ async fn a_spec_without_settings_returns_not_configured_through_the_fn_error() {
         out,
         Err(Error::NotConfigured {
             spec: "Linear",
-            path: "test.retry.linear"
+            path: "test.retry.linear",
+            reason: Unconfigured::NothingInstalled,
         })
     ));
     let out = annotated_free_fn(calls.clone(), "x".into()).await;
@@ -690,6 +693,7 @@ async fn a_spec_without_settings_returns_not_configured_through_the_fn_error() {
             out,
             Err(TestError::Resilience(Error::NotConfigured {
                 spec: "Linear",
+                reason: Unconfigured::NotInRegistry,
                 ..
             }))
         ),

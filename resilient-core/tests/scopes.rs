@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Once};
 
 use resilient_core::settings::Value;
-use resilient_core::{retryable, Error, RetrySpec};
+use resilient_core::{retryable, Error, RetrySpec, Unconfigured};
 
 #[derive(RetrySpec)]
 #[spec("scopes.retry.main")]
@@ -47,8 +47,11 @@ fn install() {
     });
 }
 
-fn not_configured(out: &Result<(), TestError>) -> bool {
-    matches!(out, Err(TestError::Resilience(Error::NotConfigured { .. })))
+fn reason(out: &Result<(), TestError>) -> Option<Unconfigured> {
+    match out {
+        Err(TestError::Resilience(Error::NotConfigured { reason, .. })) => Some(*reason),
+        _ => None,
+    }
 }
 
 /// A task spawned onto another worker inside a scope is outside the scope:
@@ -70,8 +73,81 @@ fn a_task_outside_the_scope_never_uses_the_installed_registry() {
             .await
             .expect("task")
     }));
-    assert!(not_configured(&out), "{out:?}");
+    assert_eq!(
+        reason(&out),
+        Some(Unconfigured::OutsideTestRegistry),
+        "{out:?}"
+    );
+    let message = out.map_err(|e| e.to_string()).expect_err("not configured");
+    assert!(
+        message.contains("registry.set_default_on(&mut builder)"),
+        "the message names the way that works: {message}"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 0, "the body never ran");
+}
+
+/// A multi-thread runtime built with `set_default_on`: every worker (and
+/// blocking thread) uses the test's registry, so 64 tasks spawned from
+/// anywhere each run the body once (`attempts = 0`), not four times with
+/// the installed settings, and none fails with `NotConfigured`.
+#[test]
+fn set_default_on_covers_every_thread_of_a_multi_thread_runtime() {
+    install();
+    let test = registry::<R>(attempts(0));
+    let rt = test
+        .set_default_on(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_time(),
+        )
+        .build()
+        .expect("runtime");
+    let runs = Arc::new(AtomicU32::new(0));
+    let threads = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let outs = rt.block_on(async {
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let (runs, threads) = (Arc::clone(&runs), Arc::clone(&threads));
+                tokio::spawn(async move {
+                    // Spawned again from the worker it runs on, as a server
+                    // spawns a task per request.
+                    tokio::spawn(async move {
+                        tokio::task::yield_now().await;
+                        if let Ok(mut t) = threads.lock() {
+                            t.insert(format!("{:?}", std::thread::current().id()));
+                        }
+                        always_down(&runs).await
+                    })
+                    .await
+                    .expect("task")
+                })
+            })
+            .collect();
+        let mut outs = Vec::new();
+        for t in tasks {
+            outs.push(t.await.expect("task"));
+        }
+        outs.push(
+            tokio::task::spawn_blocking({
+                let runs = Arc::clone(&runs);
+                move || tokio::runtime::Handle::current().block_on(always_down(&runs))
+            })
+            .await
+            .expect("blocking task"),
+        );
+        outs
+    });
+    assert!(
+        outs.iter().all(|o| matches!(o, Err(TestError::Down))),
+        "{outs:?}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 65, "one run per call");
+    // Spawned tasks run on the workers, never on the thread that blocks
+    // on the runtime: none of these calls could have found a default set
+    // by the test itself.
+    let me = format!("{:?}", std::thread::current().id());
+    let threads = threads.lock().expect("threads").clone();
+    assert!(!threads.is_empty() && !threads.contains(&me), "{threads:?}");
 }
 
 /// Under `set_default` on a current-thread runtime, every task (the test's,
@@ -164,6 +240,6 @@ fn a_scope_without_the_spec_gives_not_configured() {
     let empty = registry::<Other>(attempts(0));
     let runs = AtomicU32::new(0);
     let out = rt.block_on(empty.scope(always_down(&runs)));
-    assert!(not_configured(&out), "{out:?}");
+    assert_eq!(reason(&out), Some(Unconfigured::NotInRegistry), "{out:?}");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
