@@ -39,7 +39,11 @@ async fn health_lists_every_spec_and_shows_an_open_breaker(
         ]
     );
     assert_eq!(specs[0]["kind"], "circuit_breaker");
-    assert_eq!(specs[0]["state"], "closed");
+    assert_eq!(specs[0]["status"]["state"], "closed");
+    // The settings running, as the config writes them.
+    assert_eq!(specs[0]["settings"]["wait_duration_in_open_state"], "1m");
+    assert_eq!(specs[1]["settings"]["delay"], "1ms");
+    assert_eq!(specs[2]["settings"]["duration"], "2s");
 
     // A store that always fails: the retry gives up, the breaker opens.
     let server = Server::start(|_| (503, "down".to_owned())).await?;
@@ -48,7 +52,7 @@ async fn health_lists_every_spec_and_shows_an_open_breaker(
     assert_eq!(server.hits(), 2);
 
     let after: serde_json::Value = serde_json::from_str(&get(addr, "/health").await?.body)?;
-    assert_eq!(after["specs"][0]["state"], "open");
+    assert_eq!(after["specs"][0]["status"]["state"], "open");
     assert_eq!(get(addr, "/other").await?.status, 404);
     assert_eq!(
         get(addr, "/metrics").await?.status,

@@ -1,4 +1,6 @@
-//! The error every resilience mechanism ends a call with.
+//! The error every resilience mechanism ends a call with, and the breaker
+//! states it names (at the bottom of the crate with it: a breaker's
+//! rejection says which state rejected the call).
 
 use std::any::Any;
 use std::error::Error as StdError;
@@ -53,7 +55,7 @@ pub enum Error {
         spec: &'static str,
         /// The state that rejected the call: open, half-open with every probe
         /// taken, or forced open.
-        state: crate::circuit_breaker::State,
+        state: State,
         /// When open: the rest of `wait_duration_in_open_state`, after which
         /// the next call is a probe. `None` in the other states, which end at
         /// no known time. A retry outside the breaker with
@@ -262,5 +264,41 @@ impl FailedValue {
                 status: self.status,
             }),
         }
+    }
+}
+
+/// A breaker's state, as [`Error::CallNotPermitted`](crate::Error::CallNotPermitted) and
+/// [`CircuitBreakerHandle::state`](crate::circuit_breaker::CircuitBreakerHandle::state) report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
+#[non_exhaustive]
+pub enum State {
+    /// Calls go through and are counted.
+    Closed,
+    /// Calls are rejected until the wait is over.
+    Open,
+    /// A few probes go through.
+    HalfOpen,
+    /// Opened by hand ([`CircuitBreakerHandle::force_open`](crate::circuit_breaker::CircuitBreakerHandle::force_open)): every call is
+    /// rejected until [`CircuitBreakerHandle::reset`](crate::circuit_breaker::CircuitBreakerHandle::reset).
+    ForcedOpen,
+    /// Turned off (by config or [`CircuitBreakerHandle::disable`](crate::circuit_breaker::CircuitBreakerHandle::disable)): every call
+    /// goes through and nothing is counted.
+    Disabled,
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half-open",
+            State::ForcedOpen => "forced open",
+            State::Disabled => "disabled",
+        })
     }
 }

@@ -190,10 +190,11 @@ pub use concurrency::{ConcurrencyLimitHandle, ConcurrencyLimitSpec, ConcurrencyP
 pub use error::{BoxError, Error, Exhausted, FailedValue, GaveUp, Unconfigured};
 pub use rate_limiter::{RateLimiterHandle, RateLimiterSpec};
 pub use registry::{
-    AlreadyInstalled, DefaultGuard, Registry, RegistryBuilder, Snapshot, SpecSnapshot,
+    AlreadyInstalled, DefaultGuard, Mechanism, Registry, RegistryBuilder, Reloaded, Snapshot, Spec,
+    SpecChange, SpecEntry, SpecSnapshot, Subscription,
 };
 pub use retry::{RetryHandle, RetrySpec};
-pub use spec::{AllErrors, Classifier, Classify, Spec, SpecEntry, SpecKind, Verdict};
+pub use spec::{AllErrors, Classifier, Classify, SpecKind, Verdict};
 pub use timeout::{TimeoutHandle, TimeoutSpec};
 
 /// Retries an `async fn` under a retry spec: `#[retryable(PetRetry)]`.

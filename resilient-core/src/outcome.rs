@@ -57,3 +57,33 @@ pub(crate) fn classify<T, E>(
 pub(crate) async fn lifted<T, E>(call: impl Future<Output = Result<T, E>>) -> Result<T, Fail<E>> {
     call.await.map_err(Fail::Body)
 }
+
+/// The return type of an annotated fn.
+#[diagnostic::on_unimplemented(
+    message = "a resilient fn must return `Result<_, _>`, not `{Self}`",
+    label = "expected `Result<_, _>`",
+    note = "resilience attributes report failures through the fn's error type: return `Result<T, E>` where `E: From<resilient_core::Error>`"
+)]
+pub trait ResultType {
+    /// The success type.
+    type Ok;
+    /// The error type.
+    type Err;
+    /// The value as a `Result`.
+    fn into_result(self) -> Result<Self::Ok, Self::Err>;
+    /// The value from a `Result`.
+    fn from_result(result: Result<Self::Ok, Self::Err>) -> Self;
+}
+
+impl<T, E> ResultType for Result<T, E> {
+    type Ok = T;
+    type Err = E;
+    #[inline]
+    fn into_result(self) -> Self {
+        self
+    }
+    #[inline]
+    fn from_result(result: Self) -> Self {
+        result
+    }
+}

@@ -8,24 +8,24 @@ use std::pin::Pin;
 pub use inventory;
 
 use crate::circuit_breaker::BreakerCall;
-pub use crate::circuit_breaker::CircuitBreakerSpec;
+pub use crate::circuit_breaker::{Breaker, CircuitBreakerSpec};
 use crate::concurrency::LimitCall;
-pub use crate::concurrency::{ConcurrencyLimitSpec, Enter};
+pub use crate::concurrency::{ConcurrencyLimitSpec, Enter, Limiter};
 pub use crate::error::Error;
 pub use crate::fallback::{Answer, FallbackFn, FallbackOn, FallbackOutput};
 pub use crate::http::Http;
-pub use crate::outcome::Fail;
+pub use crate::outcome::{Fail, ResultType};
 use crate::rate_limiter::RateCall;
-pub use crate::rate_limiter::RateLimiterSpec;
-pub use crate::registry::Slot;
+pub use crate::rate_limiter::{RateLimiter, RateLimiterSpec};
 use crate::registry::{CallInstance, Key};
+pub use crate::registry::{Slot, Spec, SpecEntry};
 use crate::retry::{By, Judge, RetryCall};
 pub use crate::retry::{
-    Exhaustion, OpsOf, RetryOps, RetrySpec, ReturnError, ReturnLastFailure, Step,
+    Exhaustion, OpsOf, Retry, RetryOps, RetrySpec, ReturnError, ReturnLastFailure, Step,
 };
-pub use crate::spec::{AllErrors, Classifier, Classify, Spec, SpecEntry, SpecKind, Verdict};
-pub use crate::timeout::TimeoutSpec;
+pub use crate::spec::{AllErrors, Classifier, Classify, Verdict};
 use crate::timeout::{Bounded, TimeoutCall, Timer, TimerSleep};
+pub use crate::timeout::{Timeout, TimeoutSpec};
 
 /// The retry operations of spec `S` for a fn returning `R`: where
 /// `#[retryable(S)]` states every requirement, each once, on a type the user
@@ -116,8 +116,8 @@ where
     S::Classifier: Classify<T, E>,
 {
     let ops = ops.0.judged_by(By::<S::Classifier>::new());
-    let instance = crate::registry::lookup_retry(ops.key).map(CallInstance::Shared);
-    RetryCall::start(ops, instance)
+    let instance = crate::registry::lookup(ops.key).map(CallInstance::Shared);
+    RetryCall::new(ops, instance)
 }
 
 /// The breaker of spec `S` for a fn returning `R`; see [`retry_ops`].
@@ -148,38 +148,46 @@ where
     S::Classifier: Classify<T, E>,
 {
     let ops = crate::circuit_breaker::ops::<S, T, E>();
-    let instance = crate::registry::lookup_breaker(ops.key).map(CallInstance::Shared);
+    let instance = crate::registry::lookup(ops.key).map(CallInstance::Shared);
     BreakerCall::new(ops, instance)
 }
 
 /// Where a spec without classification lives: its name, path, type and
 /// slot.
-#[derive(Debug, Clone, Copy)]
-pub struct SpecRef(&'static Key);
+#[derive(Debug)]
+pub struct SpecRef<M: 'static>(&'static Key<M>);
 
-fn spec_ref<S: Spec>() -> SpecRef {
+impl<M> Clone for SpecRef<M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M> Copy for SpecRef<M> {}
+
+fn spec_ref<S: Spec>() -> SpecRef<S::Mechanism> {
     SpecRef(const { &Key::of::<S>() })
 }
 
 /// The timeout spec `S`, checked where the user named it.
-pub fn timeout_spec<S: TimeoutSpec>() -> SpecRef {
+pub fn timeout_spec<S: TimeoutSpec>() -> SpecRef<Timeout> {
     spec_ref::<S>()
 }
 
 /// The concurrency limit spec `S`, checked where the user named it.
-pub fn concurrency_spec<S: ConcurrencyLimitSpec>() -> SpecRef {
+pub fn concurrency_spec<S: ConcurrencyLimitSpec>() -> SpecRef<Limiter> {
     spec_ref::<S>()
 }
 
 /// The rate limiter spec `S`, checked where the user named it.
-pub fn rate_spec<S: RateLimiterSpec>() -> SpecRef {
+pub fn rate_spec<S: RateLimiterSpec>() -> SpecRef<RateLimiter> {
     spec_ref::<S>()
 }
 
 /// Starts a call under the timeout spec `spec`.
 #[inline(always)]
-pub fn timeout(spec: SpecRef) -> TimeoutCall<'static> {
-    let instance = crate::registry::lookup_timeout(spec.0).map(CallInstance::Shared);
+pub fn timeout(spec: SpecRef<Timeout>) -> TimeoutCall<'static> {
+    let instance = crate::registry::lookup(spec.0).map(CallInstance::Shared);
     TimeoutCall::new(spec.0, instance)
 }
 
@@ -202,15 +210,15 @@ pub fn unarmed() -> TimerSleep {
 
 /// Starts a call under the concurrency limit spec `spec`.
 #[inline(always)]
-pub fn concurrency_limit(spec: SpecRef) -> LimitCall<'static> {
-    let instance = crate::registry::lookup_concurrency(spec.0).map(CallInstance::Shared);
+pub fn concurrency_limit(spec: SpecRef<Limiter>) -> LimitCall<'static> {
+    let instance = crate::registry::lookup(spec.0).map(CallInstance::Shared);
     LimitCall::new(spec.0, instance)
 }
 
 /// Starts a call under the rate limiter spec `spec`.
 #[inline(always)]
-pub fn rate_limited(spec: SpecRef) -> RateCall {
-    RateCall::new(spec.0, crate::registry::lookup_rate(spec.0))
+pub fn rate_limited(spec: SpecRef<RateLimiter>) -> RateCall {
+    RateCall::new(spec.0, crate::registry::lookup(spec.0))
 }
 
 /// The outcome of what is inside a `#[fallback]`, passed on (`Ok`), or the
@@ -285,36 +293,6 @@ where
     R: ResultType<Ok = T, Err = E>,
 {
     R::from_result(outcome.map_err(|fail| fail.into_error(wrap)))
-}
-
-/// The return type of an annotated fn.
-#[diagnostic::on_unimplemented(
-    message = "a resilient fn must return `Result<_, _>`, not `{Self}`",
-    label = "expected `Result<_, _>`",
-    note = "resilience attributes report failures through the fn's error type: return `Result<T, E>` where `E: From<resilient_core::Error>`"
-)]
-pub trait ResultType {
-    /// The success type.
-    type Ok;
-    /// The error type.
-    type Err;
-    /// The value as a `Result`.
-    fn into_result(self) -> Result<Self::Ok, Self::Err>;
-    /// The value from a `Result`.
-    fn from_result(result: Result<Self::Ok, Self::Err>) -> Self;
-}
-
-impl<T, E> ResultType for Result<T, E> {
-    type Ok = T;
-    type Err = E;
-    #[inline]
-    fn into_result(self) -> Self {
-        self
-    }
-    #[inline]
-    fn from_result(result: Self) -> Self {
-        result
-    }
 }
 
 /// An error type that can carry a resilience failure.

@@ -13,7 +13,26 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::spec::SpecEntry;
+/// How settings show their durations when serialized: as the config
+/// writes them (`"100ms"`), not as seconds and nanoseconds.
+#[cfg(feature = "serde")]
+pub(crate) mod ser {
+    use std::time::Duration;
+
+    pub(crate) fn duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&humantime::format_duration(*d))
+    }
+
+    pub(crate) fn option_duration<S: serde::Serializer>(
+        d: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => duration(d, s),
+            None => s.serialize_none(),
+        }
+    }
+}
 
 /// A configuration value, as read from a file or the environment.
 ///
@@ -180,6 +199,35 @@ impl<'a> Section<'a> {
             table,
             known: Vec::new(),
             problems,
+        }
+    }
+
+    /// Starts reading the optional section of `name` at `path` in `root`:
+    /// as [`root`](Self::root), but a missing section is no problem (every
+    /// key then takes its default).
+    pub fn optional(
+        name: &'static str,
+        path: &'static str,
+        root: &'a Value,
+        problems: &'a mut Vec<Problem>,
+    ) -> Self {
+        let mut node = Some(root);
+        for part in path.split('.') {
+            node = match node {
+                Some(Value::Table(t)) => t.get(part),
+                _ => None,
+            };
+        }
+        match node {
+            None | Some(Value::Nil) => Self {
+                spec: name,
+                path,
+                prefix: String::new(),
+                table: None,
+                known: Vec::new(),
+                problems,
+            },
+            Some(_) => Self::root(name, path, root, problems),
         }
     }
 
@@ -496,47 +544,6 @@ impl<'a> Section<'a> {
             });
         }
     }
-}
-
-/// Reports each path that specs of different kinds share, once, naming
-/// them all, and returns those paths: their sections are not read, since one
-/// table cannot hold the settings of two mechanisms and reading it for each
-/// would report every key of one as unknown to the other.
-pub(crate) fn shared_sections(
-    entries: &[&SpecEntry],
-    problems: &mut Vec<Problem>,
-) -> Vec<&'static str> {
-    let mut shared = Vec::new();
-    for entry in entries {
-        if shared.contains(&entry.path) {
-            continue;
-        }
-        let mut on_path: Vec<&SpecEntry> = entries
-            .iter()
-            .copied()
-            .filter(|e| e.path == entry.path)
-            .collect();
-        if on_path.iter().all(|e| e.kind == entry.kind) {
-            continue;
-        }
-        on_path.sort_by_key(|e| e.name);
-        let named = on_path
-            .iter()
-            .map(|e| format!("`{}` (a {} spec)", e.name, e.kind))
-            .collect::<Vec<_>>()
-            .join(", ");
-        problems.push(Problem {
-            spec: on_path[0].name,
-            path: entry.path,
-            key: String::new(),
-            rule: format!(
-                "is the section of specs of different kinds: {named}; one section configures one mechanism, so give each spec its own path in `#[spec(\"..\")]`"
-            ),
-            found: None,
-        });
-        shared.push(entry.path);
-    }
-    shared
 }
 
 /// The existing section nearest to the missing `path`: at the first segment

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use resilient_core::circuit_breaker::State;
+use resilient_core::circuit_breaker::{self, State};
 use resilient_core::settings::Value;
 use resilient_core::telemetry::{Event, StoppedBy};
 use resilient_core::{
@@ -20,6 +20,7 @@ use resilient_core::{
     CircuitBreakerSpec, ConcurrencyLimitSpec, Error, RateLimiterSpec, Registry, RetrySpec,
     SpecKind, TimeoutSpec,
 };
+use resilient_core::{concurrency, retry};
 use tracing::Level;
 
 #[derive(Debug, thiserror::Error)]
@@ -800,7 +801,7 @@ async fn listeners_receive_typed_events_for_all_specs_or_for_one() {
         Event::Rejected {
             spec: "EventBreaker",
             path: "telemetry.events.breaker",
-            kind: SpecKind::CircuitBreaker,
+            kind: SpecKind::CIRCUIT_BREAKER,
             retry_after: Some(Duration::from_secs(1)),
         },
         Event::FallbackTaken {
@@ -809,7 +810,7 @@ async fn listeners_receive_typed_events_for_all_specs_or_for_one() {
         Event::Rejected {
             spec: "EventRate",
             path: "telemetry.events.rate",
-            kind: SpecKind::RateLimiter,
+            kind: SpecKind::RATE_LIMITER,
             retry_after: Some(Duration::from_secs(1)),
         },
     ];
@@ -873,14 +874,24 @@ fn the_snapshot_lists_every_spec_with_its_state_counts_places_and_tokens() {
     let [b, p, r] = &snapshot.specs[..] else {
         unreachable!()
     };
+    assert_eq!((b.spec, b.kind), ("SnapBreaker", SpecKind::CIRCUIT_BREAKER));
+    let status = b
+        .status::<circuit_breaker::Metrics>()
+        .expect("a breaker's metrics");
+    assert_eq!(status.state, State::Closed);
+    assert_eq!((status.window.total, status.window.failures), (1, 0));
+    assert_eq!(status.failure_rate, Some(0));
+    let settings = b
+        .settings::<circuit_breaker::CircuitBreakerSettings>()
+        .expect("a breaker's settings");
+    assert_eq!(settings.minimum_required_calls, 1);
+    let places = p.status::<concurrency::Places>().expect("a limit's places");
+    assert_eq!((places.permits_in_use, places.permits_limit), (1, 3));
+    assert!(p.status::<circuit_breaker::Metrics>().is_none());
+    let budget = r.status::<retry::BudgetTokens>().expect("a budget");
+    assert_eq!(budget.budget_tokens, 5.0);
     assert_eq!(
-        (b.spec, b.kind, b.state),
-        ("SnapBreaker", SpecKind::CircuitBreaker, Some(State::Closed))
+        r.settings::<retry::RetrySettings>().map(|s| s.attempts),
+        Some(2)
     );
-    assert_eq!(b.window.map(|w| (w.total, w.failures)), Some((1, 0)));
-    assert_eq!(b.failure_rate, Some(0));
-    assert_eq!((p.permits_in_use, p.permits_limit), (Some(1), Some(3)));
-    assert_eq!(p.state, None);
-    assert_eq!(r.budget_tokens, Some(5.0));
-    assert_eq!(r.permits_in_use, None);
 }

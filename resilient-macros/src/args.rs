@@ -5,7 +5,7 @@ use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{LitStr, Path, Token};
 
-use crate::chain::Kind;
+use crate::model::{FallbackArgs, FallbackOn, Kind};
 
 /// Parses the tokens inside `#[retryable(..)]`; `span` is where to report a
 /// missing spec.
@@ -70,27 +70,6 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
         Ok(path)
     };
     parser.parse2(tokens)
-}
-
-/// What `#[fallback(..)]` says.
-pub(crate) struct FallbackArgs {
-    /// The `method = ".."` string, for spans.
-    pub(crate) method: LitStr,
-    /// The fallback's path, as written in the string.
-    pub(crate) target: Path,
-    /// The argument names listed in the string, in order.
-    pub(crate) args: Vec<syn::Ident>,
-    /// Which failures it handles.
-    pub(crate) on: FallbackOn,
-}
-
-/// Which failures a fallback handles.
-pub(crate) enum FallbackOn {
-    Any,
-    Resilience,
-    Rejection,
-    Timeout,
-    When(Path),
 }
 
 const FALLBACK_EXAMPLE: &str = "#[fallback(method = \"cached(id)\")]";

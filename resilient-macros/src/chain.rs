@@ -1,4 +1,5 @@
-//! The chain model: which resilience attributes a fn carries, in order.
+//! The entry of every resilience attribute: the chain of attributes a fn
+//! carries, collected in order, parsed, checked and expanded.
 //!
 //! Rust expands attribute macros from the top down, and the first one sees the
 //! others still on the item. So the first resilience attribute takes every
@@ -7,108 +8,11 @@
 
 use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
-use syn::{Attribute, ItemFn, Meta, Path};
+use syn::{ItemFn, Meta};
 
 use crate::diag::{self, Errors};
+use crate::model::{Kind, Layer, LayerArgs};
 use crate::{args, expand};
-
-/// A resilience mechanism, as named by its attribute.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Kind {
-    Retry,
-    CircuitBreaker,
-    Timeout,
-    ConcurrencyLimit,
-    RateLimiter,
-    Fallback,
-}
-
-impl Kind {
-    const ALL: [Kind; 6] = [
-        Kind::Retry,
-        Kind::CircuitBreaker,
-        Kind::Timeout,
-        Kind::ConcurrencyLimit,
-        Kind::RateLimiter,
-        Kind::Fallback,
-    ];
-
-    pub(crate) fn attr_name(self) -> &'static str {
-        match self {
-            Kind::Retry => "retryable",
-            Kind::CircuitBreaker => "circuit_breakable",
-            Kind::Timeout => "timeout",
-            Kind::ConcurrencyLimit => "concurrency_limit",
-            Kind::RateLimiter => "rate_limited",
-            Kind::Fallback => "fallback",
-        }
-    }
-
-    pub(crate) fn derive_name(self) -> &'static str {
-        match self {
-            Kind::Retry => "RetrySpec",
-            Kind::CircuitBreaker => "CircuitBreakerSpec",
-            Kind::Timeout => "TimeoutSpec",
-            Kind::ConcurrencyLimit => "ConcurrencyLimitSpec",
-            Kind::RateLimiter => "RateLimiterSpec",
-            Kind::Fallback => "",
-        }
-    }
-
-    pub(crate) fn example_spec(self) -> &'static str {
-        match self {
-            Kind::Retry => "PetRetry",
-            Kind::CircuitBreaker => "PetBreaker",
-            Kind::Timeout => "PetTimeout",
-            Kind::ConcurrencyLimit => "Reviews",
-            Kind::RateLimiter => "PetRate",
-            Kind::Fallback => "",
-        }
-    }
-
-    /// Whether the layer may run what is inside it more than once, so that the
-    /// body must be callable again with fresh arguments.
-    pub(crate) fn calls_again(self) -> bool {
-        match self {
-            Kind::Retry => true,
-            Kind::CircuitBreaker
-            | Kind::Timeout
-            | Kind::ConcurrencyLimit
-            | Kind::RateLimiter
-            | Kind::Fallback => false,
-        }
-    }
-
-    /// The mechanism an attribute names: a bare name or any path ending in it.
-    fn of(attr: &Attribute) -> Option<Kind> {
-        let last = attr.path().segments.last()?;
-        Kind::ALL.into_iter().find(|k| last.ident == k.attr_name())
-    }
-}
-
-/// One resilience attribute of the fn.
-pub(crate) struct Layer {
-    pub(crate) kind: Kind,
-    pub(crate) args: LayerArgs,
-}
-
-/// What the attribute says.
-pub(crate) enum LayerArgs {
-    /// The spec type of a mechanism: `#[retryable(PetRetry)]`.
-    Spec(Path),
-    /// `#[fallback(method = "..", ..)]`.
-    Fallback(args::FallbackArgs),
-}
-
-impl Layer {
-    /// The spec type, for the layers that have one.
-    pub(crate) fn spec(&self) -> Option<&Path> {
-        match &self.args {
-            LayerArgs::Spec(spec) => Some(spec),
-            LayerArgs::Fallback(_) => None,
-        }
-    }
-}
 
 fn parse_args(kind: Kind, tokens: TokenStream, span: Span) -> syn::Result<LayerArgs> {
     match kind {

@@ -6,31 +6,9 @@ use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
-use crate::args::FallbackArgs;
-use crate::chain::{Kind, Layer, LayerArgs};
 use crate::diag::Errors;
 use crate::layer;
-
-/// What the layers need to know of the fn they wrap.
-pub(crate) struct Context {
-    /// The fn's return type.
-    pub(crate) ret: TokenStream,
-    /// Whether a layer runs the body more than once.
-    pub(crate) again: bool,
-    /// The fn's receiver, if it is a method.
-    pub(crate) receiver: Option<Receiver>,
-    /// The fn's name.
-    pub(crate) fn_name: Ident,
-}
-
-/// How a method takes `self`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Receiver {
-    /// `&self` (or `self: &Self`): copied.
-    Ref,
-    /// `self`, `self: Arc<Self>` and the like: cloned.
-    Owned,
-}
+use crate::model::{Context, FallbackArgs, Kind, Layer, LayerArgs, Receiver};
 
 fn receiver(sig: &syn::Signature) -> Option<Receiver> {
     sig.receiver().map(|r| {
@@ -465,12 +443,4 @@ fn rename_self(tokens: TokenStream, with: &Ident) -> TokenStream {
         }
     }
     out.into_iter().collect()
-}
-
-/// Where to report a problem with a spec: its last segment (`PetRetry` in
-/// `crate::specs::PetRetry`), since stable Rust cannot join the segments.
-pub(crate) fn spec_span(spec: &syn::Path) -> Span {
-    spec.segments
-        .last()
-        .map_or_else(|| spec.span(), |s| s.ident.span())
 }

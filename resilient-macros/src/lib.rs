@@ -2,15 +2,18 @@
 //!
 //! Use them through `resilient_core`, which re-exports them; the code they
 //! generate names only `::resilient_core::__private`. This crate holds syntax,
-//! diagnostics and code generation only: parsing lives in `args` and
-//! `spec_derive`, the chain model in `chain`, generation in `expand` and one
-//! file per mechanism under `layer`.
+//! diagnostics and code generation only, read from the bottom up: the model
+//! of an annotated fn in `model`, parsing into it in `args` (and
+//! `spec_derive` for the derives), generation from it in `expand` with one
+//! file per mechanism under `layer`, and the entry that runs them in order
+//! in `chain`.
 
 mod args;
 mod chain;
 mod diag;
 mod expand;
 mod layer;
+mod model;
 mod spec_derive;
 
 use proc_macro::TokenStream;
@@ -18,14 +21,14 @@ use proc_macro::TokenStream;
 /// Retries an `async fn` under a retry spec. See `resilient_core::retryable`.
 #[proc_macro_attribute]
 pub fn retryable(attr: TokenStream, item: TokenStream) -> TokenStream {
-    chain::expand(chain::Kind::Retry, attr.into(), item.into()).into()
+    chain::expand(model::Kind::Retry, attr.into(), item.into()).into()
 }
 
 /// Runs an `async fn` through a circuit breaker. See
 /// `resilient_core::circuit_breakable`.
 #[proc_macro_attribute]
 pub fn circuit_breakable(attr: TokenStream, item: TokenStream) -> TokenStream {
-    chain::expand(chain::Kind::CircuitBreaker, attr.into(), item.into()).into()
+    chain::expand(model::Kind::CircuitBreaker, attr.into(), item.into()).into()
 }
 
 /// Declares a circuit breaker spec. See `resilient_core::CircuitBreakerSpec`.
@@ -38,13 +41,13 @@ pub fn derive_circuit_breaker_spec(input: TokenStream) -> TokenStream {
 /// `resilient_core::fallback`.
 #[proc_macro_attribute]
 pub fn fallback(attr: TokenStream, item: TokenStream) -> TokenStream {
-    chain::expand(chain::Kind::Fallback, attr.into(), item.into()).into()
+    chain::expand(model::Kind::Fallback, attr.into(), item.into()).into()
 }
 
 /// Gives up on an `async fn` that takes too long. See `resilient_core::timeout`.
 #[proc_macro_attribute]
 pub fn timeout(attr: TokenStream, item: TokenStream) -> TokenStream {
-    chain::expand(chain::Kind::Timeout, attr.into(), item.into()).into()
+    chain::expand(model::Kind::Timeout, attr.into(), item.into()).into()
 }
 
 /// Declares a timeout spec. See `resilient_core::TimeoutSpec`.
@@ -56,7 +59,7 @@ pub fn derive_timeout_spec(input: TokenStream) -> TokenStream {
 /// Limits how many calls run at once. See `resilient_core::concurrency_limit`.
 #[proc_macro_attribute]
 pub fn concurrency_limit(attr: TokenStream, item: TokenStream) -> TokenStream {
-    chain::expand(chain::Kind::ConcurrencyLimit, attr.into(), item.into()).into()
+    chain::expand(model::Kind::ConcurrencyLimit, attr.into(), item.into()).into()
 }
 
 /// Declares a concurrency limit spec. See `resilient_core::ConcurrencyLimitSpec`.
@@ -68,7 +71,7 @@ pub fn derive_concurrency_limit_spec(input: TokenStream) -> TokenStream {
 /// Limits how many calls start per period. See `resilient_core::rate_limited`.
 #[proc_macro_attribute]
 pub fn rate_limited(attr: TokenStream, item: TokenStream) -> TokenStream {
-    chain::expand(chain::Kind::RateLimiter, attr.into(), item.into()).into()
+    chain::expand(model::Kind::RateLimiter, attr.into(), item.into()).into()
 }
 
 /// Declares a rate limiter spec. See `resilient_core::RateLimiterSpec`.

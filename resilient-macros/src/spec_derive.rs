@@ -415,12 +415,12 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
     let name = ident.to_string();
     let path = &spec.path;
     let p = quote!(::resilient_core::__private);
-    let kind_tokens = match kind {
-        SpecKind::Retry => quote!(#p::SpecKind::Retry),
-        SpecKind::CircuitBreaker => quote!(#p::SpecKind::CircuitBreaker),
-        SpecKind::Timeout => quote!(#p::SpecKind::Timeout),
-        SpecKind::ConcurrencyLimit => quote!(#p::SpecKind::ConcurrencyLimit),
-        SpecKind::RateLimiter => quote!(#p::SpecKind::RateLimiter),
+    let instance = match kind {
+        SpecKind::Retry => quote!(#p::Retry),
+        SpecKind::CircuitBreaker => quote!(#p::Breaker),
+        SpecKind::Timeout => quote!(#p::Timeout),
+        SpecKind::ConcurrencyLimit => quote!(#p::Limiter),
+        SpecKind::RateLimiter => quote!(#p::RateLimiter),
     };
     let classifier = match &spec.classify {
         Classification::AllErrors => quote!(#p::AllErrors),
@@ -462,23 +462,17 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
     let span = ident.span();
     let submit = quote_spanned! {span=>
         #p::inventory::submit! {
-            #p::SpecEntry {
-                name: #name,
-                path: #path,
-                kind: #kind_tokens,
-                type_id: ::core::any::TypeId::of::<#ident>,
-                slot: <#ident as #p::Spec>::__slot,
-            }
+            #p::SpecEntry::of::<#ident>()
         }
     };
     quote! {
         impl #p::Spec for #ident {
             const NAME: &'static str = #name;
             const PATH: &'static str = #path;
-            const KIND: #p::SpecKind = #kind_tokens;
+            type Mechanism = #instance;
             #[inline]
-            fn __slot() -> &'static #p::Slot {
-                static SLOT: #p::Slot = #p::Slot::new();
+            fn __slot() -> &'static #p::Slot<#instance> {
+                static SLOT: #p::Slot<#instance> = #p::Slot::new();
                 &SLOT
             }
         }

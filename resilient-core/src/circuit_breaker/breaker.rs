@@ -5,24 +5,31 @@
 //! place back, in a later one. A half-open word counts the probes it let
 //! through and the successes among them.
 //!
-//! The instant a period started (microseconds since the breaker was built,
-//! rounded up, while "now" is rounded down, so that a wait never ends early)
-//! sits in a word of its own, tagged with the low 16 bits of the period's
-//! generation. "Now" can then fall before the stamp (both in the same
-//! microsecond): the comparison is signed, so that reads as no time passed.
-//! A reader that finds another period's tag treats the period as just begun.
-//! A stamp only ever moves forward to a later generation, so a thread that
-//! was descheduled between publishing a state and stamping it cannot
-//! overwrite the stamp of a newer period.
+//! When an open (or half-open) period must end sits in a word of its own: the
+//! deadline in microseconds since the breaker was built (the period's start
+//! rounded up, so that a wait never ends early, plus the wait the settings
+//! gave it then), tagged with the low 16 bits of the period's generation. A
+//! reload that changes the wait leaves a running period's deadline alone.
+//! "Now" is rounded down and compared signed, so that a clock read in the
+//! microsecond the period started has waited nothing. The thread that
+//! publishes a state then stamps its deadline; a caller that finds the
+//! state without its deadline (that thread descheduled between the two)
+//! stamps it itself, so that a period never outlasts its wait by more than
+//! the time to the next call. A stamp only ever moves forward to a later
+//! generation, so a late writer cannot overwrite a newer period's.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use metrics::{Counter, Gauge};
 use tokio::time::Instant;
 
-use super::settings::CircuitBreakerSettings;
+use super::settings::{CircuitBreakerSettings, WAIT_MAX};
 use super::window::{Counts, Record, Window};
-use super::{Metrics, State};
+use super::Metrics;
+use crate::error::State;
+use crate::registry::Versions;
 use crate::telemetry::Telemetry;
 
 const TAG_SHIFT: u32 = 62;
@@ -47,11 +54,11 @@ fn closed(gen: u64) -> u64 {
 fn open(gen: u64) -> u64 {
     (OPEN << TAG_SHIFT) | ((gen & GEN_MASK) << GEN_SHIFT)
 }
-/// An instant (µs) tagged with the low 16 bits of a generation.
+/// A deadline (µs) tagged with the low 16 bits of a generation.
 fn stamp(gen: u64, at_us: u64) -> u64 {
     ((gen & U16) << STAMP_SHIFT) | (at_us & LOW48)
 }
-/// The instant of `stamp` if it belongs to generation `gen`.
+/// The deadline of `stamp` if it belongs to generation `gen`.
 fn stamped(stamp: u64, gen: u64) -> Option<u64> {
     (stamp >> STAMP_SHIFT == gen & U16).then_some(stamp & LOW48)
 }
@@ -61,18 +68,16 @@ fn stamp_advances(stamp: u64, gen: u64) -> bool {
     let ahead = (gen & U16).wrapping_sub(stamp >> STAMP_SHIFT) & U16;
     ahead != 0 && ahead < 1 << 15
 }
-/// Whether `wait_us` microseconds have passed from `since` to `now`, on the
-/// 48-bit clock (it wraps after 8.9 years): a `now` before `since` has
-/// waited nothing.
-fn waited(since: u64, now: u64, wait_us: u64) -> bool {
-    wait_us == 0 || elapsed_us(since, now) >= wait_us
+/// Whether `deadline` has come at `now`, on the 48-bit clock (it wraps
+/// after 8.9 years; deadlines lie at most 4 years ahead).
+fn passed(deadline: u64, now: u64) -> bool {
+    until(deadline, now) == 0
 }
-/// The µs from `since` to `now` on the 48-bit clock; 0 when `now` lies
-/// before `since` (both in the microsecond the stamp was rounded up in).
-fn elapsed_us(since: u64, now: u64) -> u64 {
-    let elapsed = now.wrapping_sub(since) & LOW48;
-    if elapsed < 1 << 47 {
-        elapsed
+/// The µs from `now` to `deadline` on the 48-bit clock; 0 once it has come.
+fn until(deadline: u64, now: u64) -> u64 {
+    let ahead = deadline.wrapping_sub(now) & LOW48;
+    if ahead < 1 << 47 {
+        ahead
     } else {
         0
     }
@@ -114,44 +119,108 @@ pub(crate) enum End {
     Neither,
 }
 
+/// The shared instance of one circuit breaker spec: its state machine, its
+/// window, its settings and its telemetry. Reached through a
+/// [`CircuitBreakerHandle`](super::CircuitBreakerHandle).
 #[derive(Debug)]
-pub(crate) struct Breaker {
+pub struct Breaker {
     pub(crate) telemetry: Telemetry,
-    settings: CircuitBreakerSettings,
+    config: Versions<Config>,
+    /// The window the settings' shape calls for; one per shape it ever
+    /// ran with (a reload back to an earlier shape takes its window again).
+    window: Versions<Window>,
     state: AtomicU64,
     mode: AtomicU8,
-    /// The current open period's start, stamped with its generation.
+    /// The current open period's deadline, stamped with its generation.
     opened_at: AtomicU64,
-    /// The current half-open period's start, stamped with its generation.
+    /// The current half-open period's deadline (`max_wait_in_half_open`),
+    /// stamped with its generation.
     half_open_since: AtomicU64,
-    window: Window,
     origin: Instant,
-    wait_us: u64,
-    max_wait_us: Option<u64>,
     opened: AtomicU64,
     half_opened: AtomicU64,
     closed: AtomicU64,
     rejected: AtomicU64,
+    meters: OnceLock<BreakerMeters>,
+}
+
+/// The settings a breaker runs with, and their waits in its clock's units.
+#[derive(Debug)]
+pub(crate) struct Config {
+    pub(crate) settings: CircuitBreakerSettings,
+    wait_us: u64,
+    /// `max_wait_in_half_open`, or the longest wait a stamp can hold.
+    max_wait_us: u64,
+}
+
+impl Config {
+    fn of(settings: CircuitBreakerSettings) -> Self {
+        Self {
+            wait_us: ceil_us(settings.wait_duration_in_open_state),
+            max_wait_us: ceil_us(settings.max_wait_in_half_open.unwrap_or(WAIT_MAX)),
+            settings,
+        }
+    }
+}
+
+/// The metric handles only a breaker records.
+#[derive(Debug)]
+struct BreakerMeters {
+    transitions: [Counter; 5],
+    state: Gauge,
 }
 
 fn ceil_us(d: Duration) -> u64 {
     u64::try_from(d.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
 }
 
+const STATES: [State; 5] = [
+    State::Closed,
+    State::Open,
+    State::HalfOpen,
+    State::ForcedOpen,
+    State::Disabled,
+];
+
+fn state_index(state: State) -> usize {
+    match state {
+        State::Closed => 0,
+        State::Open => 1,
+        State::HalfOpen => 2,
+        State::ForcedOpen => 3,
+        State::Disabled => 4,
+    }
+}
+
+fn state_label(state: State) -> &'static str {
+    match state {
+        State::Closed => "closed",
+        State::Open => "open",
+        State::HalfOpen => "half_open",
+        State::ForcedOpen => "forced_open",
+        State::Disabled => "disabled",
+    }
+}
+
+/// The gauge value of a breaker state.
+fn state_value(state: State) -> f64 {
+    match state {
+        State::Closed => 0.0,
+        State::HalfOpen => 1.0,
+        State::Open => 2.0,
+        State::ForcedOpen => 3.0,
+        State::Disabled => 4.0,
+    }
+}
+
 impl Breaker {
     pub(crate) fn new(settings: CircuitBreakerSettings, telemetry: Telemetry) -> Self {
         let mode = if settings.enabled { NORMAL } else { DISABLED };
-        telemetry.initial_state(if settings.enabled {
-            State::Closed
-        } else {
-            State::Disabled
-        });
-        Self {
+        let window = Window::new(&settings.window);
+        let breaker = Self {
             telemetry,
-            window: Window::new(&settings.window),
-            wait_us: ceil_us(settings.wait_duration_in_open_state),
-            max_wait_us: settings.max_wait_in_half_open.map(ceil_us),
-            settings,
+            config: Versions::new(Config::of(settings)),
+            window: Versions::new(window),
             state: AtomicU64::new(closed(0)),
             mode: AtomicU8::new(mode),
             opened_at: AtomicU64::new(0),
@@ -161,16 +230,54 @@ impl Breaker {
             half_opened: AtomicU64::new(0),
             closed: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            meters: OnceLock::new(),
+        };
+        breaker.register_meters();
+        breaker
+    }
+
+    /// Registers the breaker's own metrics once they are switched on, with
+    /// the state gauge set.
+    pub(crate) fn register_meters(&self) {
+        if !self.telemetry.metrics_on() {
+            return;
+        }
+        let meters = self.meters.get_or_init(|| BreakerMeters {
+            transitions: STATES.map(|s| {
+                self.telemetry.counter(
+                    "resilient_circuit_breaker_transitions_total",
+                    &[("to", state_label(s))],
+                )
+            }),
+            state: self.telemetry.gauge("resilient_circuit_breaker_state"),
+        });
+        meters.state.set(state_value(self.state()));
+    }
+
+    fn meters(&self) -> Option<&BreakerMeters> {
+        if self.telemetry.metrics_on() {
+            self.meters.get()
+        } else {
+            None
         }
     }
 
+    /// The settings running now.
+    #[inline]
+    pub(crate) fn config(&self) -> &Config {
+        self.config.get()
+    }
+
     pub(crate) fn settings(&self) -> &CircuitBreakerSettings {
-        &self.settings
+        &self.config().settings
     }
 
     #[inline]
     pub(crate) fn slow_threshold(&self) -> Option<Duration> {
-        self.settings.slow_call.map(|s| s.duration_threshold)
+        self.config()
+            .settings
+            .slow_call
+            .map(|s| s.duration_threshold)
     }
 
     pub(crate) fn now_ns(&self) -> u64 {
@@ -182,25 +289,36 @@ impl Breaker {
         self.now_ns() / 1_000
     }
 
-    /// Stamps the start of period `gen` into `word`, unless a later period's
-    /// stamp is already there.
-    fn stamp_period(&self, word: &AtomicU64, gen: u64) {
-        // Rounded up: the period may start up to 1 µs late, never early.
-        let at = stamp(gen, self.now_ns().div_ceil(1_000));
+    /// Stamps the deadline of period `gen`, `wait_us` from now, into
+    /// `word`, unless a stamp of that period or a later one is already
+    /// there.
+    fn stamp_period(&self, word: &AtomicU64, gen: u64, wait_us: u64) {
+        // The start rounded up: the period may start up to 1 µs late, never
+        // early. Without a wait, the period is over at once.
+        let deadline = match wait_us {
+            0 => self.now_us(),
+            wait_us => self.now_ns().div_ceil(1_000).saturating_add(wait_us),
+        };
+        let at = stamp(gen, deadline);
         let _ = word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
             stamp_advances(s, gen).then_some(at)
         });
     }
 
-    /// Whether the period `gen` stamped in `word` has lasted `wait_us`.
-    fn period_lasted(&self, word: &AtomicU64, gen: u64, wait_us: u64) -> bool {
+    /// Whether the period `gen` stamped in `word` has reached its deadline.
+    /// A period whose deadline is not stamped yet (the thread that began it
+    /// has not got there) is stamped now, `wait_us` from now: it has only
+    /// just begun for this caller, and the next caller finds its deadline.
+    fn period_over(&self, word: &AtomicU64, gen: u64, wait_us: u64) -> bool {
         // The stamp first, then the clock: a clock read before the stamp was
         // written could lie before it.
-        let Some(since) = stamped(word.load(Ordering::Acquire), gen) else {
-            // No stamp yet: the period has only just begun.
-            return false;
-        };
-        waited(since, self.now_us(), wait_us)
+        match stamped(word.load(Ordering::Acquire), gen) {
+            Some(deadline) => passed(deadline, self.now_us()),
+            None => {
+                self.stamp_period(word, gen, wait_us);
+                false
+            }
+        }
     }
 
     /// A permit, or the state that refused it.
@@ -217,28 +335,30 @@ impl Breaker {
             match tag(w) {
                 CLOSED => return Ok(Taken::Closed(gen)),
                 OPEN => {
-                    if !self.period_lasted(&self.opened_at, gen, self.wait_us) {
+                    let c = self.config();
+                    if !self.period_over(&self.opened_at, gen, c.wait_us) {
                         return Err(self.reject(State::Open));
                     }
                     let next = gen + 1;
                     // The call that moves the breaker to half-open takes the
                     // first probe.
                     if self.cas(w, half_open(next, 1, 0)) {
-                        self.stamp_period(&self.half_open_since, next);
+                        self.stamp_period(&self.half_open_since, next, c.max_wait_us);
                         self.half_opened.fetch_add(1, Ordering::Relaxed);
                         self.transition(State::Open, State::HalfOpen);
                         return Ok(Taken::Probe(next & GEN_MASK));
                     }
                 }
                 _ => {
+                    let c = self.config();
                     let taken = acquired(w);
-                    if taken < u64::from(self.settings.permitted_calls_in_half_open_state) {
+                    if taken < u64::from(c.settings.permitted_calls_in_half_open_state) {
                         if self.cas(w, half_open(gen, taken + 1, successes(w))) {
                             return Ok(Taken::Probe(gen));
                         }
                         continue;
                     }
-                    if self.probes_overdue(gen) {
+                    if self.period_over(&self.half_open_since, gen, c.max_wait_us) {
                         self.open_from(w, State::HalfOpen);
                         continue;
                     }
@@ -256,16 +376,12 @@ impl Breaker {
             return None;
         }
         // No stamp yet: the period has only just begun. The stamp before the
-        // clock, and a clock in the stamped microsecond has waited nothing.
-        let waited = stamped(self.opened_at.load(Ordering::Acquire), generation(w))
-            .map_or(0, |at| elapsed_us(at, self.now_us()));
-        Some(Duration::from_micros(self.wait_us.saturating_sub(waited)))
-    }
-
-    /// Whether the half-open period `gen` has waited `max_wait_in_half_open`.
-    fn probes_overdue(&self, gen: u64) -> bool {
-        self.max_wait_us
-            .is_some_and(|max_wait| self.period_lasted(&self.half_open_since, gen, max_wait))
+        // clock.
+        let left = match stamped(self.opened_at.load(Ordering::Acquire), generation(w)) {
+            Some(deadline) => until(deadline, self.now_us()),
+            None => self.config().wait_us,
+        };
+        Some(Duration::from_micros(left))
     }
 
     /// Moves the breaker from word `w` (in state `from`) to a new open
@@ -275,8 +391,8 @@ impl Breaker {
         if !self.cas(w, open(next)) {
             return false;
         }
-        self.stamp_period(&self.opened_at, next);
-        self.window.clear();
+        self.stamp_period(&self.opened_at, next, self.config().wait_us);
+        self.window.get().clear();
         self.opened.fetch_add(1, Ordering::Relaxed);
         self.transition(from, State::Open);
         true
@@ -284,10 +400,12 @@ impl Breaker {
 
     fn reject(&self, state: State) -> State {
         self.rejected.fetch_add(1, Ordering::Relaxed);
-        self.telemetry
-            .rejected(format_args!("circuit breaker {state}"), || {
-                self.until_half_open()
-            });
+        crate::telemetry::log_rejection!(
+            "resilient::circuit_breaker",
+            &self.telemetry,
+            self.until_half_open(),
+            "circuit breaker {state}"
+        );
         state
     }
 
@@ -297,8 +415,35 @@ impl Breaker {
             .is_ok()
     }
 
+    /// The breaker moved from `from` to `to`: metrics, listeners, logs.
     fn transition(&self, from: State, to: State) {
-        self.telemetry.transition(from, to);
+        if let Some(m) = self.meters() {
+            m.transitions[state_index(to)].increment(1);
+            m.state.set(state_value(to));
+        }
+        let t = &self.telemetry;
+        t.emit(|| crate::telemetry::Event::StateTransition {
+            spec: t.spec,
+            path: t.path,
+            from,
+            to,
+        });
+        if !t.logging() {
+            return;
+        }
+        let (spec, path) = (t.spec, t.path);
+        match to {
+            State::Open | State::ForcedOpen => tracing::warn!(
+                target: "resilient::circuit_breaker",
+                spec, path, %from, %to,
+                "circuit breaker {from} -> {to}"
+            ),
+            _ => tracing::info!(
+                target: "resilient::circuit_breaker",
+                spec, path, %from, %to,
+                "circuit breaker {from} -> {to}"
+            ),
+        }
     }
 
     /// Records how a call that held a permit `taken` ended; `slow` when it
@@ -333,12 +478,13 @@ impl Breaker {
             }
             match tag(w) {
                 CLOSED => {
-                    let now = if self.window.needs_clock() {
+                    let window = self.window.get();
+                    let now = if window.needs_clock() {
                         self.now_ns()
                     } else {
                         0
                     };
-                    if let Some(counts) = self.window.record(record, gen, now) {
+                    if let Some(counts) = window.record(record, gen, now) {
                         if self.should_open(counts) {
                             self.open_from(w, State::Closed);
                         }
@@ -354,9 +500,10 @@ impl Breaker {
                         continue;
                     }
                     let done = successes(w) + 1;
-                    if done >= u64::from(self.settings.permitted_calls_in_half_open_state) {
+                    let permitted = self.config().settings.permitted_calls_in_half_open_state;
+                    if done >= u64::from(permitted) {
                         if self.cas(w, closed(gen + 1)) {
-                            self.window.clear();
+                            self.window.get().clear();
                             self.closed.fetch_add(1, Ordering::Relaxed);
                             self.transition(State::HalfOpen, State::Closed);
                             return;
@@ -384,13 +531,12 @@ impl Breaker {
     }
 
     fn should_open(&self, c: Counts) -> bool {
-        if c.total < u64::from(self.settings.minimum_required_calls) {
+        let s = &self.config().settings;
+        if c.total < u64::from(s.minimum_required_calls) {
             return false;
         }
-        let failing =
-            Counts::percent(c.failures, c.total) >= u64::from(self.settings.failure_rate_threshold);
-        let slow = self
-            .settings
+        let failing = Counts::percent(c.failures, c.total) >= u64::from(s.failure_rate_threshold);
+        let slow = s
             .slow_call
             .is_some_and(|s| Counts::percent(c.slow, c.total) >= u64::from(s.rate_threshold));
         failing || slow
@@ -412,7 +558,7 @@ impl Breaker {
     pub(crate) fn metrics(&self) -> Metrics {
         let w = self.state.load(Ordering::Acquire);
         let counts = if tag(w) == CLOSED && self.mode.load(Ordering::Acquire) == NORMAL {
-            self.window.snapshot(generation(w), self.now_ns())
+            self.window.get().snapshot(generation(w), self.now_ns())
         } else {
             Counts::default()
         };
@@ -434,14 +580,22 @@ impl Breaker {
         }
     }
 
+    /// Sets the mode, and tells of the transition if the state changed.
+    fn set_mode(&self, mode: u8, to: State) {
+        // The state left, read before it changes.
+        let from = self.state();
+        self.mode.store(mode, Ordering::Release);
+        if from != to {
+            self.transition(from, to);
+        }
+    }
+
     pub(crate) fn force_open(&self) {
-        self.mode.store(FORCED_OPEN, Ordering::Release);
-        self.transition(self.state(), State::ForcedOpen);
+        self.set_mode(FORCED_OPEN, State::ForcedOpen);
     }
 
     pub(crate) fn disable(&self) {
-        self.mode.store(DISABLED, Ordering::Release);
-        self.transition(self.state(), State::Disabled);
+        self.set_mode(DISABLED, State::Disabled);
     }
 
     pub(crate) fn reset(&self) {
@@ -451,9 +605,44 @@ impl Breaker {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 Some(closed(generation(w) + 1))
             });
-        self.window.clear();
+        self.window.get().clear();
         self.mode.store(NORMAL, Ordering::Release);
         self.transition(from, State::Closed);
+    }
+
+    /// Runs `settings` from now on (see the module docs of
+    /// [`circuit_breaker`](super)); returns what of the state did not carry
+    /// over.
+    pub(crate) fn reconfigure(&self, settings: CircuitBreakerSettings) -> Vec<String> {
+        let mut notes = Vec::new();
+        let was = &self.config().settings;
+        let (shape, enabled, was_enabled) = (settings.window, settings.enabled, was.enabled);
+        if shape != was.window {
+            let (window, new) = self
+                .window
+                .publish(|w| w.shape() == shape, || Window::new(&shape));
+            if !new {
+                window.clear();
+            }
+            // A closed breaker starts a new closed period, in the same state:
+            // its window starts empty, and permits taken before count nothing.
+            let _ = self
+                .state
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                    (tag(w) == CLOSED).then(|| closed(generation(w) + 1))
+                });
+            notes.push("a new window: the calls counted so far are forgotten".to_owned());
+        }
+        let running = settings.clone();
+        self.config
+            .publish(|c| c.settings == running, || Config::of(settings));
+        match (was_enabled, enabled) {
+            (true, false) => self.disable(),
+            (false, true) => self.reset(),
+            _ => {}
+        }
+        self.register_meters();
+        notes
     }
 }
 
@@ -474,7 +663,7 @@ mod tests {
                 slow_call: None,
                 max_wait_in_half_open: None,
             },
-            Telemetry::detached("B", "test.breaker", crate::spec::SpecKind::CircuitBreaker),
+            Telemetry::detached("B", "test.breaker", crate::spec::SpecKind::CIRCUIT_BREAKER),
         )
     }
 
@@ -497,7 +686,7 @@ mod tests {
         fail(&b);
         assert_eq!(b.state(), State::Open, "a newer open period");
         // A wakes up and stamps its own period.
-        b.stamp_period(&b.opened_at, late);
+        b.stamp_period(&b.opened_at, late, b.config().wait_us);
         tokio::time::advance(Duration::from_secs(1)).await;
         assert!(
             matches!(b.try_acquire(), Ok(Taken::Probe(_))),
@@ -506,13 +695,48 @@ mod tests {
     }
 
     #[test]
-    fn a_clock_read_in_the_stamped_microsecond_has_waited_nothing() {
-        // Stamped at 10 µs (rounded up), read at 9 µs (rounded down).
-        assert!(!waited(10, 9, 1_000_000));
-        assert!(waited(10, 9, 0));
-        assert!(waited(10, 10 + 1_000_000, 1_000_000));
+    fn a_deadline_has_come_once_now_reaches_it() {
+        assert!(!passed(10, 9));
+        assert!(passed(10, 10));
+        assert!(passed(10, 11));
         // Across the 48-bit wrap.
-        assert!(waited(LOW48 - 5, 4, 10));
-        assert!(!waited(LOW48 - 5, 3, 10));
+        assert!(passed(4, 4));
+        assert!(!passed(4, LOW48 - 5));
+        assert_eq!(until(4, LOW48 - 5), 10);
+    }
+
+    /// Thread A opens the breaker and is descheduled before it stamps the
+    /// period's deadline. The next caller stamps it: the breaker stays open
+    /// for its wait from then, not until A wakes up.
+    #[tokio::test(start_paused = true)]
+    async fn a_period_left_unstamped_is_stamped_by_the_next_caller() {
+        let wait = Duration::from_millis(100);
+        let b = breaker(wait);
+        let w = b.state.load(Ordering::Acquire);
+        assert!(
+            b.cas(w, open(generation(w) + 1)),
+            "A publishes its open period"
+        );
+        // A never stamps it. A caller 1 µs later is rejected and stamps it.
+        tokio::time::advance(Duration::from_micros(1)).await;
+        assert_eq!(b.try_acquire(), Err(State::Open));
+        let mut rejected_past_the_wait = 0;
+        let mut admitted_at = None;
+        for step in 1..=200u64 {
+            tokio::time::advance(Duration::from_millis(1)).await;
+            match b.try_acquire() {
+                Err(_) if step > 100 => rejected_past_the_wait += 1,
+                Err(_) => {}
+                Ok(_) => {
+                    admitted_at = Some(step);
+                    break;
+                }
+            }
+        }
+        assert_eq!(
+            rejected_past_the_wait, 0,
+            "no call is rejected past the wait"
+        );
+        assert_eq!(admitted_at, Some(100), "the probe comes at the wait");
     }
 }

@@ -85,23 +85,67 @@ mod breaker;
 mod settings;
 mod window;
 
-use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
-
+use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::error::State;
+pub use breaker::Breaker;
 pub use settings::{CircuitBreakerSettings, SlowCall, WindowSettings};
 pub use window::Counts;
 
-pub(crate) use breaker::Breaker;
 use breaker::{End, Taken};
 
 use crate::error::Error;
 use crate::outcome::{self, Fail};
-use crate::registry::{CallInstance, Key, Shared};
-use crate::spec::{Classify, Spec, Verdict};
-use crate::telemetry::Outcome;
+use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec};
+use crate::settings::Section;
+use crate::spec::{Classify, SpecKind, Verdict};
+use crate::telemetry::{Outcome, Telemetry};
+
+impl SpecKind {
+    /// `#[derive(CircuitBreakerSpec)]`, used by `#[circuit_breakable]`.
+    pub const CIRCUIT_BREAKER: SpecKind = SpecKind::new("circuit_breaker", "circuit breaker");
+}
+
+impl Sealed for Breaker {}
+
+impl Mechanism for Breaker {
+    const KIND: SpecKind = SpecKind::CIRCUIT_BREAKER;
+    const OUTCOMES: &'static [Outcome] = &[
+        Outcome::Success,
+        Outcome::Failure,
+        Outcome::Ignored,
+        Outcome::Rejected,
+        Outcome::Cancelled,
+    ];
+    type Settings = CircuitBreakerSettings;
+
+    fn read(section: &mut Section<'_>) -> Option<CircuitBreakerSettings> {
+        CircuitBreakerSettings::read(section)
+    }
+
+    fn build(settings: CircuitBreakerSettings, telemetry: Telemetry) -> Self {
+        Breaker::new(settings, telemetry)
+    }
+
+    fn reconfigure(&self, settings: CircuitBreakerSettings) -> Vec<String> {
+        Breaker::reconfigure(self, settings)
+    }
+
+    fn settings(&self) -> &CircuitBreakerSettings {
+        Breaker::settings(self)
+    }
+
+    fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    fn status(&self) -> Option<Arc<dyn Part>> {
+        Some(Arc::new(self.metrics()))
+    }
+}
 
 /// A circuit breaker spec: implemented by `#[derive(CircuitBreakerSpec)]`.
 ///
@@ -115,7 +159,7 @@ use crate::telemetry::Outcome;
     note = "declare one with `#[derive(CircuitBreakerSpec)] #[spec(\"resilient.circuitbreaker.name\")] pub struct Name;`",
     note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
 )]
-pub trait CircuitBreakerSpec: Spec + Sized {
+pub trait CircuitBreakerSpec: Spec<Mechanism = Breaker> + Sized {
     /// The type whose [`Classify`] implementations decide what a failure is,
     /// as the derive's `classify` option names it.
     type Classifier;
@@ -127,54 +171,17 @@ pub trait CircuitBreakerSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<CircuitBreakerHandle<Self>, Error> {
-        let key = const { &Key::of::<Self>() };
-        crate::registry::lookup_breaker(key)
-            .map(|inner| CircuitBreakerHandle {
-                inner,
-                _spec: PhantomData,
-            })
-            .ok_or_else(|| key.not_configured())
-    }
-}
-
-/// A breaker's state, as [`Error::CallNotPermitted`] and
-/// [`CircuitBreakerHandle::state`] report it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Serialize),
-    serde(rename_all = "snake_case")
-)]
-#[non_exhaustive]
-pub enum State {
-    /// Calls go through and are counted.
-    Closed,
-    /// Calls are rejected until the wait is over.
-    Open,
-    /// A few probes go through.
-    HalfOpen,
-    /// Opened by hand ([`CircuitBreakerHandle::force_open`]): every call is
-    /// rejected until [`CircuitBreakerHandle::reset`].
-    ForcedOpen,
-    /// Turned off (by config or [`CircuitBreakerHandle::disable`]): every call
-    /// goes through and nothing is counted.
-    Disabled,
-}
-
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            State::Closed => "closed",
-            State::Open => "open",
-            State::HalfOpen => "half-open",
-            State::ForcedOpen => "forced open",
-            State::Disabled => "disabled",
+        crate::registry::handle::<Self>().map(|inner| CircuitBreakerHandle {
+            inner,
+            _spec: PhantomData,
         })
     }
 }
 
-/// A snapshot of a breaker's counts.
+/// A snapshot of a breaker's counts: its part of the registry's
+/// [`Snapshot`](crate::Snapshot).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Metrics {
     /// The state now.
@@ -215,7 +222,7 @@ impl<S> Clone for CircuitBreakerHandle<S> {
 }
 
 impl<S: CircuitBreakerSpec> CircuitBreakerHandle<S> {
-    /// The spec's validated settings.
+    /// The spec's validated settings, as running now.
     pub fn settings(&self) -> &CircuitBreakerSettings {
         self.inner.settings()
     }
@@ -393,7 +400,7 @@ impl Drop for Permit<'_> {
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct BreakerOps<C> {
-    pub(crate) key: &'static Key,
+    pub(crate) key: &'static Key<Breaker>,
     classify: C,
 }
 

@@ -23,27 +23,46 @@ use crate::settings::{Section, Value};
 /// | `slow_call.rate_threshold` | required with `slow_call` | whole number in 1..=100: the slow-call rate, in percent, that opens the breaker |
 /// | `max_wait_in_half_open` | none | duration in (0, 1461d]: a half-open breaker whose probes have not all completed by then opens again |
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CircuitBreakerSettings {
     /// `false` turns the spec into a pass-through.
     pub enabled: bool,
     /// What the breaker counts, and over which window.
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub window: WindowSettings,
     /// The failure rate, in percent, that opens the breaker.
     pub failure_rate_threshold: u8,
     /// Calls the window must hold before a rate counts.
     pub minimum_required_calls: u32,
     /// How long an open breaker rejects calls.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::settings::ser::duration")
+    )]
     pub wait_duration_in_open_state: Duration,
     /// Probes admitted in half-open.
     pub permitted_calls_in_half_open_state: u16,
     /// Slow-call detection, if configured.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub slow_call: Option<SlowCall>,
     /// How long half-open may wait for its probes.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "crate::settings::ser::option_duration",
+            skip_serializing_if = "Option::is_none"
+        )
+    )]
     pub max_wait_in_half_open: Option<Duration>,
 }
 
 /// The window a breaker counts outcomes in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(tag = "type", rename_all = "snake_case")
+)]
 pub enum WindowSettings {
     /// The last `window_size` calls, in `stripes` independent parts.
     StripedApprox {
@@ -65,6 +84,10 @@ pub enum WindowSettings {
     /// The calls of the last `window_duration`, in `sample_count` buckets.
     TimeBased {
         /// The time covered.
+        #[cfg_attr(
+            feature = "serde",
+            serde(serialize_with = "crate::settings::ser::duration")
+        )]
         window_duration: Duration,
         /// Buckets.
         sample_count: u32,
@@ -75,8 +98,13 @@ pub enum WindowSettings {
 
 /// Slow-call detection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SlowCall {
     /// A call slower than this is slow.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::settings::ser::duration")
+    )]
     pub duration_threshold: Duration,
     /// The slow-call rate, in percent, that opens the breaker.
     pub rate_threshold: u8,

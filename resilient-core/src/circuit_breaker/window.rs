@@ -50,8 +50,15 @@ impl Record {
     }
 }
 
+/// A window, and the shape of settings it was built for.
 #[derive(Debug)]
-pub(crate) enum Window {
+pub(crate) struct Window {
+    shape: WindowSettings,
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
     Fixed(Fixed),
     Slots(Slots),
     Time(Time),
@@ -59,32 +66,41 @@ pub(crate) enum Window {
 
 impl Window {
     pub(crate) fn new(settings: &WindowSettings) -> Self {
-        match *settings {
-            WindowSettings::FixedWindow { window_size } => Window::Fixed(Fixed {
+        let inner = match *settings {
+            WindowSettings::FixedWindow { window_size } => Inner::Fixed(Fixed {
                 counts: AtomicU64::new(0),
                 size: u64::from(window_size),
             }),
-            WindowSettings::RingBuffer { window_size } => Window::Slots(Slots::new(window_size, 1)),
+            WindowSettings::RingBuffer { window_size } => Inner::Slots(Slots::new(window_size, 1)),
             WindowSettings::StripedApprox {
                 window_size,
                 stripes,
-            } => Window::Slots(Slots::new(window_size, stripes.min(window_size))),
+            } => Inner::Slots(Slots::new(window_size, stripes.min(window_size))),
             WindowSettings::TimeBased {
                 window_duration,
                 sample_count,
                 counter_stripes,
-            } => Window::Time(Time::new(
+            } => Inner::Time(Time::new(
                 u64::try_from(window_duration.as_nanos()).unwrap_or(u64::MAX),
                 sample_count,
                 counter_stripes,
             )),
+        };
+        Self {
+            shape: *settings,
+            inner,
         }
+    }
+
+    /// The settings it was built for.
+    pub(crate) fn shape(&self) -> WindowSettings {
+        self.shape
     }
 
     /// Whether recording needs the current time.
     #[inline]
     pub(crate) fn needs_clock(&self) -> bool {
-        matches!(self, Window::Time(_))
+        matches!(self.inner, Inner::Time(_))
     }
 
     /// Records a call of the closed period `generation`; for an outcome that
@@ -93,9 +109,9 @@ impl Window {
     /// window.
     #[inline]
     pub(crate) fn record(&self, record: Record, generation: u64, now: u64) -> Option<Counts> {
-        match self {
-            Window::Fixed(w) => w.record(record),
-            Window::Slots(w) => {
+        match &self.inner {
+            Inner::Fixed(w) => w.record(record),
+            Inner::Slots(w) => {
                 loop {
                     match w.record(record, generation) {
                         Ok(()) => break,
@@ -109,7 +125,7 @@ impl Window {
                     None
                 }
             }
-            Window::Time(w) => {
+            Inner::Time(w) => {
                 w.record(record, now);
                 record.is_bad().then(|| w.snapshot(now))
             }
@@ -118,10 +134,10 @@ impl Window {
 
     /// The counts of the closed period `generation`.
     pub(crate) fn snapshot(&self, generation: u64, now: u64) -> Counts {
-        match self {
-            Window::Fixed(w) => unpack(w.counts.load(Ordering::Acquire)),
-            Window::Slots(w) => w.snapshot(generation).unwrap_or_default(),
-            Window::Time(w) => w.snapshot(now),
+        match &self.inner {
+            Inner::Fixed(w) => unpack(w.counts.load(Ordering::Acquire)),
+            Inner::Slots(w) => w.snapshot(generation).unwrap_or_default(),
+            Inner::Time(w) => w.snapshot(now),
         }
     }
 
@@ -129,10 +145,10 @@ impl Window {
     /// nothing (each word carries its period's tag), the fixed window one
     /// store, the time-based one a store per bucket.
     pub(crate) fn clear(&self) {
-        match self {
-            Window::Fixed(w) => w.counts.store(0, Ordering::Release),
-            Window::Slots(_) => {}
-            Window::Time(w) => w.clear(),
+        match &self.inner {
+            Inner::Fixed(w) => w.counts.store(0, Ordering::Release),
+            Inner::Slots(_) => {}
+            Inner::Time(w) => w.clear(),
         }
     }
 }

@@ -28,16 +28,23 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use metrics::Gauge;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::error::Error;
 use crate::outcome::Fail;
-use crate::registry::{CallInstance, Key, Shared};
+use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Versions};
 use crate::settings::{Section, Value};
-use crate::spec::Spec;
+use crate::spec::SpecKind;
 use crate::telemetry::{Outcome, Telemetry};
+
+impl SpecKind {
+    /// `#[derive(ConcurrencyLimitSpec)]`, used by `#[concurrency_limit]`.
+    pub const CONCURRENCY_LIMIT: SpecKind = SpecKind::new("concurrency_limit", "concurrency limit");
+}
 
 /// A concurrency limit spec: implemented by `#[derive(ConcurrencyLimitSpec)]`.
 #[diagnostic::on_unimplemented(
@@ -46,7 +53,7 @@ use crate::telemetry::{Outcome, Telemetry};
     note = "declare one with `#[derive(ConcurrencyLimitSpec)] #[spec(\"resilient.concurrency.name\")] pub struct Name;`",
     note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
 )]
-pub trait ConcurrencyLimitSpec: Spec + Sized {
+pub trait ConcurrencyLimitSpec: Spec<Mechanism = Limiter> + Sized {
     /// The spec's shared limiter, from the registry in use.
     ///
     /// # Errors
@@ -54,24 +61,33 @@ pub trait ConcurrencyLimitSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<ConcurrencyLimitHandle<Self>, Error> {
-        let key = const { &Key::of::<Self>() };
-        crate::registry::lookup_concurrency(key)
-            .map(|inner| ConcurrencyLimitHandle {
-                inner,
-                _spec: PhantomData,
-            })
-            .ok_or_else(|| key.not_configured())
+        crate::registry::handle::<Self>().map(|inner| ConcurrencyLimitHandle {
+            inner,
+            _spec: PhantomData,
+        })
     }
 }
 
 /// What a call does when every permit is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case", tag = "policy")
+)]
 pub enum Policy {
     /// Fail at once with [`Error::ConcurrencyLimitReached`].
     Reject,
     /// Wait for a permit, at most `max_wait` if set.
     Block {
         /// How long to wait before failing.
+        #[cfg_attr(
+            feature = "serde",
+            serde(
+                serialize_with = "crate::settings::ser::option_duration",
+                skip_serializing_if = "Option::is_none"
+            )
+        )]
         max_wait: Option<Duration>,
     },
 }
@@ -85,12 +101,14 @@ pub enum Policy {
 /// | `policy` | `"reject"` | `"reject"` (fail at once when full) or `"block"` (wait for a permit) |
 /// | `max_wait` | none | duration > 0, with `policy = "block"` only: how long to wait before failing |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ConcurrencyLimitSettings {
     /// `false` turns the spec into a pass-through.
     pub enabled: bool,
     /// Calls that may run at once.
     pub limit: u32,
     /// What a call does when every permit is taken.
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub policy: Policy,
 }
 
@@ -136,15 +154,92 @@ impl ConcurrencyLimitSettings {
     }
 }
 
-/// The shared state of one concurrency limit spec.
+/// The shared instance of one concurrency limit spec: its places, its
+/// settings and its telemetry. Reached through a
+/// [`ConcurrencyLimitHandle`].
 #[derive(Debug)]
-pub(crate) struct Limiter {
-    settings: ConcurrencyLimitSettings,
+pub struct Limiter {
+    config: Versions<ConcurrencyLimitSettings>,
     telemetry: Telemetry,
     /// `block`: the places, and the queue of waiters.
     semaphore: Semaphore,
+    /// The limit the semaphore holds places for (whatever the policy, so
+    /// that a reload to `block` finds it sized).
+    semaphore_limit: AtomicU32,
+    /// Places the semaphore holds beyond its limit, after a reload made the
+    /// limit smaller while they were taken: each given back is dropped
+    /// instead, until none is left.
+    debt: AtomicU32,
     /// `reject`: the places taken.
     taken: AtomicU32,
+    in_use: OnceLock<Gauge>,
+}
+
+/// A concurrency limit's places, in its part of the
+/// [`Snapshot`](crate::Snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Places {
+    /// Places held now.
+    pub permits_in_use: u32,
+    /// Places in all.
+    pub permits_limit: u32,
+}
+
+impl Sealed for Limiter {}
+
+impl Mechanism for Limiter {
+    const KIND: SpecKind = SpecKind::CONCURRENCY_LIMIT;
+    const OUTCOMES: &'static [Outcome] = &[
+        Outcome::Success,
+        Outcome::Failure,
+        Outcome::Rejected,
+        Outcome::Cancelled,
+    ];
+    type Settings = ConcurrencyLimitSettings;
+
+    fn read(section: &mut Section<'_>) -> Option<ConcurrencyLimitSettings> {
+        ConcurrencyLimitSettings::read(section)
+    }
+
+    fn build(settings: ConcurrencyLimitSettings, telemetry: Telemetry) -> Self {
+        Limiter::new(settings, telemetry)
+    }
+
+    fn reconfigure(&self, settings: ConcurrencyLimitSettings) -> Vec<String> {
+        let was = *self.config.get();
+        self.resize(settings.limit);
+        self.config.publish(|c| *c == settings, || settings);
+        self.register_meters();
+        let policy = |p: Policy| match p {
+            Policy::Reject => "reject",
+            Policy::Block { .. } => "block",
+        };
+        if policy(was.policy) == policy(settings.policy) {
+            return Vec::new();
+        }
+        vec![format!(
+            "`policy` is now \"{}\": the calls in flight under \"{}\" keep their places there, and are not counted against the limit until they end",
+            policy(settings.policy),
+            policy(was.policy)
+        )]
+    }
+
+    fn settings(&self) -> &ConcurrencyLimitSettings {
+        self.config.get()
+    }
+
+    fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    fn status(&self) -> Option<Arc<dyn Part>> {
+        Some(Arc::new(Places {
+            permits_in_use: self.in_use(),
+            permits_limit: self.limit(),
+        }))
+    }
 }
 
 /// A place taken from a [`Limiter`], counted in its in-use gauge; dropping
@@ -172,7 +267,7 @@ impl<'a> Place<'a> {
     fn new(limiter: &'a Limiter, kind: Kind) -> Self {
         // Made first: if counting it panics, its drop still frees it.
         let place = Self { limiter, kind };
-        limiter.telemetry.held(true);
+        limiter.held(true);
         place
     }
 
@@ -188,36 +283,103 @@ impl Drop for Place<'_> {
     fn drop(&mut self) {
         // Counted out before it is freed: the gauge never shows more places
         // than the limit.
-        self.limiter.telemetry.held(false);
+        self.limiter.held(false);
         match self.kind {
             Kind::Free => {}
             Kind::Counted => {
                 self.limiter.taken.fetch_sub(1, Ordering::Release);
             }
-            Kind::Queued => self.limiter.semaphore.add_permits(1),
+            Kind::Queued => self.limiter.give_back(),
         }
     }
 }
 
 impl Limiter {
     pub(crate) fn new(settings: ConcurrencyLimitSettings, telemetry: Telemetry) -> Self {
-        Self {
+        let limiter = Self {
             telemetry,
             semaphore: Semaphore::new(settings.limit as usize),
+            semaphore_limit: AtomicU32::new(settings.limit),
+            debt: AtomicU32::new(0),
             taken: AtomicU32::new(0),
-            settings,
+            config: Versions::new(settings),
+            in_use: OnceLock::new(),
+        };
+        limiter.register_meters();
+        limiter
+    }
+
+    /// Registers the in-use gauge once metrics are switched on, set to the
+    /// places held now.
+    fn register_meters(&self) {
+        if self.telemetry.metrics_on() {
+            let gauge = self
+                .in_use
+                .get_or_init(|| self.telemetry.gauge("resilient_concurrency_in_use"));
+            gauge.set(f64::from(self.in_use()));
+        }
+    }
+
+    /// A place was taken (`true`) or freed: the in-use gauge.
+    #[inline(always)]
+    fn held(&self, taken: bool) {
+        if self.telemetry.metrics_on() {
+            if let Some(gauge) = self.in_use.get() {
+                if taken {
+                    gauge.increment(1.0);
+                } else {
+                    gauge.decrement(1.0);
+                }
+            }
+        }
+    }
+
+    /// Sizes the semaphore's places to `limit`: more wake waiters at once;
+    /// fewer are taken from the free places, and the rest from the places
+    /// given back later (the debt).
+    fn resize(&self, limit: u32) {
+        let was = self.semaphore_limit.swap(limit, Ordering::AcqRel);
+        if limit > was {
+            let mut more = limit - was;
+            // Places still owed are forgiven first.
+            let _ = self
+                .debt
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| {
+                    let paid = d.min(limit - was);
+                    more = limit - was - paid;
+                    Some(d - paid)
+                });
+            self.semaphore.add_permits(more as usize);
+        } else if limit < was {
+            let fewer = was - limit;
+            let forgotten = u32::try_from(self.semaphore.forget_permits(fewer as usize))
+                .unwrap_or(fewer)
+                .min(fewer);
+            self.debt.fetch_add(fewer - forgotten, Ordering::AcqRel);
+        }
+    }
+
+    /// A semaphore place comes back: into the semaphore, or against the
+    /// debt of a limit made smaller.
+    fn give_back(&self) {
+        let owed = self
+            .debt
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| d.checked_sub(1))
+            .is_ok();
+        if !owed {
+            self.semaphore.add_permits(1);
         }
     }
 
     /// A place if one is free now.
     #[inline]
-    fn try_take(&self) -> Option<Place<'_>> {
-        if !self.settings.enabled {
+    fn try_take(&self, settings: &ConcurrencyLimitSettings) -> Option<Place<'_>> {
+        if !settings.enabled {
             return Some(Place::new(self, Kind::Free));
         }
-        match self.settings.policy {
+        match settings.policy {
             Policy::Reject => {
-                let limit = self.settings.limit;
+                let limit = settings.limit;
                 self.taken
                     .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
                         (n < limit).then_some(n + 1)
@@ -233,55 +395,61 @@ impl Limiter {
         }
     }
 
-    pub(crate) fn telemetry(&self) -> &Telemetry {
-        &self.telemetry
-    }
-
     pub(crate) fn limit(&self) -> u32 {
-        self.settings.limit
+        self.config.get().limit
     }
 
     pub(crate) fn in_use(&self) -> u32 {
-        match self.settings.policy {
+        let settings = self.config.get();
+        match settings.policy {
             Policy::Reject => self.taken.load(Ordering::Acquire),
-            Policy::Block { .. } => self.settings.limit.saturating_sub(
-                u32::try_from(self.semaphore.available_permits()).unwrap_or(u32::MAX),
-            ),
+            Policy::Block { .. } => {
+                let free = u32::try_from(self.semaphore.available_permits()).unwrap_or(u32::MAX);
+                self.semaphore_limit
+                    .load(Ordering::Acquire)
+                    .saturating_add(self.debt.load(Ordering::Acquire))
+                    .saturating_sub(free)
+            }
         }
     }
 
     /// Tells the telemetry that a call found no place.
-    fn rejected(&self) {
-        let limit = self.settings.limit;
-        self.telemetry
-            .rejected(format_args!("all {limit} places taken"), || None);
+    fn rejected(&self, limit: u32) {
+        crate::telemetry::log_rejection!(
+            "resilient::concurrency",
+            &self.telemetry,
+            None,
+            "all {limit} places taken"
+        );
     }
 
-    fn reached(&self, spec: &'static str) -> Error {
-        Error::ConcurrencyLimitReached {
-            spec,
-            limit: self.settings.limit,
-        }
+    fn reached(spec: &'static str, limit: u32) -> Error {
+        Error::ConcurrencyLimitReached { spec, limit }
     }
 
     /// A place as the policy says.
     async fn acquire(&self, spec: &'static str) -> Result<Place<'_>, Error> {
+        let settings = self.config.get();
         // Free places are taken without a lock or a timer.
-        match self.try_take() {
+        match self.try_take(settings) {
             Some(place) => Ok(place),
-            None => self.when_full(spec).await,
+            None => self.when_full(spec, settings).await,
         }
     }
 
     /// A place for a call that found none free: an error at once (`reject`),
     /// or one that comes free in time (`block`).
-    async fn when_full(&self, spec: &'static str) -> Result<Place<'_>, Error> {
-        match self.settings.policy {
-            Policy::Reject => Err(self.reached(spec)),
+    async fn when_full(
+        &self,
+        spec: &'static str,
+        settings: &ConcurrencyLimitSettings,
+    ) -> Result<Place<'_>, Error> {
+        match settings.policy {
+            Policy::Reject => Err(Self::reached(spec, settings.limit)),
             // Boxed: the wait's future (a semaphore queue entry and a timer)
             // would otherwise widen every call's future, and only a call
             // that must wait pays for it.
-            Policy::Block { max_wait } => Box::pin(self.wait(spec, max_wait)).await,
+            Policy::Block { max_wait } => Box::pin(self.wait(spec, settings.limit, max_wait)).await,
         }
     }
 
@@ -289,6 +457,7 @@ impl Limiter {
     async fn wait(
         &self,
         spec: &'static str,
+        limit: u32,
         max_wait: Option<Duration>,
     ) -> Result<Place<'_>, Error> {
         let permit = match max_wait {
@@ -300,7 +469,7 @@ impl Limiter {
         };
         permit
             .map(|permit| Place::queued(self, permit))
-            .ok_or_else(|| self.reached(spec))
+            .ok_or_else(|| Self::reached(spec, limit))
     }
 }
 
@@ -328,16 +497,22 @@ pub struct ConcurrencyPermit<'a> {
 }
 
 impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
-    /// The spec's validated settings.
+    /// The spec's validated settings, as running now.
     pub fn settings(&self) -> &ConcurrencyLimitSettings {
-        &self.inner.settings
+        self.inner.config.get()
     }
 
-    /// A place if one is free now, whatever the policy.
+    /// A place if one is free now, whatever the policy. A call that finds
+    /// none is counted as rejected, as the attribute's is.
     pub fn try_acquire(&self) -> Option<ConcurrencyPermit<'_>> {
-        self.inner
-            .try_take()
-            .map(|place| ConcurrencyPermit { _place: place })
+        let settings = self.inner.config.get();
+        match self.inner.try_take(settings) {
+            Some(place) => Some(ConcurrencyPermit { _place: place }),
+            None => {
+                self.inner.rejected(settings.limit);
+                None
+            }
+        }
     }
 
     /// A place as the policy says: at once or fail (`reject`), or after
@@ -350,7 +525,9 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
         match self.inner.acquire(S::NAME).await {
             Ok(place) => Ok(ConcurrencyPermit { _place: place }),
             Err(e) => {
-                self.inner.rejected();
+                if let Error::ConcurrencyLimitReached { limit, .. } = e {
+                    self.inner.rejected(limit);
+                }
                 Err(e)
             }
         }
@@ -363,10 +540,7 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
 
     /// Places free now.
     pub fn available(&self) -> u32 {
-        self.inner
-            .settings
-            .limit
-            .saturating_sub(self.inner.in_use())
+        self.inner.limit().saturating_sub(self.inner.in_use())
     }
 
     /// Runs `f` holding a place for the whole life of its future.
@@ -400,7 +574,7 @@ pub enum Enter<G, W> {
 /// full), then [`Held::exit`] with the outcome of the layers inside.
 #[doc(hidden)]
 pub struct LimitCall<'a> {
-    key: &'static Key,
+    key: &'static Key<Limiter>,
     instance: Option<CallInstance<'a, Limiter>>,
 }
 
@@ -409,6 +583,7 @@ pub struct LimitCall<'a> {
 #[doc(hidden)]
 pub struct Full<'a> {
     telemetry: &'a Telemetry,
+    settings: &'a ConcurrencyLimitSettings,
     started: Option<tokio::time::Instant>,
 }
 
@@ -421,7 +596,10 @@ pub struct Held<'a> {
 
 impl<'a> LimitCall<'a> {
     #[inline]
-    pub(crate) fn new(key: &'static Key, instance: Option<CallInstance<'a, Limiter>>) -> Self {
+    pub(crate) fn new(
+        key: &'static Key<Limiter>,
+        instance: Option<CallInstance<'a, Limiter>>,
+    ) -> Self {
         Self { key, instance }
     }
 
@@ -433,35 +611,38 @@ impl<'a> LimitCall<'a> {
             return Enter::Ready(Err(self.key.not_configured()));
         };
         let limiter = &**instance;
+        let settings = limiter.config.get();
         let started = limiter.telemetry.start();
-        match limiter.try_take() {
+        match limiter.try_take(settings) {
             Some(place) => Enter::Ready(Ok(Held::new(started, place))),
-            None => match limiter.settings.policy {
+            None => match settings.policy {
                 Policy::Reject => {
-                    limiter.rejected();
-                    Enter::Ready(Err(limiter.reached(self.key.name)))
+                    limiter.rejected(settings.limit);
+                    Enter::Ready(Err(Limiter::reached(self.key.name, settings.limit)))
                 }
                 Policy::Block { .. } => Enter::Wait(Full {
                     telemetry: &limiter.telemetry,
+                    settings,
                     started,
                 }),
             },
         }
     }
 
-    /// Waits for a place, as the limit's policy says.
+    /// Waits for a place, as the limit's policy (when the call found it
+    /// full) says.
     pub async fn wait(&self, mut full: Full<'_>) -> Result<Held<'_>, Error> {
         let Some(instance) = &self.instance else {
             return Err(self.key.not_configured());
         };
         let limiter = &**instance;
-        let result = limiter.when_full(self.key.name).await;
+        let result = limiter.when_full(self.key.name, full.settings).await;
         // Counted from here on: as held, or as rejected.
         let started = full.started.take();
         match result {
             Ok(place) => Ok(Held::new(started, place)),
             Err(e) => {
-                limiter.rejected();
+                limiter.rejected(full.settings.limit);
                 Err(e)
             }
         }
@@ -510,7 +691,7 @@ impl Drop for Held<'_> {
 
 /// One call under the limiter `instance`, for a handle.
 pub(crate) async fn run<T, E, F, Fut>(
-    key: &'static Key,
+    key: &'static Key<Limiter>,
     instance: Option<CallInstance<'_, Limiter>>,
     f: F,
 ) -> Result<T, Fail<E>>

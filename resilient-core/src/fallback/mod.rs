@@ -67,9 +67,8 @@
 
 use std::future::{Future, Pending};
 
-use crate::__private::ResultType;
 use crate::error::Error;
-use crate::outcome::Fail;
+use crate::outcome::{Fail, ResultType};
 
 /// Which failures a fallback handles; built by `#[fallback]`.
 #[doc(hidden)]
@@ -249,7 +248,6 @@ pub(crate) fn decide<T, E>(
 
 #[inline(never)]
 fn taken<E>(fn_name: &'static str, error: E) -> E {
-    tracing::debug!(target: "resilient::fallback", r#fn = fn_name, "fallback taken");
-    crate::telemetry::emit_in_use(|| crate::telemetry::Event::FallbackTaken { function: fn_name });
+    crate::registry::fallback_taken(fn_name);
     error
 }

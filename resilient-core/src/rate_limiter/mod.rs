@@ -37,6 +37,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -44,10 +45,15 @@ use tokio::time::Instant;
 use crate::concurrency::Enter;
 use crate::error::Error;
 use crate::outcome::Fail;
-use crate::registry::{Key, Shared};
+use crate::registry::{Key, Mechanism, Part, Sealed, Shared, Spec, Versions};
 use crate::settings::{Section, Value};
-use crate::spec::Spec;
+use crate::spec::SpecKind;
 use crate::telemetry::{Outcome, Telemetry};
+
+impl SpecKind {
+    /// `#[derive(RateLimiterSpec)]`, used by `#[rate_limited]`.
+    pub const RATE_LIMITER: SpecKind = SpecKind::new("rate_limiter", "rate limiter");
+}
 
 /// A rate limiter spec: implemented by `#[derive(RateLimiterSpec)]`.
 #[diagnostic::on_unimplemented(
@@ -56,7 +62,7 @@ use crate::telemetry::{Outcome, Telemetry};
     note = "declare one with `#[derive(RateLimiterSpec)] #[spec(\"resilient.ratelimiter.name\")] pub struct Name;`",
     note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
 )]
-pub trait RateLimiterSpec: Spec + Sized {
+pub trait RateLimiterSpec: Spec<Mechanism = RateLimiter> + Sized {
     /// The spec's shared limiter, from the registry in use.
     ///
     /// # Errors
@@ -64,18 +70,20 @@ pub trait RateLimiterSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<RateLimiterHandle<Self>, Error> {
-        let key = const { &Key::of::<Self>() };
-        crate::registry::lookup_rate(key)
-            .map(|inner| RateLimiterHandle {
-                inner,
-                _spec: PhantomData,
-            })
-            .ok_or_else(|| key.not_configured())
+        crate::registry::handle::<Self>().map(|inner| RateLimiterHandle {
+            inner,
+            _spec: PhantomData,
+        })
     }
 }
 
 /// The rate limiter's algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum Algorithm {
     /// Windows that start at the first call after the previous one expired.
     FixedWindow,
@@ -93,16 +101,29 @@ pub enum Algorithm {
 /// | `limit_refresh_period` | required | duration ≥ 1ms: the period; a whole number of milliseconds for `fixed_window`; for `token_bucket` ≥ 1ns per permit and at most 584 years |
 /// | `max_wait` | none | duration > 0: how long a call may wait for a permit instead of failing at once |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RateLimiterSettings {
     /// `false` turns the spec into a pass-through.
     pub enabled: bool,
     /// The algorithm.
+    #[cfg_attr(feature = "serde", serde(rename = "type"))]
     pub algorithm: Algorithm,
     /// Calls per period.
     pub limit_for_period: u32,
     /// The period.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::settings::ser::duration")
+    )]
     pub limit_refresh_period: Duration,
     /// How long a call may wait for a permit.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "crate::settings::ser::option_duration",
+            skip_serializing_if = "Option::is_none"
+        )
+    )]
     pub max_wait: Option<Duration>,
 }
 
@@ -187,65 +208,137 @@ impl RateLimiterSettings {
     }
 }
 
-/// The shared state of one rate limiter spec.
+/// The shared instance of one rate limiter spec: its permits, its settings
+/// and its telemetry. Reached through a [`RateLimiterHandle`].
 #[derive(Debug)]
-pub(crate) struct RateLimiter {
-    settings: RateLimiterSettings,
+pub struct RateLimiter {
+    config: Versions<Config>,
     telemetry: Telemetry,
     origin: Instant,
     /// `fixed_window`: the window's start (ms since `origin`, high bits) and
     /// the permits taken in it (low 20 bits). `token_bucket`: the theoretical
     /// arrival time, in ns since `origin`.
     word: AtomicU64,
+}
+
+/// The settings a rate limiter runs with, in its clock's units.
+#[derive(Debug)]
+struct Config {
+    settings: RateLimiterSettings,
     period_ms: u64,
     /// `token_bucket`: ns between two permits, and the burst tolerance.
     interval_ns: u64,
     tolerance_ns: u64,
 }
 
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-impl RateLimiter {
-    pub(crate) fn telemetry(&self) -> &Telemetry {
-        &self.telemetry
-    }
-
-    pub(crate) fn new(settings: RateLimiterSettings, telemetry: Telemetry) -> Self {
+impl Config {
+    fn of(settings: RateLimiterSettings) -> Self {
         let period_ns = nanos(settings.limit_refresh_period);
-        let interval_ns = (period_ns / u64::from(settings.limit_for_period)).max(1);
+        let interval_ns = (period_ns / u64::from(settings.limit_for_period.max(1))).max(1);
         Self {
-            telemetry,
             period_ms: u64::try_from(settings.limit_refresh_period.as_millis())
                 .unwrap_or(u64::MAX)
                 .max(1),
             interval_ns,
-            tolerance_ns: interval_ns.saturating_mul(u64::from(settings.limit_for_period) - 1),
+            tolerance_ns: interval_ns
+                .saturating_mul(u64::from(settings.limit_for_period.saturating_sub(1))),
             settings,
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Sealed for RateLimiter {}
+
+impl Mechanism for RateLimiter {
+    const KIND: SpecKind = SpecKind::RATE_LIMITER;
+    const OUTCOMES: &'static [Outcome] = &[
+        Outcome::Success,
+        Outcome::Failure,
+        Outcome::Rejected,
+        Outcome::Cancelled,
+    ];
+    type Settings = RateLimiterSettings;
+
+    fn read(section: &mut Section<'_>) -> Option<RateLimiterSettings> {
+        RateLimiterSettings::read(section)
+    }
+
+    fn build(settings: RateLimiterSettings, telemetry: Telemetry) -> Self {
+        Self {
+            config: Versions::new(Config::of(settings)),
+            telemetry,
             origin: Instant::now(),
             word: AtomicU64::new(0),
         }
     }
 
+    fn reconfigure(&self, settings: RateLimiterSettings) -> Vec<String> {
+        let was = self.config.get();
+        let (old_algorithm, old_interval) = (was.settings.algorithm, was.interval_ns);
+        let (now, _) = self
+            .config
+            .publish(|c| c.settings == settings, || Config::of(settings));
+        if now.settings.algorithm != old_algorithm {
+            // The other algorithm's word means something else: start afresh.
+            self.word.store(0, Ordering::Release);
+            return vec!["a new `type`: its permits start afresh, as at startup".to_owned()];
+        }
+        if now.settings.algorithm == Algorithm::TokenBucket && now.interval_ns != old_interval {
+            // The permits spent, counted in the new interval: what is owed
+            // beyond now stays owed.
+            let at = nanos(self.origin.elapsed());
+            let _ = self
+                .word
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
+                    let owed = u128::from(tat.saturating_sub(at));
+                    let scaled = owed * u128::from(now.interval_ns) / u128::from(old_interval);
+                    Some(at.saturating_add(u64::try_from(scaled).unwrap_or(u64::MAX)))
+                });
+        }
+        Vec::new()
+    }
+
+    fn settings(&self) -> &RateLimiterSettings {
+        &self.config.get().settings
+    }
+
+    fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    fn status(&self) -> Option<Arc<dyn Part>> {
+        None
+    }
+}
+
+impl RateLimiter {
     /// Takes a permit due within `max_wait` (now, or reserved for later):
     /// `Ok` with how long until it is due, or `Err` with how long until a
     /// permit would be free.
-    pub(crate) fn take(&self, max_wait: Duration) -> Result<Taken, Duration> {
-        if !self.settings.enabled {
+    fn take(&self, c: &Config, max_wait: Duration) -> Result<Taken, Duration> {
+        if !c.settings.enabled {
             return Ok(Taken::NOW);
         }
         let now = self.origin.elapsed();
-        match self.settings.algorithm {
-            Algorithm::FixedWindow => self.fixed_window(now, max_wait),
-            Algorithm::TokenBucket => self.token_bucket(nanos(now), max_wait),
+        match c.settings.algorithm {
+            Algorithm::FixedWindow => self.fixed_window(c, now, max_wait),
+            Algorithm::TokenBucket => self.token_bucket(c, nanos(now), max_wait),
         }
     }
 
-    fn fixed_window(&self, now: Duration, max_wait: Duration) -> Result<Taken, Duration> {
+    fn fixed_window(
+        &self,
+        c: &Config,
+        now: Duration,
+        max_wait: Duration,
+    ) -> Result<Taken, Duration> {
         let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
-        let limit = u64::from(self.settings.limit_for_period);
-        let period = self.period_ms;
+        let limit = u64::from(c.settings.limit_for_period);
+        let period = c.period_ms;
         let mut outcome = Err(Duration::ZERO);
         let _ = self
             .word
@@ -275,24 +368,28 @@ impl RateLimiter {
                     outcome = Err(wait);
                     return None;
                 }
-                outcome = Ok(Taken { wait, tat: 0 });
+                outcome = Ok(Taken {
+                    wait,
+                    tat: 0,
+                    interval_ns: 0,
+                });
                 Some((start << COUNT_BITS) | (taken + 1))
             });
         outcome
     }
 
-    fn token_bucket(&self, now: u64, max_wait: Duration) -> Result<Taken, Duration> {
+    fn token_bucket(&self, c: &Config, now: u64, max_wait: Duration) -> Result<Taken, Duration> {
         let max_wait = nanos(max_wait);
         let mut outcome = Err(Duration::ZERO);
         let _ = self
             .word
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
-                let next = tat.max(now).saturating_add(self.interval_ns);
+                let next = tat.max(now).saturating_add(c.interval_ns);
                 // How far this permit lies beyond the burst the bucket allows.
                 let wait = tat
                     .max(now)
                     .saturating_sub(now)
-                    .saturating_sub(self.tolerance_ns);
+                    .saturating_sub(c.tolerance_ns);
                 if wait > max_wait {
                     outcome = Err(Duration::from_nanos(wait));
                     return None;
@@ -300,6 +397,7 @@ impl RateLimiter {
                 outcome = Ok(Taken {
                     wait: Duration::from_nanos(wait),
                     tat: next,
+                    interval_ns: c.interval_ns,
                 });
                 Some(next)
             });
@@ -309,28 +407,26 @@ impl RateLimiter {
     /// Gives back a `token_bucket` permit reserved by a call that was
     /// cancelled before it was due, if no later call reserved one since.
     fn give_back(&self, taken: Taken) {
-        if self.settings.algorithm == Algorithm::TokenBucket {
+        if taken.interval_ns != 0 {
             let _ = self.word.compare_exchange(
                 taken.tat,
-                taken.tat - self.interval_ns,
+                taken.tat - taken.interval_ns,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             );
         }
     }
 
-    /// Tells the telemetry that the call `e` reports was rejected.
-    fn rejected(&self, e: &Error) {
-        let retry_after = match e {
-            Error::RateLimitExceeded { retry_after, .. } => Some(*retry_after),
-            _ => None,
-        };
-        let limit = self.settings.limit_for_period;
-        let period = self.settings.limit_refresh_period;
-        self.telemetry
-            .rejected(format_args!("more than {limit} per {period:?}"), || {
-                retry_after
-            });
+    /// Tells the telemetry that a call found no permit.
+    fn rejected(&self, c: &Config, retry_after: Duration) {
+        let limit = c.settings.limit_for_period;
+        let period = c.settings.limit_refresh_period;
+        crate::telemetry::log_rejection!(
+            "resilient::rate_limiter",
+            &self.telemetry,
+            Some(retry_after),
+            "more than {limit} per {period:?}"
+        );
     }
 
     fn exceeded(spec: &'static str, retry_after: Duration) -> Error {
@@ -340,11 +436,11 @@ impl RateLimiter {
     /// Takes a permit, reserving one due within `max_wait` and sleeping until
     /// it is due.
     pub(crate) async fn acquire(&self, spec: &'static str) -> Result<(), Error> {
-        let max_wait = self.settings.max_wait.unwrap_or(Duration::ZERO);
-        let taken = self.take(max_wait).map_err(|retry_after| {
-            let e = Self::exceeded(spec, retry_after);
-            self.rejected(&e);
-            e
+        let c = self.config.get();
+        let max_wait = c.settings.max_wait.unwrap_or(Duration::ZERO);
+        let taken = self.take(c, max_wait).map_err(|retry_after| {
+            self.rejected(c, retry_after);
+            Self::exceeded(spec, retry_after)
         })?;
         if !taken.wait.is_zero() {
             self.wait_for(taken).await;
@@ -372,12 +468,15 @@ pub(crate) struct Taken {
     wait: Duration,
     /// `token_bucket`: the arrival time the permit moved the bucket to.
     tat: u64,
+    /// `token_bucket`: the bucket's interval then; 0 for `fixed_window`.
+    interval_ns: u64,
 }
 
 impl Taken {
     const NOW: Taken = Taken {
         wait: Duration::ZERO,
         tat: 0,
+        interval_ns: 0,
     };
 }
 
@@ -420,9 +519,9 @@ impl<S> Clone for RateLimiterHandle<S> {
 }
 
 impl<S: RateLimiterSpec> RateLimiterHandle<S> {
-    /// The spec's validated settings.
+    /// The spec's validated settings, as running now.
     pub fn settings(&self) -> &RateLimiterSettings {
-        &self.inner.settings
+        &self.inner.config.get().settings
     }
 
     /// Takes a permit now, whatever `max_wait` says.
@@ -431,8 +530,9 @@ impl<S: RateLimiterSpec> RateLimiterHandle<S> {
     ///
     /// [`Error::RateLimitExceeded`] with the time until a permit would be free.
     pub fn try_acquire(&self) -> Result<(), Error> {
+        let c = self.inner.config.get();
         self.inner
-            .take(Duration::ZERO)
+            .take(c, Duration::ZERO)
             .map(drop)
             .map_err(|retry_after| RateLimiter::exceeded(S::NAME, retry_after))
     }
@@ -465,7 +565,7 @@ impl<S: RateLimiterSpec> RateLimiterHandle<S> {
 /// reserved permit), then [`Granted::exit`] with the outcome.
 #[doc(hidden)]
 pub struct RateCall {
-    key: &'static Key,
+    key: &'static Key<RateLimiter>,
     instance: Option<Shared<RateLimiter>>,
 }
 
@@ -509,7 +609,10 @@ impl Drop for Granted<'_> {
 
 impl RateCall {
     #[inline]
-    pub(crate) fn new(key: &'static Key, instance: Option<Shared<RateLimiter>>) -> Self {
+    pub(crate) fn new(
+        key: &'static Key<RateLimiter>,
+        instance: Option<Shared<RateLimiter>>,
+    ) -> Self {
         Self { key, instance }
     }
 
@@ -521,8 +624,9 @@ impl RateCall {
             return Enter::Ready(Err(self.key.not_configured()));
         };
         let limiter = &**instance;
+        let c = limiter.config.get();
         let started = limiter.telemetry.start();
-        match limiter.take(limiter.settings.max_wait.unwrap_or(Duration::ZERO)) {
+        match limiter.take(c, c.settings.max_wait.unwrap_or(Duration::ZERO)) {
             Ok(taken) if taken.wait.is_zero() => Enter::Ready(Ok(Granted { limiter, started })),
             Ok(taken) => Enter::Wait(Reserved {
                 limiter,
@@ -530,9 +634,8 @@ impl RateCall {
                 started,
             }),
             Err(retry_after) => {
-                let e = RateLimiter::exceeded(self.key.name, retry_after);
-                limiter.rejected(&e);
-                Enter::Ready(Err(e))
+                limiter.rejected(c, retry_after);
+                Enter::Ready(Err(RateLimiter::exceeded(self.key.name, retry_after)))
             }
         }
     }

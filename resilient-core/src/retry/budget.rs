@@ -12,15 +12,35 @@ use super::settings::BudgetSettings;
 
 const SCALE: u64 = 1_000_000;
 
+/// The bucket's tokens: the state of a budget, which a reload keeps.
 #[derive(Debug)]
 pub(crate) struct Budget {
     tokens: AtomicU64,
-    max: u64,
-    per_success: u64,
-    per_second: u64,
     origin: Instant,
     /// Nanoseconds since `origin` of the last refill.
     refilled_at: AtomicU64,
+}
+
+/// A budget's settings, in the units the bucket counts in: what a reload
+/// replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BudgetParams {
+    max: u64,
+    initial: u64,
+    per_success: u64,
+    per_second: u64,
+}
+
+impl BudgetParams {
+    pub(crate) fn of(s: &BudgetSettings) -> Self {
+        let max = u64::from(s.tokens_max) * SCALE;
+        Self {
+            max,
+            initial: u64::from(s.tokens_initial) * SCALE,
+            per_success: scaled(s.ratio).min(max),
+            per_second: scaled(s.min_tokens_per_second),
+        }
+    }
 }
 
 /// One token taken for a retry that has not started yet.
@@ -28,6 +48,7 @@ pub(crate) struct Budget {
 #[must_use = "a withdrawal that is dropped at once gives its token back"]
 pub(crate) struct Withdrawal<'a> {
     budget: &'a Budget,
+    max: u64,
 }
 
 impl Withdrawal<'_> {
@@ -39,7 +60,7 @@ impl Withdrawal<'_> {
 
 impl Drop for Withdrawal<'_> {
     fn drop(&mut self) {
-        self.budget.add(SCALE);
+        self.budget.add(SCALE, self.max);
     }
 }
 
@@ -49,48 +70,59 @@ fn scaled(x: f64) -> u64 {
 }
 
 impl Budget {
-    pub(crate) fn new(s: &BudgetSettings) -> Self {
-        let max = u64::from(s.tokens_max) * SCALE;
+    /// A bucket holding no token yet (see [`reset`](Self::reset)).
+    pub(crate) fn new() -> Self {
         Self {
-            tokens: AtomicU64::new(u64::from(s.tokens_initial) * SCALE),
-            max,
-            per_success: scaled(s.ratio).min(max),
-            per_second: scaled(s.min_tokens_per_second),
+            tokens: AtomicU64::new(0),
             origin: Instant::now(),
             refilled_at: AtomicU64::new(0),
         }
+    }
+
+    /// Fills the bucket with `p`'s initial tokens, refilled from now on.
+    pub(crate) fn reset(&self, p: &BudgetParams) {
+        let now = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.refilled_at.store(now, Ordering::Release);
+        self.tokens.store(p.initial, Ordering::Release);
+    }
+
+    /// Keeps at most `p`'s maximum: `true` if tokens were dropped.
+    pub(crate) fn cap(&self, p: &BudgetParams) -> bool {
+        self.tokens.fetch_min(p.max, Ordering::AcqRel) > p.max
     }
 
     /// Takes one token for a retry; `None` when the bucket holds less than
     /// one. The token goes back into the bucket if the [`Withdrawal`] is
     /// dropped before [`Withdrawal::spend`]: a call cancelled during its
     /// back-off wait never made the retry it paid for.
-    pub(crate) fn try_withdraw(&self) -> Option<Withdrawal<'_>> {
-        self.refill();
+    pub(crate) fn try_withdraw(&self, p: &BudgetParams) -> Option<Withdrawal<'_>> {
+        self.refill(p);
         self.tokens
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
                 t.checked_sub(SCALE)
             })
             .ok()
-            .map(|_| Withdrawal { budget: self })
+            .map(|_| Withdrawal {
+                budget: self,
+                max: p.max,
+            })
     }
 
     /// Returns `ratio` tokens after a successful call.
-    pub(crate) fn deposit(&self) {
-        self.add(self.per_success);
+    pub(crate) fn deposit(&self, p: &BudgetParams) {
+        self.add(p.per_success, p.max);
     }
 
     /// Tokens in the bucket now, refill included.
-    pub(crate) fn tokens(&self) -> f64 {
-        self.refill();
+    pub(crate) fn tokens(&self, p: &BudgetParams) -> f64 {
+        self.refill(p);
         self.tokens.load(Ordering::Acquire) as f64 / SCALE as f64
     }
 
-    fn add(&self, amount: u64) {
+    fn add(&self, amount: u64, max: u64) {
         if amount == 0 {
             return;
         }
-        let max = self.max;
         // A full bucket is only read: successes on a healthy dependency do
         // not all write one shared word.
         let _ = self
@@ -100,21 +132,21 @@ impl Budget {
             });
     }
 
-    fn refill(&self) {
-        if self.per_second == 0 {
+    fn refill(&self, p: &BudgetParams) {
+        if p.per_second == 0 {
             return;
         }
         let now = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let last = self.refilled_at.load(Ordering::Acquire);
         let elapsed = now.saturating_sub(last);
-        let amount = u128::from(self.per_second) * u128::from(elapsed) / 1_000_000_000;
+        let amount = u128::from(p.per_second) * u128::from(elapsed) / 1_000_000_000;
         let amount = u64::try_from(amount).unwrap_or(u64::MAX);
         if amount == 0 {
             return;
         }
         // The mark moves by the time paid for, not to `now`, so that the
         // fraction of a micro-token not yet added is not lost.
-        let paid = u128::from(amount) * 1_000_000_000 / u128::from(self.per_second);
+        let paid = u128::from(amount) * 1_000_000_000 / u128::from(p.per_second);
         let mark = last
             .saturating_add(u64::try_from(paid).unwrap_or(u64::MAX))
             .min(now);
@@ -124,7 +156,7 @@ impl Budget {
             .compare_exchange(last, mark, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            self.add(amount);
+            self.add(amount, p.max);
         }
     }
 }
@@ -133,88 +165,93 @@ impl Budget {
 mod tests {
     use super::*;
 
-    fn budget(initial: u32, max: u32, ratio: f64, per_second: f64) -> Budget {
-        Budget::new(&BudgetSettings {
+    /// A bucket, filled, with the parameters of these settings.
+    fn budget(initial: u32, max: u32, ratio: f64, per_second: f64) -> (Budget, BudgetParams) {
+        let p = BudgetParams::of(&BudgetSettings {
             ratio,
             tokens_max: max,
             tokens_initial: initial,
             min_tokens_per_second: per_second,
-        })
+        });
+        let b = Budget::new();
+        b.reset(&p);
+        (b, p)
     }
 
     #[tokio::test]
     async fn withdraws_whole_tokens_until_empty() {
-        let b = budget(3, 10, 0.1, 0.0);
+        let (b, p) = budget(3, 10, 0.1, 0.0);
         let taken = (0..10)
-            .filter_map(|_| b.try_withdraw())
+            .filter_map(|_| b.try_withdraw(&p))
             .map(Withdrawal::spend)
             .count();
         assert_eq!(taken, 3);
-        assert_eq!(b.tokens(), 0.0);
+        assert_eq!(b.tokens(&p), 0.0);
     }
 
     #[tokio::test]
     async fn ten_successes_at_ratio_a_tenth_return_one_token() {
-        let b = budget(0, 10, 0.1, 0.0);
+        let (b, p) = budget(0, 10, 0.1, 0.0);
         for _ in 0..9 {
-            b.deposit();
+            b.deposit(&p);
         }
         assert!(
-            b.try_withdraw().is_none(),
+            b.try_withdraw(&p).is_none(),
             "0.9 tokens are not a whole token"
         );
-        b.deposit();
-        assert!(b.try_withdraw().map(Withdrawal::spend).is_some());
-        assert!(b.try_withdraw().is_none());
+        b.deposit(&p);
+        assert!(b.try_withdraw(&p).map(Withdrawal::spend).is_some());
+        assert!(b.try_withdraw(&p).is_none());
     }
 
     #[tokio::test]
     async fn deposits_stop_at_tokens_max() {
-        let b = budget(2, 2, 1.0, 0.0);
+        let (b, p) = budget(2, 2, 1.0, 0.0);
         for _ in 0..5 {
-            b.deposit();
+            b.deposit(&p);
         }
-        assert_eq!(b.tokens(), 2.0);
+        assert_eq!(b.tokens(&p), 2.0);
     }
 
     #[tokio::test(start_paused = true)]
     async fn refills_per_second_on_the_paused_clock() {
-        let b = budget(0, 100, 0.0, 2.0);
-        assert!(b.try_withdraw().is_none());
+        let (b, p) = budget(0, 100, 0.0, 2.0);
+        assert!(b.try_withdraw(&p).is_none());
         tokio::time::advance(std::time::Duration::from_millis(500)).await;
         assert!(
-            b.try_withdraw().map(Withdrawal::spend).is_some(),
+            b.try_withdraw(&p).map(Withdrawal::spend).is_some(),
             "half a second at 2/s is one token"
         );
-        assert!(b.try_withdraw().is_none());
+        assert!(b.try_withdraw(&p).is_none());
         tokio::time::advance(std::time::Duration::from_secs(10)).await;
-        assert_eq!(b.tokens(), 20.0);
+        assert_eq!(b.tokens(&p), 20.0);
     }
 
     #[tokio::test(start_paused = true)]
     async fn frequent_refills_lose_no_fraction_of_a_token() {
-        let b = budget(0, 100, 0.0, 1.0);
+        let (b, p) = budget(0, 100, 0.0, 1.0);
         // 1 token/s checked every 1999 ns: each check pays 1 micro-token and
         // leaves 999 ns unpaid, which must carry over to the next check.
         for _ in 0..2000 {
             tokio::time::advance(std::time::Duration::from_nanos(1999)).await;
-            b.refill();
+            b.refill(&p);
         }
         let expected = 2000.0 * 1999.0 / 1e9;
         assert!(
-            (b.tokens() - expected).abs() < 2e-6,
+            (b.tokens(&p) - expected).abs() < 2e-6,
             "{} vs {expected}",
-            b.tokens()
+            b.tokens(&p)
         );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_withdrawals_take_exactly_the_tokens_there_are() {
-        let b = std::sync::Arc::new(budget(10, 100, 0.0, 0.0));
+        let (b, p) = budget(10, 100, 0.0, 0.0);
+        let (b, p) = (std::sync::Arc::new(b), std::sync::Arc::new(p));
         let tasks: Vec<_> = (0..100)
             .map(|_| {
-                let b = b.clone();
-                tokio::spawn(async move { b.try_withdraw().map(Withdrawal::spend).is_some() })
+                let (b, p) = (b.clone(), p.clone());
+                tokio::spawn(async move { b.try_withdraw(&p).map(Withdrawal::spend).is_some() })
             })
             .collect();
         let mut taken = 0;
@@ -222,6 +259,6 @@ mod tests {
             taken += usize::from(t.await.unwrap_or(false));
         }
         assert_eq!(taken, 10);
-        assert_eq!(b.tokens(), 0.0);
+        assert_eq!(b.tokens(&p), 0.0);
     }
 }

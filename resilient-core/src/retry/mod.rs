@@ -81,7 +81,10 @@ mod settings;
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use metrics::Counter;
 
 use tokio::time::Instant;
 
@@ -92,10 +95,16 @@ pub use settings::{Backoff, BudgetSettings, Jitter, RetrySettings};
 
 use crate::error::{Error, GaveUp};
 use crate::outcome::{self, Fail};
-use crate::registry::{CallInstance, Key, Shared};
-use crate::spec::{Classify, Spec, Verdict};
-use crate::telemetry::{Outcome, StoppedBy, Telemetry};
-use budget::Budget;
+use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Versions};
+use crate::settings::Section;
+use crate::spec::{Classify, SpecKind, Verdict};
+use crate::telemetry::{Event, Outcome, StoppedBy, Telemetry};
+use budget::{Budget, BudgetParams};
+
+impl SpecKind {
+    /// `#[derive(RetrySpec)]`, used by `#[retryable]`.
+    pub const RETRY: SpecKind = SpecKind::new("retry", "retry");
+}
 
 /// A retry spec: implemented by `#[derive(RetrySpec)]`.
 ///
@@ -111,7 +120,7 @@ use budget::Budget;
     note = "declare one with `#[derive(RetrySpec)] #[spec(\"resilient.retry.name\")] pub struct Name;`",
     note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
 )]
-pub trait RetrySpec: Spec + Sized {
+pub trait RetrySpec: Spec<Mechanism = Retry> + Sized {
     /// The type whose [`Classify`] implementations decide what a failure is,
     /// as the derive's `classify` option names it.
     type Classifier;
@@ -128,41 +137,207 @@ pub trait RetrySpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<RetryHandle<Self>, Error> {
-        let key = const { &Key::of::<Self>() };
-        crate::registry::lookup_retry(key)
-            .map(|inner| RetryHandle {
-                inner,
-                _spec: PhantomData,
-            })
-            .ok_or_else(|| key.not_configured())
+        crate::registry::handle::<Self>().map(|inner| RetryHandle {
+            inner,
+            _spec: PhantomData,
+        })
     }
 }
 
-/// The shared state of one retry spec: its settings, its budget and its
-/// telemetry.
+/// The shared instance of one retry spec: its settings, its budget's tokens
+/// and its telemetry. Reached through a [`RetryHandle`].
 #[derive(Debug)]
-pub(crate) struct Retry {
-    settings: RetrySettings,
-    budget: Option<Budget>,
+pub struct Retry {
+    config: Versions<RetryConfig>,
+    /// The budget's tokens; used while the settings have a budget.
+    budget: Budget,
     telemetry: Telemetry,
+    meters: OnceLock<RetryMeters>,
 }
 
-impl Retry {
-    pub(crate) fn new(settings: RetrySettings, telemetry: Telemetry) -> Self {
-        let budget = settings.budget.as_ref().map(Budget::new);
-        Self {
-            settings,
+/// The settings a retry runs with, and its budget's in the bucket's units.
+#[derive(Debug)]
+struct RetryConfig {
+    settings: RetrySettings,
+    budget: Option<BudgetParams>,
+}
+
+impl RetryConfig {
+    fn of(settings: RetrySettings) -> Self {
+        let budget = settings.budget.as_ref().map(BudgetParams::of);
+        Self { settings, budget }
+    }
+}
+
+/// The metric handles only a retry records.
+#[derive(Debug)]
+struct RetryMeters {
+    retries: Counter,
+    exhausted: [Counter; 3],
+}
+
+/// A retry spec's budget, in its part of the
+/// [`Snapshot`](crate::Snapshot).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct BudgetTokens {
+    /// Tokens in the budget now.
+    pub budget_tokens: f64,
+}
+
+impl Sealed for Retry {}
+
+impl Mechanism for Retry {
+    const KIND: SpecKind = SpecKind::RETRY;
+    const OUTCOMES: &'static [Outcome] = &[
+        Outcome::Success,
+        Outcome::Failure,
+        Outcome::Ignored,
+        Outcome::Cancelled,
+    ];
+    type Settings = RetrySettings;
+
+    fn read(section: &mut Section<'_>) -> Option<RetrySettings> {
+        RetrySettings::read(section)
+    }
+
+    fn build(settings: RetrySettings, telemetry: Telemetry) -> Self {
+        let config = RetryConfig::of(settings);
+        let budget = Budget::new();
+        if let Some(p) = &config.budget {
+            budget.reset(p);
+        }
+        let retry = Self {
+            config: Versions::new(config),
             budget,
             telemetry,
-        }
+            meters: OnceLock::new(),
+        };
+        retry.register_meters();
+        retry
     }
 
-    pub(crate) fn telemetry(&self) -> &Telemetry {
+    fn reconfigure(&self, settings: RetrySettings) -> Vec<String> {
+        let mut notes = Vec::new();
+        let config = RetryConfig::of(settings);
+        let had_budget = self.config.get().budget.is_some();
+        match (had_budget, &config.budget) {
+            // Filled before any call can see it.
+            (false, Some(p)) => {
+                self.budget.reset(p);
+                notes.push("a new retry budget starts with `tokens_initial`".to_owned());
+            }
+            (true, None) => notes.push("the retry budget is gone".to_owned()),
+            _ => {}
+        }
+        let running = config.settings.clone();
+        let (now, _) = self.config.publish(|c| c.settings == running, || config);
+        if let (true, Some(p)) = (had_budget, &now.budget) {
+            if self.budget.cap(p) {
+                notes.push("the budget's tokens were capped at the new `tokens_max`".to_owned());
+            }
+        }
+        self.register_meters();
+        notes
+    }
+
+    fn settings(&self) -> &RetrySettings {
+        &self.config.get().settings
+    }
+
+    fn telemetry(&self) -> &Telemetry {
         &self.telemetry
     }
 
+    fn status(&self) -> Option<Arc<dyn Part>> {
+        let budget_tokens = self.budget_tokens()?;
+        Some(Arc::new(BudgetTokens { budget_tokens }))
+    }
+}
+
+impl Retry {
+    /// Registers the retry's own metrics once they are switched on.
+    fn register_meters(&self) {
+        if self.telemetry.metrics_on() {
+            self.meters.get_or_init(|| RetryMeters {
+                retries: self.telemetry.counter("resilient_retries_total", &[]),
+                exhausted: [StoppedBy::Attempts, StoppedBy::Timeout, StoppedBy::Budget].map(|r| {
+                    self.telemetry
+                        .counter("resilient_retry_exhausted_total", &[("reason", r.label())])
+                }),
+            });
+        }
+    }
+
+    fn meters(&self) -> Option<&RetryMeters> {
+        if self.telemetry.metrics_on() {
+            self.meters.get()
+        } else {
+            None
+        }
+    }
+
     pub(crate) fn budget_tokens(&self) -> Option<f64> {
-        self.budget.as_ref().map(Budget::tokens)
+        let p = self.config.get().budget?;
+        Some(self.budget.tokens(&p))
+    }
+
+    /// A retry will start after a wait; the failure before it is `failure`.
+    fn scheduled(&self, wait: Wait, failure: &dyn std::fmt::Display) {
+        if let Some(m) = self.meters() {
+            m.retries.increment(1);
+        }
+        let t = &self.telemetry;
+        let Wait {
+            retry,
+            delay,
+            from,
+            status,
+        } = wait;
+        t.emit(|| Event::RetryScheduled {
+            spec: t.spec,
+            path: t.path,
+            retry,
+            delay,
+        });
+        if t.logging() {
+            let (spec, path, wait_from, said) = (t.spec, t.path, from.label(), from.said());
+            tracing::info!(
+                target: "resilient::retry",
+                spec, path, retry, ?delay, wait_from, status, %failure,
+                "call failed ({failure}); retry {retry} after {delay:?}{said}"
+            );
+        }
+    }
+
+    /// Retry gave up after `calls` calls, because of `by`; `cause` is the
+    /// last failure, `status` its status if it is a failed value that has one.
+    fn stopped(
+        &self,
+        calls: u64,
+        by: StoppedBy,
+        cause: &dyn std::fmt::Display,
+        status: Option<u16>,
+    ) {
+        if let Some(m) = self.meters() {
+            m.exhausted[by as usize].increment(1);
+        }
+        let t = &self.telemetry;
+        t.emit(|| Event::RetryExhausted {
+            spec: t.spec,
+            path: t.path,
+            calls,
+            reason: by,
+        });
+        if t.logging() {
+            let (spec, path) = (t.spec, t.path);
+            tracing::warn!(
+                target: "resilient::retry",
+                spec, path, calls, reason = by.label(), status, %cause,
+                "retry gave up after {calls} call(s), {by}: {cause}"
+            );
+        }
     }
 }
 
@@ -183,9 +358,9 @@ impl<S> Clone for RetryHandle<S> {
 }
 
 impl<S: RetrySpec> RetryHandle<S> {
-    /// The spec's validated settings.
+    /// The spec's validated settings, as running now.
     pub fn settings(&self) -> &RetrySettings {
-        &self.inner.settings
+        Mechanism::settings(&*self.inner)
     }
 
     /// Tokens now in the spec's retry budget; `None` when it has none.
@@ -221,7 +396,7 @@ impl<S: RetrySpec> RetryHandle<S> {
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct RetryOps<T, E, Tr, J = Unjudged> {
-    pub(crate) key: &'static Key,
+    pub(crate) key: &'static Key<Retry>,
     judge: J,
     keep_value: exhausted::KeepValue<T>,
     keep: fn(&mut Tr, &'static str, Result<T, Fail<E>>),
@@ -337,20 +512,31 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
     }
 }
 
-/// One call under a retry spec, one attempt at a time: what the generated
-/// code drives in a loop of its own (the attempts then live in the fn's own
-/// future, with no future per layer), and what [`run`] drives for a handle.
+/// One call under a retry spec: its operations and the spec's instance.
+/// [`start`](Self::start) begins its attempts, which the generated code
+/// drives in a loop of its own (the attempts then live in the fn's own
+/// future, with no future per layer), and [`run`] drives for a handle.
 #[doc(hidden)]
 pub struct RetryCall<'a, T, E, Tr, J> {
     ops: RetryOps<T, E, Tr, J>,
     /// `None` when the spec has no settings: the call fails at once.
     retry: Option<CallInstance<'a, Retry>>,
+}
+
+/// The attempts of one call, under the settings it started with.
+#[doc(hidden)]
+pub struct Attempts<'a, T, E, Tr, J> {
+    ops: &'a RetryOps<T, E, Tr, J>,
+    /// The instance and the settings read when the call started; `None`
+    /// when the spec has no settings.
+    run: Option<(&'a Retry, &'a RetryConfig)>,
     /// Made at the first failure: a call that succeeds at once builds and
     /// drops nothing.
     trail: Option<Tr>,
     // u64: with `attempts = u32::MAX` the count must still pass it.
     calls: u64,
     started: Option<Instant>,
+    /// When the call started, while it is timed and has no outcome yet.
     timed: Option<Instant>,
 }
 
@@ -386,54 +572,67 @@ where
     J: Judge<T, E>,
 {
     /// A call of `ops` through `instance` (`None`: the spec has no settings
-    /// in the registry in use, and [`refused`](Self::refused) says so).
+    /// in the registry in use, and [`Attempts::refused`] says so).
     #[inline(always)]
-    pub(crate) fn start(
-        ops: RetryOps<T, E, Tr, J>,
-        retry: Option<CallInstance<'a, Retry>>,
-    ) -> Self {
-        let (timed, started) = match &retry {
-            Some(retry) if retry.settings.enabled => (
+    pub(crate) fn new(ops: RetryOps<T, E, Tr, J>, retry: Option<CallInstance<'a, Retry>>) -> Self {
+        Self { ops, retry }
+    }
+
+    /// The call's first attempt is about to start: its settings are read
+    /// now, and kept until it ends.
+    #[inline(always)]
+    pub fn start(&self) -> Attempts<'_, T, E, Tr, J> {
+        let run = self
+            .retry
+            .as_deref()
+            .map(|retry| (retry, retry.config.get()));
+        let (timed, started) = match run {
+            Some((retry, config)) if config.settings.enabled => (
                 retry.telemetry.start(),
-                retry.settings.timeout.map(|_| Instant::now()),
+                config.settings.timeout.map(|_| Instant::now()),
             ),
             _ => (None, None),
         };
-        Self {
-            ops,
-            retry,
+        Attempts {
+            ops: &self.ops,
+            run,
             trail: None,
             calls: 0,
             started,
             timed,
         }
     }
+}
 
+impl<'a, T, E, Tr: Default, J> Attempts<'a, T, E, Tr, J>
+where
+    J: Judge<T, E>,
+{
     /// The error that ends the call before any attempt: the spec has no
     /// settings.
     #[inline(always)]
     pub fn refused(&self) -> Option<Fail<E>> {
-        match self.retry {
+        match self.run {
             Some(_) => None,
             None => Some(Fail::Resilience(self.ops.key.not_configured())),
         }
     }
 
     /// Counts how the call ended; its drop then counts nothing.
-    fn ended(timed: &mut Option<Instant>, retry: &Retry, outcome: Outcome) {
+    fn ended(&mut self, retry: &Retry, outcome: Outcome) {
         retry
             .telemetry
-            .ended(outcome, timed.take().map(|at| at.elapsed()));
+            .ended(outcome, self.timed.take().map(|at| at.elapsed()));
     }
 
     /// Judges the outcome of an attempt: the call's result, or the wait
     /// before the next attempt.
     #[inline(always)]
-    pub fn step(&mut self, attempt: Result<T, Fail<E>>) -> Step<T, E, RetryWait<'_>> {
-        let Some(retry) = self.retry.as_deref() else {
+    pub fn step(&mut self, attempt: Result<T, Fail<E>>) -> Step<T, E, RetryWait<'a>> {
+        let Some((retry, config)) = self.run else {
             return Step::Done(attempt);
         };
-        let s = &retry.settings;
+        let s = &config.settings;
         if !s.enabled {
             return Step::Done(attempt);
         }
@@ -446,41 +645,40 @@ where
         let calls = self.calls;
         let hint = match verdict {
             Verdict::Success => {
-                if let Some(budget) = &retry.budget {
-                    budget.deposit();
+                if let Some(p) = &config.budget {
+                    retry.budget.deposit(p);
                 }
-                Self::ended(&mut self.timed, retry, Outcome::Success);
+                self.ended(retry, Outcome::Success);
                 return Step::Done(outcome);
             }
             Verdict::Ignore => {
-                Self::ended(&mut self.timed, retry, Outcome::Ignored);
+                self.ended(retry, Outcome::Ignored);
                 return Step::Done(outcome);
             }
             Verdict::Failure => None,
             Verdict::RetryAfter(hint) => Some(hint),
         };
-        self.failed(outcome, hint, calls)
+        self.failed(retry, config, outcome, hint, calls)
     }
 
     /// An attempt failed: give up, or schedule the next one.
     #[inline(never)]
     fn failed(
         &mut self,
+        retry: &'a Retry,
+        config: &'a RetryConfig,
         outcome: Result<T, Fail<E>>,
         hint: Option<Duration>,
         calls: u64,
-    ) -> Step<T, E, RetryWait<'_>> {
-        let Some(retry) = self.retry.as_deref() else {
-            return Step::Done(outcome);
-        };
-        let (s, t, ops) = (&retry.settings, &retry.telemetry, &self.ops);
+    ) -> Step<T, E, RetryWait<'a>> {
+        let (s, ops) = (&config.settings, self.ops);
         let spec = ops.key.name;
         let status = match &outcome {
             Ok(value) => ops.judge.status(value),
             Err(_) => None,
         };
         if s.attempts == 0 {
-            Self::ended(&mut self.timed, retry, Outcome::Failure);
+            self.ended(retry, Outcome::Failure);
             return Step::Done(outcome);
         }
         // `calls` is also the number of the retry that would come next.
@@ -488,8 +686,8 @@ where
             let trail = self.trail.take().unwrap_or_default();
             let kept = exhausted::Kept::new(ops.keep_value, status);
             let out = (ops.give_up)(trail, spec, calls, GaveUp::Attempts, outcome, kept);
-            stopped(t, calls, StoppedBy::Attempts, &out, status);
-            Self::ended(&mut self.timed, retry, Outcome::Failure);
+            stopped(retry, calls, StoppedBy::Attempts, &out, status);
+            self.ended(retry, Outcome::Failure);
             return Step::Done(out);
         }
         let delay = match hint {
@@ -504,20 +702,20 @@ where
                 let trail = self.trail.take().unwrap_or_default();
                 let kept = exhausted::Kept::new(ops.keep_value, status);
                 let out = (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, kept);
-                stopped(t, calls, StoppedBy::Timeout, &out, status);
-                Self::ended(&mut self.timed, retry, Outcome::Failure);
+                stopped(retry, calls, StoppedBy::Timeout, &out, status);
+                self.ended(retry, Outcome::Failure);
                 return Step::Done(out);
             }
         }
         // Held across the wait: a call dropped before its retry starts gives
         // the token back.
-        let withdrawal = match &retry.budget {
+        let withdrawal = match &config.budget {
             None => None,
-            Some(budget) => match budget.try_withdraw() {
+            Some(p) => match retry.budget.try_withdraw(p) {
                 Some(w) => Some(w),
                 None => {
-                    stopped(t, calls, StoppedBy::Budget, &outcome, status);
-                    Self::ended(&mut self.timed, retry, Outcome::Failure);
+                    stopped(retry, calls, StoppedBy::Budget, &outcome, status);
+                    self.ended(retry, Outcome::Failure);
                     return Step::Done(outcome);
                 }
             },
@@ -529,17 +727,17 @@ where
             status,
         };
         let trail = self.trail.get_or_insert_with(Tr::default);
-        keep(ops, t, trail, wait, outcome);
+        keep(ops, retry, trail, wait, outcome);
         Step::Wait(RetryWait { delay, withdrawal })
     }
 }
 
-impl<T, E, Tr, J> Drop for RetryCall<'_, T, E, Tr, J> {
+impl<T, E, Tr, J> Drop for Attempts<'_, T, E, Tr, J> {
     #[inline]
     fn drop(&mut self) {
         // Still timed: dropped before its outcome (a timeout outside, a
         // caller gone, a panic).
-        if let (Some(at), Some(retry)) = (self.timed.take(), self.retry.as_deref()) {
+        if let (Some(at), Some((retry, _))) = (self.timed.take(), self.run) {
             retry
                 .telemetry
                 .ended(Outcome::Cancelled, Some(at.elapsed()));
@@ -559,13 +757,14 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    let mut call = RetryCall::start(ops, instance);
-    if let Some(refused) = call.refused() {
+    let call = RetryCall::new(ops, instance);
+    let mut attempts = call.start();
+    if let Some(refused) = attempts.refused() {
         return Err(refused);
     }
     loop {
         // The match ends before the wait, as in the generated code.
-        let wait = match call.step(f().await) {
+        let wait = match attempts.step(f().await) {
             Step::Done(out) => return out,
             Step::Wait(w) => w,
         };
@@ -577,7 +776,7 @@ where
 /// the failure as kept when the mode keeps failures.
 fn keep<T, E, Tr, J>(
     ops: &RetryOps<T, E, Tr, J>,
-    t: &Telemetry,
+    retry: &Retry,
     trail: &mut Tr,
     wait: Wait,
     outcome: Result<T, Fail<E>>,
@@ -585,22 +784,22 @@ fn keep<T, E, Tr, J>(
     // A resilience error or a failed value can be shown as it is; the body's
     // own error only once kept (boxed as an error), since it need not
     // implement `Display`.
-    if !matches!(outcome, Err(Fail::Body(_))) || !t.logging {
-        t.retry_scheduled(wait, &Shown::of(&outcome, wait.status));
+    if !matches!(outcome, Err(Fail::Body(_))) || !retry.telemetry.logging() {
+        retry.scheduled(wait, &Shown::of(&outcome, wait.status));
         (ops.keep)(trail, ops.key.name, outcome);
         return;
     }
     (ops.keep)(trail, ops.key.name, outcome);
     match (ops.last_kept)(trail) {
-        Some(kept) => t.retry_scheduled(wait, &kept),
-        None => t.retry_scheduled(wait, &Shown::Body(std::any::type_name::<E>())),
+        Some(kept) => retry.scheduled(wait, &kept),
+        None => retry.scheduled(wait, &Shown::Body(std::any::type_name::<E>())),
     }
 }
 
 /// Tells the telemetry that retry stopped; `out` is what the call returns,
 /// `status` the last failed value's, if it has one.
 fn stopped<T, E>(
-    t: &Telemetry,
+    retry: &Retry,
     calls: u64,
     by: StoppedBy,
     out: &Result<T, Fail<E>>,
@@ -609,9 +808,9 @@ fn stopped<T, E>(
     match out {
         // The cause is the last failure the error keeps.
         Err(Fail::Resilience(Error::RetryExhausted(ex))) => {
-            t.retry_stopped(calls, by, &ex.last, status);
+            retry.stopped(calls, by, &ex.last, status);
         }
-        out => t.retry_stopped(calls, by, &Shown::of(out, status), status),
+        out => retry.stopped(calls, by, &Shown::of(out, status), status),
     }
 }
 
@@ -649,16 +848,16 @@ impl std::fmt::Display for Shown<'_> {
 /// A retry about to wait: which one, how long, why that long, and the
 /// status of the failure before it, if it has one.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Wait {
-    pub(crate) retry: u64,
-    pub(crate) delay: Duration,
-    pub(crate) from: WaitFrom,
-    pub(crate) status: Option<u16>,
+struct Wait {
+    retry: u64,
+    delay: Duration,
+    from: WaitFrom,
+    status: Option<u16>,
 }
 
 /// Where the length of a retry's wait came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WaitFrom {
+enum WaitFrom {
     /// The spec's computed delay (`delay`, `delay_step`, `backoff`, jitter).
     Backoff,
     /// A delay hint from the classification (`Retry-After` with
@@ -682,7 +881,7 @@ impl WaitFrom {
     }
 
     /// The log field's value.
-    pub(crate) fn label(self) -> &'static str {
+    fn label(self) -> &'static str {
         match self {
             WaitFrom::Backoff => "backoff",
             WaitFrom::RetryAfter => "retry_after",
@@ -692,7 +891,7 @@ impl WaitFrom {
     }
 
     /// How a log line's message says it.
-    pub(crate) fn said(self) -> &'static str {
+    fn said(self) -> &'static str {
         match self {
             WaitFrom::Backoff => "",
             WaitFrom::RetryAfter => ", the wait the failure asked for (Retry-After)",

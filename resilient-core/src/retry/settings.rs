@@ -26,43 +26,84 @@ use crate::settings::{Section, Value};
 /// | `retry_budget.tokens_initial` | `10` (or `tokens_max` if smaller) | whole number ≤ `tokens_max` |
 /// | `retry_budget.min_tokens_per_second` | `0.0` | number ≥ 0: steady refill (counted in millionths of a token) |
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RetrySettings {
     /// `false` turns the spec into a pass-through.
     pub enabled: bool,
     /// The wait before the first retry.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::settings::ser::duration")
+    )]
     pub delay: Duration,
     /// Retries after the first call: at most `attempts + 1` calls.
     pub attempts: u32,
     /// Added to each further wait (zero with a backoff, which rejects it).
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::settings::ser::duration")
+    )]
     pub delay_step: Duration,
     /// Exponential backoff, if configured.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub backoff: Option<Backoff>,
     /// Random spread of each wait.
     pub jitter: Jitter,
     /// Overall limit for all calls and waits.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "crate::settings::ser::option_duration",
+            skip_serializing_if = "Option::is_none"
+        )
+    )]
     pub timeout: Option<Duration>,
     /// The retry budget, if its section exists and is enabled.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "retry_budget", skip_serializing_if = "Option::is_none")
+    )]
     pub budget: Option<BudgetSettings>,
     /// Whether a circuit breaker's rejection from inside the retry is retried.
     pub retry_call_not_permitted: bool,
     /// Cap on a wait that a failure asked for (a delay hint).
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "crate::settings::ser::option_duration",
+            skip_serializing_if = "Option::is_none"
+        )
+    )]
     pub max_hinted_delay: Option<Duration>,
 }
 
 /// Exponential backoff: the `k`-th retry waits `delay · multiplier^(k−1)`,
 /// capped at `delay_max`.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Backoff {
     /// Growth factor of each wait, > 0.
     pub multiplier: f64,
     /// Cap on each wait.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "crate::settings::ser::option_duration",
+            skip_serializing_if = "Option::is_none"
+        )
+    )]
     pub delay_max: Option<Duration>,
 }
 
 /// Random spread of each wait.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Jitter {
     /// Whether jitter applies (`type = "full"`).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "type", serialize_with = "jitter_type")
+    )]
     pub full: bool,
     /// Fraction of the computed wait that is random, in 0..=1.
     pub ratio: f64,
@@ -70,6 +111,7 @@ pub struct Jitter {
 
 /// A token bucket that limits retries across all calls of a spec.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct BudgetSettings {
     /// Tokens returned to the bucket by each successful call.
     pub ratio: f64,
@@ -300,6 +342,12 @@ impl RetrySettings {
         let jittered = nanos - bound + random(bound).min(bound);
         from_nanos(jittered)
     }
+}
+
+/// `jitter.type` as the config writes it.
+#[cfg(feature = "serde")]
+fn jitter_type<S: serde::Serializer>(full: &bool, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(if *full { "full" } else { "none" })
 }
 
 /// A duration as a config value, for a problem's "found".

@@ -1,11 +1,11 @@
 //! Typed events, and the listeners a registry hands them to.
 
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 use std::time::Duration;
 
-use crate::circuit_breaker::State;
+use crate::error::State;
 use crate::spec::SpecKind;
 
 /// Something a spec did that a listener may want to know; see
@@ -66,6 +66,20 @@ pub enum Event {
         /// The annotated fn's name.
         function: &'static str,
     },
+    /// A reload changed a spec's settings ([`Registry::reload`](crate::Registry::reload)).
+    Reloaded {
+        /// The spec's name.
+        spec: &'static str,
+        /// Its config path.
+        path: &'static str,
+        /// Each key that changed, as `key: old -> new`.
+        keys: Vec<String>,
+    },
+    /// A reload found problems and changed nothing.
+    ReloadRejected {
+        /// How many problems it found (the ERROR log line lists them).
+        problems: usize,
+    },
     /// A call took longer than its timeout.
     TimedOut {
         /// The timeout spec's name.
@@ -118,8 +132,9 @@ type Only = Option<(&'static str, &'static str)>;
 #[derive(Default)]
 pub(crate) struct Listeners {
     count: AtomicUsize,
-    /// Each listener, with the `(spec, path)` it is limited to.
-    list: RwLock<Vec<(Only, Listener)>>,
+    next: AtomicU64,
+    /// Each listener, with its id and the `(spec, path)` it is limited to.
+    list: RwLock<Vec<(u64, Only, Listener)>>,
 }
 
 impl fmt::Debug for Listeners {
@@ -137,29 +152,32 @@ impl Listeners {
         self.count.load(Ordering::Relaxed) != 0
     }
 
-    pub(crate) fn add(&self, only: Only, listener: Listener) {
+    /// Adds `listener`; returns its id.
+    pub(crate) fn add(&self, only: Only, listener: Listener) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut list = self.list.write().unwrap_or_else(PoisonError::into_inner);
-        list.push((only, listener));
+        list.push((id, only, listener));
         self.count.store(list.len(), Ordering::Relaxed);
+        id
+    }
+
+    /// Removes the listener `id`; `false` if there is none.
+    pub(crate) fn remove(&self, id: u64) -> bool {
+        let mut list = self.list.write().unwrap_or_else(PoisonError::into_inner);
+        let before = list.len();
+        list.retain(|(i, _, _)| *i != id);
+        self.count.store(list.len(), Ordering::Relaxed);
+        list.len() < before
     }
 
     /// Hands `event`, published by spec `spec` at `path` (empty for a
-    /// fallback), to every listener it concerns.
+    /// fallback or a reload), to every listener it concerns.
     pub(crate) fn emit(&self, spec: &'static str, path: &'static str, event: &Event) {
         let list = self.list.read().unwrap_or_else(PoisonError::into_inner);
-        for (only, listener) in list.iter() {
+        for (_, only, listener) in list.iter() {
             if only.map_or(true, |(s, p)| s == spec && p == path) {
                 listener(event);
             }
         }
     }
-}
-
-/// Emits a fallback's event to the listeners of the registry in use.
-pub(crate) fn emit_in_use(event: impl FnOnce() -> Event) {
-    crate::registry::with_listeners_in_use(|listeners| {
-        if listeners.any() {
-            listeners.emit("", "", &event());
-        }
-    });
 }

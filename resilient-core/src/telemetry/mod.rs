@@ -48,37 +48,86 @@
 mod events;
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, Label};
 use tokio::time::Instant;
 
-pub(crate) use events::{emit_in_use, Listeners};
+pub(crate) use events::Listeners;
 pub use events::{Event, StoppedBy};
 
-use crate::circuit_breaker::State;
-use crate::retry::Wait;
 use crate::settings::Section;
 use crate::spec::SpecKind;
 
-/// A spec's telemetry switches, read from its `telemetry` table (any kind of
-/// spec).
+/// A spec's own telemetry switches, read from its `telemetry` table (any
+/// kind of spec). A switch the spec does not set follows the registry's
+/// global one (`resilient.telemetry`, see [`GlobalTelemetry`]).
 ///
 /// | key | default | rule |
 /// |---|---|---|
-/// | `telemetry.logging.enabled` | `true` | `false` silences this spec's log lines (the subscriber's level filter applies either way) |
-/// | `telemetry.metrics.enabled` | `false` | `true` records this spec's metrics through the `metrics` facade (names and labels in the metrics table) |
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// | `telemetry.logging.enabled` | the global `logging.enabled` (`true`) | `false` silences this spec's log lines (the subscriber's level filter applies either way) |
+/// | `telemetry.metrics.enabled` | the global `metrics.enabled` (`false`) | `true` records this spec's metrics through the `metrics` facade (names and labels in the metrics table) |
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TelemetrySettings {
-    /// Whether the spec logs.
+    /// Whether the spec logs; `None` to follow the global switch.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub logging: Option<bool>,
+    /// Whether the spec records metrics; `None` to follow the global switch.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub metrics: Option<bool>,
+}
+
+impl TelemetrySettings {
+    /// Reads and validates a spec's `telemetry` table, recording every
+    /// problem found; no switch of its own when the table is absent.
+    pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        s.table("telemetry", |t| {
+            let logging = t.table("logging", |l| l.bool("enabled", true));
+            let metrics = t.table("metrics", |m| m.bool("enabled", false));
+            Some(Self {
+                logging: match logging {
+                    None => None,
+                    Some(l) => Some(l?),
+                },
+                metrics: match metrics {
+                    None => None,
+                    Some(m) => Some(m?),
+                },
+            })
+        })
+        .unwrap_or(Some(Self::default()))
+    }
+
+    /// The switches in effect: the spec's own, else the global ones.
+    pub(crate) fn under(self, global: GlobalTelemetry) -> Switches {
+        Switches {
+            logging: self.logging.unwrap_or(global.logging),
+            metrics: self.metrics.unwrap_or(global.metrics),
+        }
+    }
+}
+
+/// The telemetry switches of every spec at once, read from the section
+/// `resilient.telemetry` (optional); each spec's own `telemetry` table
+/// overrides them.
+///
+/// | key | default | rule |
+/// |---|---|---|
+/// | `logging.enabled` | `true` | `false` silences the log lines of every spec that does not set its own switch, and of fallbacks |
+/// | `metrics.enabled` | `false` | `true` records the metrics of every spec that does not set its own switch, of fallbacks and of reloads |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct GlobalTelemetry {
+    /// Whether specs log, unless they say otherwise.
     pub logging: bool,
-    /// Whether the spec records metrics.
+    /// Whether specs record metrics, unless they say otherwise.
     pub metrics: bool,
 }
 
-impl Default for TelemetrySettings {
+impl Default for GlobalTelemetry {
     fn default() -> Self {
         Self {
             logging: true,
@@ -87,34 +136,47 @@ impl Default for TelemetrySettings {
     }
 }
 
-impl TelemetrySettings {
-    /// Reads and validates a spec's `telemetry` table, recording every
-    /// problem found; the defaults when the table is absent.
+impl GlobalTelemetry {
+    /// Where the global switches are read from.
+    pub const PATH: &'static str = "resilient.telemetry";
+
+    /// Reads and validates the section at [`PATH`](Self::PATH) (`s`),
+    /// recording every problem found; the defaults when it is absent.
     pub fn read(s: &mut Section<'_>) -> Option<Self> {
         let defaults = Self::default();
-        s.table("telemetry", |t| {
-            let logging = t
-                .table("logging", |l| l.bool("enabled", defaults.logging))
-                .unwrap_or(Some(defaults.logging));
-            let metrics = t
-                .table("metrics", |m| m.bool("enabled", defaults.metrics))
-                .unwrap_or(Some(defaults.metrics));
-            Some(Self {
-                logging: logging?,
-                metrics: metrics?,
-            })
+        let logging = s
+            .table("logging", |l| l.bool("enabled", defaults.logging))
+            .unwrap_or(Some(defaults.logging));
+        let metrics = s
+            .table("metrics", |m| m.bool("enabled", defaults.metrics))
+            .unwrap_or(Some(defaults.metrics));
+        Some(Self {
+            logging: logging?,
+            metrics: metrics?,
         })
-        .unwrap_or(Some(defaults))
     }
 }
 
-/// How a call through one spec ended, for metrics.
+/// The telemetry switches in effect for one spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub(crate) struct Switches {
+    pub(crate) logging: bool,
+    pub(crate) metrics: bool,
+}
+
+/// How a call through one spec ended, for metrics.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Succeeded.
     Success,
+    /// Failed.
     Failure,
+    /// Ended with an outcome the spec's classification ignores.
     Ignored,
+    /// Rejected without running.
     Rejected,
+    /// Took longer than a timeout.
     TimedOut,
     /// Dropped before it ended: cancelled by a timeout outside, by a caller
     /// that went away, or by a panic.
@@ -141,146 +203,13 @@ impl Outcome {
             Outcome::Cancelled => "cancelled",
         }
     }
-
-    /// Whether a spec of `kind` can end a call this way.
-    fn possible(self, kind: SpecKind) -> bool {
-        match self {
-            Outcome::Success | Outcome::Failure | Outcome::Cancelled => true,
-            Outcome::Ignored => matches!(kind, SpecKind::Retry | SpecKind::CircuitBreaker),
-            Outcome::Rejected => matches!(
-                kind,
-                SpecKind::CircuitBreaker | SpecKind::ConcurrencyLimit | SpecKind::RateLimiter
-            ),
-            Outcome::TimedOut => kind == SpecKind::Timeout,
-        }
-    }
 }
 
-fn kind_label(kind: SpecKind) -> &'static str {
-    match kind {
-        SpecKind::Retry => "retry",
-        SpecKind::CircuitBreaker => "circuit_breaker",
-        SpecKind::Timeout => "timeout",
-        SpecKind::ConcurrencyLimit => "concurrency_limit",
-        SpecKind::RateLimiter => "rate_limiter",
-    }
-}
-
-fn state_label(state: State) -> &'static str {
-    match state {
-        State::Closed => "closed",
-        State::Open => "open",
-        State::HalfOpen => "half_open",
-        State::ForcedOpen => "forced_open",
-        State::Disabled => "disabled",
-    }
-}
-
-const STATES: [State; 5] = [
-    State::Closed,
-    State::Open,
-    State::HalfOpen,
-    State::ForcedOpen,
-    State::Disabled,
-];
-
-fn state_index(state: State) -> usize {
-    match state {
-        State::Closed => 0,
-        State::Open => 1,
-        State::HalfOpen => 2,
-        State::ForcedOpen => 3,
-        State::Disabled => 4,
-    }
-}
-
-/// The gauge value of a breaker state.
-fn state_value(state: State) -> f64 {
-    match state {
-        State::Closed => 0.0,
-        State::HalfOpen => 1.0,
-        State::Open => 2.0,
-        State::ForcedOpen => 3.0,
-        State::Disabled => 4.0,
-    }
-}
-
-/// A spec's metric handles, resolved once when its instance is built.
+/// The handles of the metrics every kind of spec records.
 #[derive(Debug)]
-struct Meters {
+struct CallMeters {
     calls: [Counter; 6],
     duration: Histogram,
-    retries: Counter,
-    exhausted: [Counter; 3],
-    transitions: [Counter; 5],
-    state: Gauge,
-    in_use: Gauge,
-}
-
-impl Meters {
-    fn new(spec: &'static str, path: &'static str, kind: SpecKind) -> Self {
-        let base = || vec![Label::new("spec", spec), Label::new("path", path)];
-        let with = |pairs: &[(&'static str, &'static str)]| {
-            let mut labels = base();
-            labels.extend(pairs.iter().map(|(k, v)| Label::new(*k, *v)));
-            labels
-        };
-        let kind_l = kind_label(kind);
-        let calls = Outcome::ALL.map(|o| {
-            if o.possible(kind) {
-                metrics::counter!(
-                    "resilient_calls_total",
-                    with(&[("kind", kind_l), ("outcome", o.label())])
-                )
-            } else {
-                Counter::noop()
-            }
-        });
-        let retry = kind == SpecKind::Retry;
-        let breaker = kind == SpecKind::CircuitBreaker;
-        Self {
-            calls,
-            duration: metrics::histogram!(
-                "resilient_call_duration_seconds",
-                with(&[("kind", kind_l)])
-            ),
-            retries: if retry {
-                metrics::counter!("resilient_retries_total", base())
-            } else {
-                Counter::noop()
-            },
-            exhausted: [StoppedBy::Attempts, StoppedBy::Timeout, StoppedBy::Budget].map(|r| {
-                if retry {
-                    metrics::counter!(
-                        "resilient_retry_exhausted_total",
-                        with(&[("reason", r.label())])
-                    )
-                } else {
-                    Counter::noop()
-                }
-            }),
-            transitions: STATES.map(|s| {
-                if breaker {
-                    metrics::counter!(
-                        "resilient_circuit_breaker_transitions_total",
-                        with(&[("to", state_label(s))])
-                    )
-                } else {
-                    Counter::noop()
-                }
-            }),
-            state: if breaker {
-                metrics::gauge!("resilient_circuit_breaker_state", base())
-            } else {
-                Gauge::noop()
-            },
-            in_use: if kind == SpecKind::ConcurrencyLimit {
-                metrics::gauge!("resilient_concurrency_in_use", base())
-            } else {
-                Gauge::noop()
-            },
-        }
-    }
 }
 
 /// At most one WARN summary of rejections per spec per this period.
@@ -295,32 +224,66 @@ struct Rejections {
     summary_at_ms: AtomicU64,
 }
 
-/// Logs at `level` under the target of `kind`'s module: a target must be a
-/// literal at each call site.
-macro_rules! log_as {
-    ($kind:expr, $level:ident, $($rest:tt)+) => {
-        match $kind {
-            SpecKind::Retry => tracing::$level!(target: "resilient::retry", $($rest)+),
-            SpecKind::CircuitBreaker => tracing::$level!(target: "resilient::circuit_breaker", $($rest)+),
-            SpecKind::Timeout => tracing::$level!(target: "resilient::timeout", $($rest)+),
-            SpecKind::ConcurrencyLimit => tracing::$level!(target: "resilient::concurrency", $($rest)+),
-            SpecKind::RateLimiter => tracing::$level!(target: "resilient::rate_limiter", $($rest)+),
-        }
-    };
+/// A WARN summary of rejections due now: how many, and since when (words).
+#[derive(Debug)]
+pub(crate) struct Summary {
+    pub(crate) rejected: u64,
+    pub(crate) since: String,
 }
 
-/// One spec instance's telemetry: its switches, metric handles and
-/// listeners.
-#[derive(Debug)]
-pub(crate) struct Telemetry {
+/// Logs a rejection under the mechanism's target (a tracing target must be
+/// a literal where the event is written): DEBUG for the call, and the WARN
+/// summary when one is due. `$why` is the reason, as `format_args!` takes
+/// it.
+macro_rules! log_rejection {
+    ($target:literal, $telemetry:expr, $retry_after:expr, $($why:tt)+) => {{
+        let telemetry: &$crate::telemetry::Telemetry = $telemetry;
+        if let Some(summary) = telemetry.rejected($retry_after) {
+            let (spec, path) = (telemetry.spec, telemetry.path);
+            ::tracing::debug!(target: $target, spec, path, "call rejected: {}", format_args!($($why)+));
+            if let Some(s) = summary {
+                let rejected = s.rejected;
+                ::tracing::warn!(
+                    target: $target,
+                    spec, path, rejected,
+                    "{rejected} call(s) rejected {} ({}); at most one such line per 10s",
+                    s.since,
+                    format_args!($($why)+)
+                );
+            }
+        }
+    }};
+}
+pub(crate) use log_rejection;
+
+/// One spec instance's telemetry, what every mechanism shares: its
+/// switches, the metrics of its calls, its rejections' log lines and its
+/// listeners. What is particular to a mechanism (a breaker's transitions, a
+/// retry's waits) the mechanism logs and counts itself.
+pub struct Telemetry {
     pub(crate) spec: &'static str,
     pub(crate) path: &'static str,
     pub(crate) kind: SpecKind,
-    pub(crate) logging: bool,
-    meters: Option<Box<Meters>>,
+    logging: AtomicBool,
+    metrics: AtomicBool,
+    /// Registered the first time metrics are switched on.
+    meters: OnceLock<CallMeters>,
+    /// The outcomes a call through this kind of spec can have.
+    outcomes: &'static [Outcome],
     rejections: Rejections,
     origin: Instant,
     listeners: Arc<Listeners>,
+}
+
+impl fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("spec", &self.spec)
+            .field("path", &self.path)
+            .field("logging", &self.logging())
+            .field("metrics", &self.metrics_on())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Telemetry {
@@ -328,24 +291,27 @@ impl Telemetry {
         spec: &'static str,
         path: &'static str,
         kind: SpecKind,
-        settings: TelemetrySettings,
+        outcomes: &'static [Outcome],
+        switches: Switches,
         listeners: Arc<Listeners>,
     ) -> Self {
-        Self {
+        let telemetry = Self {
             spec,
             path,
             kind,
-            logging: settings.logging,
-            meters: settings
-                .metrics
-                .then(|| Box::new(Meters::new(spec, path, kind))),
+            logging: AtomicBool::new(false),
+            metrics: AtomicBool::new(false),
+            meters: OnceLock::new(),
+            outcomes,
             rejections: Rejections {
                 since_summary: AtomicU64::new(0),
                 summary_at_ms: AtomicU64::new(NEVER),
             },
             origin: Instant::now(),
             listeners,
-        }
+        };
+        telemetry.switch(switches);
+        telemetry
     }
 
     /// Telemetry with the defaults and no listener, for a unit test.
@@ -355,31 +321,103 @@ impl Telemetry {
             spec,
             path,
             kind,
-            TelemetrySettings::default(),
+            &Outcome::ALL,
+            TelemetrySettings::default().under(GlobalTelemetry::default()),
             Arc::default(),
         )
     }
 
-    /// Whether calls are timed (metrics on).
-    #[inline]
-    pub(crate) fn timed(&self) -> bool {
-        self.meters.is_some()
+    /// Turns logging and metrics on or off. Metric handles are registered
+    /// the first time metrics are on, with the recorder installed then.
+    pub(crate) fn switch(&self, switches: Switches) {
+        if switches.metrics {
+            self.meters.get_or_init(|| {
+                let kind = self.kind.label();
+                CallMeters {
+                    calls: Outcome::ALL.map(|o| {
+                        if self.outcomes.contains(&o) {
+                            self.counter(
+                                "resilient_calls_total",
+                                &[("kind", kind), ("outcome", o.label())],
+                            )
+                        } else {
+                            Counter::noop()
+                        }
+                    }),
+                    duration: metrics::histogram!(
+                        "resilient_call_duration_seconds",
+                        self.labels(&[("kind", kind)])
+                    ),
+                }
+            });
+        }
+        self.logging.store(switches.logging, Ordering::Relaxed);
+        self.metrics.store(switches.metrics, Ordering::Relaxed);
     }
 
-    /// When a call started, if calls are timed; no clock read otherwise.
+    /// Whether the spec logs.
+    #[inline]
+    pub(crate) fn logging(&self) -> bool {
+        self.logging.load(Ordering::Relaxed)
+    }
+
+    /// Whether the spec records metrics.
+    #[inline]
+    pub(crate) fn metrics_on(&self) -> bool {
+        self.metrics.load(Ordering::Relaxed)
+    }
+
+    /// The labels of this spec's series: `spec`, `path`, then `extra`.
+    pub(crate) fn labels(&self, extra: &[(&'static str, &'static str)]) -> Vec<Label> {
+        let mut labels = vec![Label::new("spec", self.spec), Label::new("path", self.path)];
+        labels.extend(extra.iter().map(|(k, v)| Label::new(*k, *v)));
+        labels
+    }
+
+    /// A counter of this spec, registered now.
+    pub(crate) fn counter(
+        &self,
+        name: &'static str,
+        extra: &[(&'static str, &'static str)],
+    ) -> Counter {
+        metrics::counter!(name, self.labels(extra))
+    }
+
+    /// A gauge of this spec, registered now.
+    pub(crate) fn gauge(&self, name: &'static str) -> Gauge {
+        metrics::gauge!(name, self.labels(&[]))
+    }
+
+    #[inline]
+    fn meters(&self) -> Option<&CallMeters> {
+        if self.metrics_on() {
+            self.meters.get()
+        } else {
+            None
+        }
+    }
+
+    /// When a call started, if calls are timed (metrics on); no clock read
+    /// otherwise.
     #[inline]
     pub(crate) fn start(&self) -> Option<Instant> {
-        if self.meters.is_some() {
+        if self.metrics_on() {
             Some(Instant::now())
         } else {
             None
         }
     }
 
+    /// Whether calls are timed (metrics on).
+    #[inline]
+    pub(crate) fn timed(&self) -> bool {
+        self.metrics_on()
+    }
+
     /// Records how a call ended, and how long it took if it was timed.
     #[inline]
     pub(crate) fn ended(&self, outcome: Outcome, took: Option<Duration>) {
-        if let Some(m) = &self.meters {
+        if let Some(m) = self.meters() {
             m.calls[outcome as usize].increment(1);
             if let Some(took) = took {
                 m.duration.record(took.as_secs_f64());
@@ -391,7 +429,7 @@ impl Telemetry {
     /// that do not classify), and passes it on.
     #[inline]
     pub(crate) fn done<T, E>(&self, out: Result<T, E>, started: Option<Instant>) -> Result<T, E> {
-        if self.meters.is_some() {
+        if self.metrics_on() {
             let outcome = if out.is_ok() {
                 Outcome::Success
             } else {
@@ -411,24 +449,20 @@ impl Telemetry {
         }
     }
 
-    /// A call was rejected (`why`, for the log).
-    pub(crate) fn rejected(
-        &self,
-        why: fmt::Arguments<'_>,
-        retry_after: impl FnOnce() -> Option<Duration>,
-    ) {
+    /// Counts a rejected call and tells the listeners; when the spec logs,
+    /// what to log: `Some(None)` the call's DEBUG line only, `Some(Some(..))`
+    /// a WARN summary too. Used through [`log_rejection!`].
+    pub(crate) fn rejected(&self, retry_after: Option<Duration>) -> Option<Option<Summary>> {
         self.ended(Outcome::Rejected, None);
         self.emit(|| Event::Rejected {
             spec: self.spec,
             path: self.path,
             kind: self.kind,
-            retry_after: retry_after(),
+            retry_after,
         });
-        if !self.logging {
-            return;
+        if !self.logging() {
+            return None;
         }
-        let (spec, path) = (self.spec, self.path);
-        log_as!(self.kind, debug, spec, path, "call rejected: {why}");
         let r = &self.rejections;
         r.since_summary.fetch_add(1, Ordering::Relaxed);
         let now = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
@@ -448,137 +482,9 @@ impl Telemetry {
                     humantime::format_duration(Duration::from_millis(now - last))
                 )
             };
-            log_as!(
-                self.kind,
-                warn,
-                spec,
-                path,
-                rejected,
-                "{rejected} call(s) rejected {since} ({why}); at most one such line per 10s"
-            );
+            return Some(Some(Summary { rejected, since }));
         }
-    }
-
-    /// A breaker moved from `from` to `to`.
-    pub(crate) fn transition(&self, from: State, to: State) {
-        if let Some(m) = &self.meters {
-            m.transitions[state_index(to)].increment(1);
-            m.state.set(state_value(to));
-        }
-        self.emit(|| Event::StateTransition {
-            spec: self.spec,
-            path: self.path,
-            from,
-            to,
-        });
-        if !self.logging {
-            return;
-        }
-        let (spec, path) = (self.spec, self.path);
-        match to {
-            State::Open | State::ForcedOpen => tracing::warn!(
-                target: "resilient::circuit_breaker",
-                spec, path, %from, %to,
-                "circuit breaker {from} -> {to}"
-            ),
-            _ => tracing::info!(
-                target: "resilient::circuit_breaker",
-                spec, path, %from, %to,
-                "circuit breaker {from} -> {to}"
-            ),
-        }
-    }
-
-    /// A breaker's state gauge, set when it is built.
-    pub(crate) fn initial_state(&self, state: State) {
-        if let Some(m) = &self.meters {
-            m.state.set(state_value(state));
-        }
-    }
-
-    /// A retry will start after a wait; the failure before it is `failure`.
-    pub(crate) fn retry_scheduled(&self, wait: Wait, failure: &dyn fmt::Display) {
-        if let Some(m) = &self.meters {
-            m.retries.increment(1);
-        }
-        let Wait {
-            retry,
-            delay,
-            from,
-            status,
-        } = wait;
-        self.emit(|| Event::RetryScheduled {
-            spec: self.spec,
-            path: self.path,
-            retry,
-            delay,
-        });
-        if self.logging {
-            let (spec, path, wait_from, said) = (self.spec, self.path, from.label(), from.said());
-            tracing::info!(
-                target: "resilient::retry",
-                spec, path, retry, ?delay, wait_from, status, %failure,
-                "call failed ({failure}); retry {retry} after {delay:?}{said}"
-            );
-        }
-    }
-
-    /// Retry gave up after `calls` calls, because of `by`; `cause` is the
-    /// last failure, `status` its status if it is a failed value that has one.
-    pub(crate) fn retry_stopped(
-        &self,
-        calls: u64,
-        by: StoppedBy,
-        cause: &dyn fmt::Display,
-        status: Option<u16>,
-    ) {
-        if let Some(m) = &self.meters {
-            m.exhausted[by as usize].increment(1);
-        }
-        self.emit(|| Event::RetryExhausted {
-            spec: self.spec,
-            path: self.path,
-            calls,
-            reason: by,
-        });
-        if self.logging {
-            let (spec, path) = (self.spec, self.path);
-            tracing::warn!(
-                target: "resilient::retry",
-                spec, path, calls, reason = by.label(), status, %cause,
-                "retry gave up after {calls} call(s), {by}: {cause}"
-            );
-        }
-    }
-
-    /// A call took longer than `after`.
-    pub(crate) fn timed_out(&self, after: Duration, started: Option<Instant>) {
-        self.ended(Outcome::TimedOut, started.map(|s| s.elapsed()));
-        self.emit(|| Event::TimedOut {
-            spec: self.spec,
-            path: self.path,
-            after,
-        });
-        if self.logging {
-            let (spec, path) = (self.spec, self.path);
-            tracing::info!(
-                target: "resilient::timeout",
-                spec, path, ?after,
-                "call timed out after {after:?}"
-            );
-        }
-    }
-
-    /// A concurrency limiter's place was taken (`true`) or freed.
-    #[inline(always)]
-    pub(crate) fn held(&self, taken: bool) {
-        if let Some(m) = &self.meters {
-            if taken {
-                m.in_use.increment(1.0);
-            } else {
-                m.in_use.decrement(1.0);
-            }
-        }
+        Some(None)
     }
 }
 
@@ -590,9 +496,6 @@ mod tests {
     fn outcome_indexes_follow_all() {
         for (i, o) in Outcome::ALL.iter().enumerate() {
             assert_eq!(*o as usize, i);
-        }
-        for (i, s) in STATES.iter().enumerate() {
-            assert_eq!(state_index(*s), i);
         }
     }
 }

@@ -29,6 +29,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -37,10 +38,15 @@ use tokio::time::{Instant, Sleep};
 
 use crate::error::Error;
 use crate::outcome::Fail;
-use crate::registry::{CallInstance, Key, Shared};
+use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Versions};
 use crate::settings::{Section, Value};
-use crate::spec::Spec;
-use crate::telemetry::{Outcome, Telemetry};
+use crate::spec::SpecKind;
+use crate::telemetry::{Event, Outcome, Telemetry};
+
+impl SpecKind {
+    /// `#[derive(TimeoutSpec)]`, used by `#[timeout]`.
+    pub const TIMEOUT: SpecKind = SpecKind::new("timeout", "timeout");
+}
 
 /// A timeout spec: implemented by `#[derive(TimeoutSpec)]`.
 #[diagnostic::on_unimplemented(
@@ -49,7 +55,7 @@ use crate::telemetry::{Outcome, Telemetry};
     note = "declare one with `#[derive(TimeoutSpec)] #[spec(\"resilient.timeout.name\")] pub struct Name;`",
     note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
 )]
-pub trait TimeoutSpec: Spec + Sized {
+pub trait TimeoutSpec: Spec<Mechanism = Timeout> + Sized {
     /// The spec's shared instance, from the registry in use.
     ///
     /// # Errors
@@ -57,13 +63,10 @@ pub trait TimeoutSpec: Spec + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn get() -> Result<TimeoutHandle<Self>, Error> {
-        let key = const { &Key::of::<Self>() };
-        crate::registry::lookup_timeout(key)
-            .map(|inner| TimeoutHandle {
-                inner,
-                _spec: PhantomData,
-            })
-            .ok_or_else(|| key.not_configured())
+        crate::registry::handle::<Self>().map(|inner| TimeoutHandle {
+            inner,
+            _spec: PhantomData,
+        })
     }
 }
 
@@ -74,10 +77,15 @@ pub trait TimeoutSpec: Spec + Sized {
 /// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
 /// | `duration` | required | duration > 0: how long a call may take, from its first wait |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TimeoutSettings {
     /// `false` turns the spec into a pass-through.
     pub enabled: bool,
     /// How long a call may take.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::settings::ser::duration")
+    )]
     pub duration: Duration,
 }
 
@@ -103,19 +111,52 @@ impl TimeoutSettings {
     }
 }
 
-/// The shared state of one timeout spec: its settings and telemetry.
+/// The shared instance of one timeout spec: its settings and telemetry.
+/// Reached through a [`TimeoutHandle`].
 #[derive(Debug)]
-pub(crate) struct Timeout {
-    pub(crate) settings: TimeoutSettings,
-    pub(crate) telemetry: Telemetry,
+pub struct Timeout {
+    config: Versions<TimeoutSettings>,
+    telemetry: Telemetry,
 }
 
-impl Timeout {
-    pub(crate) fn new(settings: TimeoutSettings, telemetry: Telemetry) -> Self {
+impl Sealed for Timeout {}
+
+impl Mechanism for Timeout {
+    const KIND: SpecKind = SpecKind::TIMEOUT;
+    const OUTCOMES: &'static [Outcome] = &[
+        Outcome::Success,
+        Outcome::Failure,
+        Outcome::TimedOut,
+        Outcome::Cancelled,
+    ];
+    type Settings = TimeoutSettings;
+
+    fn read(section: &mut Section<'_>) -> Option<TimeoutSettings> {
+        TimeoutSettings::read(section)
+    }
+
+    fn build(settings: TimeoutSettings, telemetry: Telemetry) -> Self {
         Self {
-            settings,
+            config: Versions::new(settings),
             telemetry,
         }
+    }
+
+    fn reconfigure(&self, settings: TimeoutSettings) -> Vec<String> {
+        self.config.publish(|c| *c == settings, || settings);
+        Vec::new()
+    }
+
+    fn settings(&self) -> &TimeoutSettings {
+        self.config.get()
+    }
+
+    fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    fn status(&self) -> Option<Arc<dyn Part>> {
+        None
     }
 }
 
@@ -136,9 +177,9 @@ impl<S> Clone for TimeoutHandle<S> {
 }
 
 impl<S: TimeoutSpec> TimeoutHandle<S> {
-    /// The spec's validated settings.
+    /// The spec's validated settings, as running now.
     pub fn settings(&self) -> &TimeoutSettings {
-        &self.inner.settings
+        self.inner.config.get()
     }
 
     /// Runs `f`, and gives up on it with [`Error::Timeout`] when it takes
@@ -184,13 +225,16 @@ where
 /// the limit pass, dropping what is inside.
 #[doc(hidden)]
 pub struct TimeoutCall<'a> {
-    key: &'static Key,
+    key: &'static Key<Timeout>,
     instance: Option<CallInstance<'a, Timeout>>,
 }
 
 impl<'a> TimeoutCall<'a> {
     #[inline(always)]
-    pub(crate) fn new(key: &'static Key, instance: Option<CallInstance<'a, Timeout>>) -> Self {
+    pub(crate) fn new(
+        key: &'static Key<Timeout>,
+        instance: Option<CallInstance<'a, Timeout>>,
+    ) -> Self {
         Self { key, instance }
     }
 
@@ -201,9 +245,12 @@ impl<'a> TimeoutCall<'a> {
             return Err(self.key.not_configured());
         };
         let timeout = &**instance;
+        // Read once: the call runs under the settings it started with.
+        let settings = timeout.config.get();
         // A disabled spec passes the call through, untimed and uncounted.
-        let armed = timeout.settings.enabled.then(|| Armed {
+        let armed = settings.enabled.then(|| Armed {
             timeout,
+            settings,
             started: timeout.telemetry.start(),
             ended: AtomicBool::new(false),
         });
@@ -224,6 +271,8 @@ pub struct Timer<'a> {
 
 struct Armed<'a> {
     timeout: &'a Timeout,
+    /// The settings when the call started.
+    settings: &'a TimeoutSettings,
     started: Option<Instant>,
     /// Whether the call's outcome was counted (it ended in time, or timed
     /// out): a timer dropped before then counts it as cancelled. Written
@@ -274,8 +323,22 @@ impl Armed<'_> {
     #[inline(never)]
     fn timed_out(&self, spec: &'static str) -> Error {
         self.end();
-        let after = self.timeout.settings.duration;
-        self.timeout.telemetry.timed_out(after, self.started);
+        let after = self.settings.duration;
+        let t = &self.timeout.telemetry;
+        t.ended(Outcome::TimedOut, self.started.map(|s| s.elapsed()));
+        t.emit(|| Event::TimedOut {
+            spec: t.spec,
+            path: t.path,
+            after,
+        });
+        if t.logging() {
+            let (spec, path) = (t.spec, t.path);
+            tracing::info!(
+                target: "resilient::timeout",
+                spec, path, ?after,
+                "call timed out after {after:?}"
+            );
+        }
         Error::Timeout { spec, after }
     }
 }
@@ -320,7 +383,7 @@ impl<F: Future> Future for Bounded<'_, F> {
             return Poll::Pending;
         };
         if this.sleep.is_none() {
-            let sleep = tokio::time::sleep(armed.timeout.settings.duration);
+            let sleep = tokio::time::sleep(armed.settings.duration);
             this.sleep.set(Some(tokio::task::unconstrained(sleep)));
         }
         match this.sleep.as_mut().as_pin_mut().map(|sleep| sleep.poll(cx)) {

@@ -3,8 +3,7 @@
 use proc_macro2::TokenStream;
 use quote::quote_spanned;
 
-use crate::chain::Layer;
-use crate::expand::spec_span;
+use crate::model::{spec_span, Layer};
 
 pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> TokenStream {
     let Some(spec) = layer.spec() else {

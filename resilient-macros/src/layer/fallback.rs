@@ -4,8 +4,7 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
-use crate::args::{FallbackArgs, FallbackOn};
-use crate::expand::{Context, Receiver};
+use crate::model::{Context, FallbackArgs, FallbackOn, Receiver};
 
 /// The name of the clone of argument `name` made for the fallback before the
 /// call runs (when no retry keeps the originals).

@@ -4,8 +4,7 @@
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote_spanned;
 
-use crate::chain::Layer;
-use crate::expand::spec_span;
+use crate::model::{spec_span, Layer};
 
 /// A timer entered before `inner`, whose awaits it bounds (see
 /// [`super::awaited`]), and left with its outcome, if it came in time; a

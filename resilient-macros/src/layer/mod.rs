@@ -11,8 +11,7 @@ use syn::Lifetime;
 
 pub(crate) use fallback::saved as fallback_saved;
 
-use crate::chain::{Kind, Layer, LayerArgs};
-use crate::expand::Context;
+use crate::model::{Context, Kind, Layer, LayerArgs};
 
 /// The outcome of `inner` run inside the guard `__resilient_entered` (a
 /// `Result` of the guard or the resilience error that kept the call out),

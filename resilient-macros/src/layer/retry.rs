@@ -3,8 +3,7 @@
 use proc_macro2::TokenStream;
 use quote::quote_spanned;
 
-use crate::chain::Layer;
-use crate::expand::spec_span;
+use crate::model::{spec_span, Layer};
 
 pub(crate) fn call(
     layer: &Layer,
@@ -22,18 +21,20 @@ pub(crate) fn call(
     let wait = super::awaited(timed, span, quote_spanned!(span=> __resilient_wait.wait()));
     quote_spanned! {span=>
         {
-            let mut __resilient_retry = ::resilient_core::__private::retry(
+            let __resilient_retry = ::resilient_core::__private::retry(
                 ::resilient_core::__private::retry_ops::<#spec, #ret, _, _, _>(),
             );
+            // The settings are read once, here: the call runs under them.
+            let mut __resilient_attempts = __resilient_retry.start();
             loop {
-                if let ::core::option::Option::Some(__resilient_e) = __resilient_retry.refused() {
+                if let ::core::option::Option::Some(__resilient_e) = __resilient_attempts.refused() {
                     break ::core::result::Result::Err(__resilient_e);
                 }
                 let __resilient_attempt = #inner;
                 // The match ends before the wait: the outcome it held does
                 // not live across the await (the future stays `Send`
                 // whatever `T` and `E` are).
-                let __resilient_wait = match __resilient_retry.step(__resilient_attempt) {
+                let __resilient_wait = match __resilient_attempts.step(__resilient_attempt) {
                     ::resilient_core::__private::Step::Done(__resilient_o) => break __resilient_o,
                     ::resilient_core::__private::Step::Wait(__resilient_w) => __resilient_w,
                 };

@@ -1,0 +1,141 @@
+//! The snapshot of a registry: every spec's effective settings and, where
+//! its mechanism has one, its state now. Each mechanism gives its own parts;
+//! the snapshot holds them without knowing their types.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::spec::SpecKind;
+
+/// A part of a spec's snapshot (its settings, or its mechanism's state):
+/// any `Debug` value, `serde::Serialize` too with the `serde` feature.
+/// Read one back with [`SpecSnapshot::settings`] or
+/// [`SpecSnapshot::status`], naming its type.
+#[cfg(feature = "serde")]
+pub trait Part: erased_serde::Serialize + fmt::Debug + Send + Sync + 'static {
+    /// The part as `Any`, to be read back as its type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A part of a spec's snapshot (its settings, or its mechanism's state):
+/// any `Debug` value, `serde::Serialize` too with the `serde` feature.
+/// Read one back with [`SpecSnapshot::settings`] or
+/// [`SpecSnapshot::status`], naming its type.
+#[cfg(not(feature = "serde"))]
+pub trait Part: fmt::Debug + Send + Sync + 'static {
+    /// The part as `Any`, to be read back as its type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+#[cfg(feature = "serde")]
+impl<T: serde::Serialize + fmt::Debug + Send + Sync + 'static> Part for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+#[cfg(not(feature = "serde"))]
+impl<T: fmt::Debug + Send + Sync + 'static> Part for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+#[cfg(feature = "serde")]
+erased_serde::serialize_trait_object!(Part);
+
+/// The state of every spec of a registry; see
+/// [`Registry::snapshot`](crate::Registry::snapshot).
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// One entry per spec, sorted by path.
+    pub specs: Vec<SpecSnapshot>,
+}
+
+/// One spec in a [`Snapshot`]: what it is, the settings it runs with, and
+/// its state now.
+///
+/// ```
+/// # use resilient_core::{CircuitBreakerSpec, Registry, circuit_breaker};
+/// # #[derive(CircuitBreakerSpec)] #[spec("resilient.circuitbreaker.pet")] pub struct PetBreaker;
+/// # fn demo(registry: &Registry) {
+/// for spec in registry.snapshot().specs {
+///     if let Some(breaker) = spec.status::<circuit_breaker::Metrics>() {
+///         println!("{}: {} ({:?} % failures)", spec.spec, breaker.state, breaker.failure_rate);
+///     }
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct SpecSnapshot {
+    /// The spec type's name.
+    pub spec: &'static str,
+    /// Its config path.
+    pub path: &'static str,
+    /// Its mechanism.
+    pub kind: SpecKind,
+    /// The mechanism's state now; see [`status`](Self::status).
+    #[cfg_attr(
+        feature = "serde",
+        serde(skip_serializing_if = "Option::is_none", serialize_with = "some_part")
+    )]
+    status: Option<Arc<dyn Part>>,
+    /// The settings running now; see [`settings`](Self::settings).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "part"))]
+    settings: Arc<dyn Part>,
+}
+
+#[cfg(feature = "serde")]
+fn part<S: serde::Serializer>(part: &Arc<dyn Part>, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&**part, s)
+}
+
+#[cfg(feature = "serde")]
+fn some_part<S: serde::Serializer>(part: &Option<Arc<dyn Part>>, s: S) -> Result<S::Ok, S::Error> {
+    match part {
+        Some(p) => serde::Serialize::serialize(&**p, s),
+        None => s.serialize_none(),
+    }
+}
+
+impl SpecSnapshot {
+    pub(crate) fn new(
+        spec: &'static str,
+        path: &'static str,
+        kind: SpecKind,
+        status: Option<Arc<dyn Part>>,
+        settings: Arc<dyn Part>,
+    ) -> Self {
+        Self {
+            spec,
+            path,
+            kind,
+            status,
+            settings,
+        }
+    }
+
+    /// The mechanism's state now, if it is a `T`: a breaker's
+    /// [`circuit_breaker::Metrics`](crate::circuit_breaker::Metrics), a
+    /// concurrency limit's [`concurrency::Places`](crate::concurrency::Places),
+    /// a retry spec's [`retry::BudgetTokens`](crate::retry::BudgetTokens) when it has a
+    /// budget. `None` for another type, or a mechanism without state.
+    pub fn status<T: 'static>(&self) -> Option<&T> {
+        let part: &dyn Part = self.status.as_deref()?;
+        part.as_any().downcast_ref()
+    }
+
+    /// The settings the spec runs with, if they are a `T` (its mechanism's
+    /// settings type, such as
+    /// [`RetrySettings`](crate::retry::RetrySettings)).
+    pub fn settings<T: 'static>(&self) -> Option<&T> {
+        // Through the `dyn Part`: the `Arc` around it is a `Part` too.
+        let part: &dyn Part = &*self.settings;
+        part.as_any().downcast_ref()
+    }
+}

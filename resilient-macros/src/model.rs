@@ -1,0 +1,156 @@
+//! The model of an annotated fn, between parsing and expansion: which
+//! resilience attributes it carries and what each says ([`Layer`]), and
+//! what the expansion needs to know of the fn ([`Context`]). It imports
+//! nothing of the parsing or the expansion; both import it.
+
+use proc_macro2::{Ident, Span, TokenStream};
+use syn::spanned::Spanned;
+use syn::{Attribute, LitStr, Path};
+
+/// A resilience mechanism, as named by its attribute.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    Retry,
+    CircuitBreaker,
+    Timeout,
+    ConcurrencyLimit,
+    RateLimiter,
+    Fallback,
+}
+
+impl Kind {
+    const ALL: [Kind; 6] = [
+        Kind::Retry,
+        Kind::CircuitBreaker,
+        Kind::Timeout,
+        Kind::ConcurrencyLimit,
+        Kind::RateLimiter,
+        Kind::Fallback,
+    ];
+
+    pub(crate) fn attr_name(self) -> &'static str {
+        match self {
+            Kind::Retry => "retryable",
+            Kind::CircuitBreaker => "circuit_breakable",
+            Kind::Timeout => "timeout",
+            Kind::ConcurrencyLimit => "concurrency_limit",
+            Kind::RateLimiter => "rate_limited",
+            Kind::Fallback => "fallback",
+        }
+    }
+
+    pub(crate) fn derive_name(self) -> &'static str {
+        match self {
+            Kind::Retry => "RetrySpec",
+            Kind::CircuitBreaker => "CircuitBreakerSpec",
+            Kind::Timeout => "TimeoutSpec",
+            Kind::ConcurrencyLimit => "ConcurrencyLimitSpec",
+            Kind::RateLimiter => "RateLimiterSpec",
+            Kind::Fallback => "",
+        }
+    }
+
+    pub(crate) fn example_spec(self) -> &'static str {
+        match self {
+            Kind::Retry => "PetRetry",
+            Kind::CircuitBreaker => "PetBreaker",
+            Kind::Timeout => "PetTimeout",
+            Kind::ConcurrencyLimit => "Reviews",
+            Kind::RateLimiter => "PetRate",
+            Kind::Fallback => "",
+        }
+    }
+
+    /// Whether the layer may run what is inside it more than once, so that the
+    /// body must be callable again with fresh arguments.
+    pub(crate) fn calls_again(self) -> bool {
+        match self {
+            Kind::Retry => true,
+            Kind::CircuitBreaker
+            | Kind::Timeout
+            | Kind::ConcurrencyLimit
+            | Kind::RateLimiter
+            | Kind::Fallback => false,
+        }
+    }
+
+    /// The mechanism an attribute names: a bare name or any path ending in it.
+    pub(crate) fn of(attr: &Attribute) -> Option<Kind> {
+        let last = attr.path().segments.last()?;
+        Kind::ALL.into_iter().find(|k| last.ident == k.attr_name())
+    }
+}
+
+/// One resilience attribute of the fn.
+pub(crate) struct Layer {
+    pub(crate) kind: Kind,
+    pub(crate) args: LayerArgs,
+}
+
+/// What the attribute says.
+pub(crate) enum LayerArgs {
+    /// The spec type of a mechanism: `#[retryable(PetRetry)]`.
+    Spec(Path),
+    /// `#[fallback(method = "..", ..)]`.
+    Fallback(FallbackArgs),
+}
+
+impl Layer {
+    /// The spec type, for the layers that have one.
+    pub(crate) fn spec(&self) -> Option<&Path> {
+        match &self.args {
+            LayerArgs::Spec(spec) => Some(spec),
+            LayerArgs::Fallback(_) => None,
+        }
+    }
+}
+
+/// What `#[fallback(..)]` says.
+pub(crate) struct FallbackArgs {
+    /// The `method = ".."` string, for spans.
+    pub(crate) method: LitStr,
+    /// The fallback's path, as written in the string.
+    pub(crate) target: Path,
+    /// The argument names listed in the string, in order.
+    pub(crate) args: Vec<syn::Ident>,
+    /// Which failures it handles.
+    pub(crate) on: FallbackOn,
+}
+
+/// Which failures a fallback handles.
+pub(crate) enum FallbackOn {
+    Any,
+    Resilience,
+    Rejection,
+    Timeout,
+    When(Path),
+}
+
+/// What the layers need to know of the fn they wrap.
+pub(crate) struct Context {
+    /// The fn's return type.
+    pub(crate) ret: TokenStream,
+    /// Whether a layer runs the body more than once.
+    pub(crate) again: bool,
+    /// The fn's receiver, if it is a method.
+    pub(crate) receiver: Option<Receiver>,
+    /// The fn's name.
+    pub(crate) fn_name: Ident,
+}
+
+/// How a method takes `self`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Receiver {
+    /// `&self` (or `self: &Self`): copied.
+    Ref,
+    /// `self`, `self: Arc<Self>` and the like: cloned.
+    Owned,
+}
+
+/// Where to report a problem with a spec: its last segment (`PetRetry` in
+/// `crate::specs::PetRetry`), since stable Rust cannot join the segments.
+pub(crate) fn spec_span(spec: &syn::Path) -> Span {
+    spec.segments
+        .last()
+        .map_or_else(|| spec.span(), |s| s.ident.span())
+}
