@@ -52,7 +52,7 @@ use std::fmt;
 
 use resilient_core::registry::AlreadyInstalled;
 use resilient_core::settings::{Problem, Value};
-use resilient_core::{Registry, RegistryBuilder};
+use resilient_core::{Registry, RegistryBuilder, Reloaded};
 
 /// Why the settings could not be installed.
 ///
@@ -66,6 +66,8 @@ pub enum ConfigError {
     Invalid(Vec<Problem>),
     /// A registry was installed before.
     AlreadyInstalled(AlreadyInstalled),
+    /// [`reload`] found no installed registry: call [`init`] first.
+    NotInstalled,
 }
 
 impl fmt::Display for ConfigError {
@@ -84,6 +86,9 @@ impl fmt::Display for ConfigError {
                 Ok(())
             }
             ConfigError::AlreadyInstalled(e) => e.fmt(f),
+            ConfigError::NotInstalled => f.write_str(
+                "no resilient registry is installed to reload: call `resilient_config::init` first",
+            ),
         }
     }
 }
@@ -97,18 +102,19 @@ impl fmt::Debug for ConfigError {
 impl std::error::Error for ConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ConfigError::Invalid(_) => None,
+            ConfigError::Invalid(_) | ConfigError::NotInstalled => None,
             ConfigError::AlreadyInstalled(e) => Some(e),
         }
     }
 }
 
 impl ConfigError {
-    /// The problems found, empty for [`ConfigError::AlreadyInstalled`].
+    /// The problems found; empty for [`ConfigError::AlreadyInstalled`] and
+    /// [`ConfigError::NotInstalled`].
     pub fn problems(&self) -> &[Problem] {
         match self {
             ConfigError::Invalid(problems) => problems,
-            ConfigError::AlreadyInstalled(_) => &[],
+            ConfigError::AlreadyInstalled(_) | ConfigError::NotInstalled => &[],
         }
     }
 }
@@ -124,6 +130,46 @@ pub fn init(config: &config::Config) -> Result<(), ConfigError> {
     build(Registry::builder(), config)?
         .install()
         .map_err(ConfigError::AlreadyInstalled)
+}
+
+/// Reads and validates the settings of every spec of the installed registry
+/// from `config` again, and applies what changed; see
+/// [`Registry::reload`](resilient_core::Registry::reload).
+///
+/// With any problem nothing changes: the running settings stay, and every
+/// problem is returned (and logged at ERROR). Otherwise each spec whose
+/// settings changed runs the new ones for the calls that start from now on,
+/// keeping its state (a breaker's state and counts, a limit's calls in
+/// flight, a budget's tokens); what changed is returned, logged at INFO and
+/// published as an event.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let load = || {
+///     config::Config::builder()
+///         .add_source(config::File::with_name("resilient"))
+///         .add_source(config::Environment::with_prefix("APP").separator("__"))
+///         .build()
+/// };
+/// resilient_config::init(&load()?)?;
+/// // ... later, when the file has changed:
+/// match resilient_config::reload(&load()?) {
+///     Ok(reloaded) => println!("{} spec(s) changed", reloaded.specs.len()),
+///     Err(e) => eprintln!("kept the running settings: {e}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] with every problem of every spec, or
+/// [`ConfigError::NotInstalled`] before [`init`].
+pub fn reload(config: &config::Config) -> Result<Reloaded, ConfigError> {
+    let registry = Registry::installed().ok_or(ConfigError::NotInstalled)?;
+    registry
+        .reload(&to_value(&config.cache))
+        .map_err(ConfigError::Invalid)
 }
 
 /// Builds a registry with `builder` (every spec in the binary, or the specs

@@ -9,7 +9,8 @@
 //! the key's rule. Whatever key was never asked for is reported as unknown, with
 //! the nearest known key suggested, so the list of keys lives in one place.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -141,8 +142,15 @@ pub struct Section<'a> {
     path: &'static str,
     prefix: String,
     table: Option<&'a BTreeMap<String, Value>>,
+    /// The keys a reader asked for: the settings of this table.
     known: Vec<&'static str>,
+    /// Keys reported in a rule of their own (written one level too high):
+    /// not settings here, and not reported again as unknown.
+    handled: Vec<&'static str>,
     problems: &'a mut Vec<Problem>,
+    /// Every key asked for, dotted from the section: what a reader
+    /// accepts (see [`accepted_keys`]).
+    asked: Option<&'a RefCell<Vec<String>>>,
 }
 
 impl<'a> Section<'a> {
@@ -198,7 +206,9 @@ impl<'a> Section<'a> {
             prefix: String::new(),
             table,
             known: Vec::new(),
+            handled: Vec::new(),
             problems,
+            asked: None,
         }
     }
 
@@ -225,7 +235,9 @@ impl<'a> Section<'a> {
                 prefix: String::new(),
                 table: None,
                 known: Vec::new(),
+                handled: Vec::new(),
                 problems,
+                asked: None,
             },
             Some(_) => Self::root(name, path, root, problems),
         }
@@ -269,7 +281,17 @@ impl<'a> Section<'a> {
     }
 
     fn raw(&mut self, key: &'static str) -> Option<&'a Value> {
-        self.known.push(key);
+        if !self.known.contains(&key) {
+            self.known.push(key);
+            if let Some(asked) = self.asked {
+                asked.borrow_mut().push(self.full_key(key));
+            }
+        }
+        self.peek(key)
+    }
+
+    /// The value of `key`, without marking it as a setting of this table.
+    fn peek(&self, key: &str) -> Option<&'a Value> {
         match self.table?.get(key) {
             None | Some(Value::Nil) => None,
             Some(v) => Some(v),
@@ -459,7 +481,8 @@ impl<'a> Section<'a> {
     /// instead of under `backoff`), which a suggestion of the nearest key
     /// at this level would only mislead.
     pub fn misplaced(&mut self, key: &'static str, table: &'static str) {
-        let Some(v) = self.raw(key) else { return };
+        let Some(v) = self.peek(key) else { return };
+        self.handled.push(key);
         let full = self.full_key(table);
         self.problem(
             key,
@@ -486,7 +509,9 @@ impl<'a> Section<'a> {
             prefix: self.full_key(key),
             table: Some(t),
             known: Vec::new(),
+            handled: Vec::new(),
             problems: &mut *self.problems,
+            asked: self.asked,
         };
         let out = read(&mut inner);
         inner.finish();
@@ -498,7 +523,7 @@ impl<'a> Section<'a> {
     pub fn finish(self) {
         let Some(table) = self.table else { return };
         for (key, value) in table {
-            if self.known.contains(&key.as_str()) {
+            if self.known.contains(&key.as_str()) || self.handled.contains(&key.as_str()) {
                 continue;
             }
             let rule = match suggest(key, &self.known) {
@@ -544,6 +569,34 @@ impl<'a> Section<'a> {
             });
         }
     }
+}
+
+/// The keys `read` accepts in `section`: each key it asked for, dotted from
+/// the section (a table's own key too). A reader asks for a table's keys
+/// only when the table is there, and for some only under some settings (a
+/// breaker's window by its `type`): read several sections for all of them.
+/// Not a public API: what the tests compare the settings tables with.
+#[doc(hidden)]
+pub fn accepted_keys(section: &Value, read: impl FnOnce(&mut Section<'_>)) -> BTreeSet<String> {
+    let asked = RefCell::new(Vec::new());
+    let mut problems = Vec::new();
+    let table = match section {
+        Value::Table(t) => Some(t),
+        _ => None,
+    };
+    let mut s = Section {
+        spec: "probe",
+        path: "probe",
+        prefix: String::new(),
+        table,
+        known: Vec::new(),
+        handled: Vec::new(),
+        problems: &mut problems,
+        asked: Some(&asked),
+    };
+    read(&mut s);
+    s.finish();
+    asked.into_inner().into_iter().collect()
 }
 
 /// The existing section nearest to the missing `path`: at the first segment

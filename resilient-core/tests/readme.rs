@@ -1,5 +1,19 @@
-//! The README's settings table is the one documented on the settings type, so
-//! the two cannot drift apart.
+//! Each settings table is written three times: in README, in the settings
+//! type's rustdoc, and in the reader, as the keys it asks for. The three are
+//! the same set of keys (and README holds the rustdoc's rows word for word),
+//! so they cannot drift apart.
+
+use std::collections::BTreeSet;
+
+use resilient_core::circuit_breaker::CircuitBreakerSettings;
+use resilient_core::concurrency::ConcurrencyLimitSettings;
+use resilient_core::rate_limiter::RateLimiterSettings;
+use resilient_core::retry::RetrySettings;
+use resilient_core::settings::{accepted_keys, Section, Value};
+use resilient_core::telemetry::{GlobalTelemetry, TelemetrySettings};
+use resilient_core::timeout::TimeoutSettings;
+
+const README: &str = include_str!("../../README.md");
 
 fn table_rows(text: &str, strip: &str) -> Vec<String> {
     text.lines()
@@ -15,42 +29,220 @@ fn table_rows(text: &str, strip: &str) -> Vec<String> {
         .collect()
 }
 
-fn check(docs: &str, at_least: usize) {
-    let docs = table_rows(docs, "///");
-    let readme = table_rows(include_str!("../../README.md"), "");
-    assert!(docs.len() >= at_least, "the settings docs lost their table");
-    for row in &docs {
-        assert!(readme.contains(row), "README lacks the settings row: {row}");
+/// The key of a table row: its first cell, without the backticks.
+fn key(row: &str) -> String {
+    row.trim_start_matches('|')
+        .split('|')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .trim_matches('`')
+        .to_owned()
+}
+
+/// The rows of the README table that holds every row of `rows`.
+fn readme_table_of(rows: &[String]) -> Vec<String> {
+    let mut tables: Vec<Vec<String>> = vec![Vec::new()];
+    for line in README.lines() {
+        let line = line.trim();
+        if line.starts_with('|') {
+            if let Some(t) = tables.last_mut() {
+                if line.starts_with("| `") {
+                    t.push(line.to_owned());
+                }
+            }
+        } else if tables.last().is_some_and(|t| !t.is_empty()) {
+            tables.push(Vec::new());
+        }
     }
+    let held = |t: &Vec<String>| rows.iter().filter(|r| t.contains(r)).count();
+    let best = tables
+        .iter()
+        .max_by_key(|t| held(t))
+        .cloned()
+        .unwrap_or_default();
+    for row in rows {
+        assert!(best.contains(row), "README lacks the settings row: {row}");
+    }
+    best
+}
+
+fn table(pairs: &[(&str, Value)]) -> Value {
+    Value::Table(
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect(),
+    )
+}
+
+fn s(v: &str) -> Value {
+    Value::Str(v.to_owned())
+}
+
+/// Which rows of a source's tables: `len` rows from the one of key `from`
+/// (every row of the source when `None`).
+struct Rows {
+    from: Option<&'static str>,
+    len: usize,
+}
+
+const ALL: Rows = Rows {
+    from: None,
+    len: usize::MAX,
+};
+
+/// Checks that the rustdoc table of `source` (the `rows`), the
+/// README table holding them, and the keys `read` accepts in `probes` are
+/// one set.
+fn check(source: &str, rows: Rows, probes: &[Value], read: fn(&mut Section<'_>)) {
+    let docs = table_rows(source, "///");
+    let start = match rows.from {
+        Some(first) => docs
+            .iter()
+            .position(|r| key(r) == first)
+            .unwrap_or_else(|| panic!("no docs row for `{first}`")),
+        None => 0,
+    };
+    let docs = &docs[start..start.saturating_add(rows.len).min(docs.len())];
+    let readme = readme_table_of(docs);
+    let docs: BTreeSet<String> = docs.iter().map(|r| key(r)).collect();
+    let readme: BTreeSet<String> = readme.iter().map(|r| key(r)).collect();
+    let asked: BTreeSet<String> = probes.iter().flat_map(|p| accepted_keys(p, read)).collect();
+    // A table is no key of its own: its keys are (`backoff` is asked for
+    // when absent; `backoff.multiplier` when it is there).
+    let reader: BTreeSet<String> = asked
+        .iter()
+        .filter(|k| {
+            !asked
+                .iter()
+                .any(|other| other.starts_with(&format!("{k}.")))
+        })
+        .cloned()
+        .collect();
+    assert_eq!(readme, docs, "README's table and the rustdoc's");
+    assert_eq!(
+        reader, docs,
+        "the keys the reader accepts and the rustdoc's"
+    );
 }
 
 #[test]
-fn readme_retry_table_matches_the_settings_docs() {
-    check(include_str!("../src/retry/settings.rs"), 16);
+fn retry_keys_are_one_set() {
+    let probe = table(&[
+        ("backoff", table(&[])),
+        ("jitter", table(&[("type", s("full"))])),
+        ("retry_budget", table(&[])),
+    ]);
+    check(
+        include_str!("../src/retry/settings.rs"),
+        ALL,
+        &[probe],
+        |s| {
+            let _ = RetrySettings::read(s);
+        },
+    );
 }
 
 #[test]
-fn readme_circuit_breaker_table_matches_the_settings_docs() {
-    check(include_str!("../src/circuit_breaker/settings.rs"), 14);
+fn circuit_breaker_keys_are_one_set() {
+    let probes: Vec<Value> = [
+        "ring_buffer",
+        "striped_approx",
+        "fixed_window",
+        "time_based",
+    ]
+    .into_iter()
+    .map(|kind| {
+        table(&[
+            ("type", s(kind)),
+            (
+                "count_based",
+                table(&[
+                    ("window_size", Value::Int(10)),
+                    ("striped_approx", table(&[])),
+                ]),
+            ),
+            ("time_based", table(&[])),
+            ("slow_call", table(&[])),
+        ])
+    })
+    .collect();
+    check(
+        include_str!("../src/circuit_breaker/settings.rs"),
+        ALL,
+        &probes,
+        |s| {
+            let _ = CircuitBreakerSettings::read(s);
+        },
+    );
 }
 
 #[test]
-fn readme_timeout_table_matches_the_settings_docs() {
-    check(include_str!("../src/timeout/mod.rs"), 2);
+fn timeout_keys_are_one_set() {
+    check(
+        include_str!("../src/timeout/mod.rs"),
+        ALL,
+        &[table(&[])],
+        |s| {
+            let _ = TimeoutSettings::read(s);
+        },
+    );
 }
 
 #[test]
-fn readme_concurrency_table_matches_the_settings_docs() {
-    check(include_str!("../src/concurrency/mod.rs"), 4);
+fn concurrency_keys_are_one_set() {
+    check(
+        include_str!("../src/concurrency/mod.rs"),
+        ALL,
+        &[table(&[]), table(&[("policy", s("block"))])],
+        |s| {
+            let _ = ConcurrencyLimitSettings::read(s);
+        },
+    );
 }
 
 #[test]
-fn readme_rate_limiter_table_matches_the_settings_docs() {
-    check(include_str!("../src/rate_limiter/mod.rs"), 5);
+fn rate_limiter_keys_are_one_set() {
+    check(
+        include_str!("../src/rate_limiter/mod.rs"),
+        ALL,
+        &[table(&[])],
+        |s| {
+            let _ = RateLimiterSettings::read(s);
+        },
+    );
 }
 
 #[test]
-fn readme_telemetry_tables_match_the_telemetry_docs() {
-    // The settings, the log lines (but the row "same") and the metrics.
-    check(include_str!("../src/telemetry/mod.rs"), 2 + 8 + 7);
+fn telemetry_keys_are_one_set() {
+    let source = include_str!("../src/telemetry/mod.rs");
+    let switches = table(&[("logging", table(&[])), ("metrics", table(&[]))]);
+    // A spec's own switches (read from its section), then the global ones.
+    let rows = |from| Rows {
+        from: Some(from),
+        len: 2,
+    };
+    check(
+        source,
+        rows("telemetry.logging.enabled"),
+        &[table(&[("telemetry", switches.clone())])],
+        |s| {
+            let _ = TelemetrySettings::read(s);
+        },
+    );
+    check(source, rows("logging.enabled"), &[switches], |s| {
+        let _ = GlobalTelemetry::read(s);
+    });
+}
+
+#[test]
+fn readme_logs_and_metrics_tables_hold_the_telemetry_docs() {
+    // The log lines (but the row "same") and the metrics, word for word.
+    let docs = table_rows(include_str!("../src/telemetry/mod.rs"), "///");
+    let readme = table_rows(README, "");
+    assert!(docs.len() >= 10 + 9, "the telemetry docs lost a table");
+    for row in &docs {
+        assert!(readme.contains(row), "README lacks the row: {row}");
+    }
 }

@@ -821,6 +821,99 @@ async fn listeners_receive_typed_events_for_all_specs_or_for_one() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn an_unsubscribed_listener_hears_nothing_more() {
+    let registry = registry::<EventRate>(table([
+        ("limit_for_period", int(1)),
+        ("limit_refresh_period", s("1h")),
+    ]));
+    let (heard, listener) = recorder();
+    let subscription = registry.subscribe(listener);
+    registry.scope(limited()).await.unwrap();
+    registry.scope(limited()).await.unwrap_err();
+    assert_eq!(heard.lock().unwrap().len(), 1, "the rejection");
+    assert!(registry.unsubscribe(subscription));
+    assert!(!registry.unsubscribe(subscription), "only once");
+    registry.scope(limited()).await.unwrap_err();
+    assert_eq!(heard.lock().unwrap().len(), 1, "nothing after unsubscribe");
+}
+
+#[derive(ConcurrencyLimitSpec)]
+#[spec("telemetry.handles.places")]
+struct HandlePlaces;
+
+#[tokio::test]
+async fn a_handles_try_acquire_that_finds_no_place_counts_as_a_rejection() {
+    let meters = Meters::default();
+    let registry = metrics::with_local_recorder(&meters, || {
+        registry::<HandlePlaces>(metrics_on(table([("limit", int(1))])))
+    });
+    let (heard, listener) = recorder();
+    let _ = registry.subscribe(listener);
+    let handle = registry.sync_scope(HandlePlaces::get).unwrap();
+    let held = handle.try_acquire().expect("a free place");
+    assert!(handle.try_acquire().is_none());
+    assert!(handle.try_acquire().is_none());
+    drop(held);
+    let rejected = meters.counter(
+        "resilient_calls_total",
+        &[
+            ("spec", "HandlePlaces"),
+            ("path", "telemetry.handles.places"),
+            ("kind", "concurrency_limit"),
+            ("outcome", "rejected"),
+        ],
+    );
+    assert_eq!(rejected, Some(2));
+    assert_eq!(heard.lock().unwrap().len(), 2, "two Rejected events");
+}
+
+#[derive(RetrySpec)]
+#[spec("telemetry.fallback.retry")]
+struct FallbackRetry;
+
+#[fallback(method = "cached()")]
+#[retryable(FallbackRetry)]
+async fn answered_by_the_fallback() -> Result<&'static str, StoreError> {
+    Err(StoreError::Unavailable)
+}
+
+#[tokio::test(start_paused = true)]
+async fn fallbacks_taken_are_counted_under_the_global_metrics_switch() {
+    let meters = Meters::default();
+    let sections = |metrics: bool| {
+        root(vec![
+            (
+                "resilient.telemetry",
+                table([("metrics", table([("enabled", Value::Bool(metrics))]))]),
+            ),
+            ("telemetry.fallback.retry", retry_section()),
+        ])
+    };
+    let registry = metrics::with_local_recorder(&meters, || {
+        Registry::builder()
+            .spec::<FallbackRetry>()
+            .build(&sections(false))
+            .unwrap()
+    });
+    let taken = || {
+        meters.counter(
+            "resilient_fallbacks_total",
+            &[("function", "answered_by_the_fallback")],
+        )
+    };
+    // The counter is registered where the fallback is taken: with the
+    // recorder in use there (the test's, as an application's global one).
+    let _recorder = metrics::set_default_local_recorder(&meters);
+    let call = || registry.scope(answered_by_the_fallback());
+    assert_eq!(call().await.unwrap(), "cached");
+    assert_eq!(taken(), None, "metrics off");
+    registry.reload(&sections(true)).unwrap();
+    assert_eq!(call().await.unwrap(), "cached");
+    assert_eq!(call().await.unwrap(), "cached");
+    assert_eq!(taken(), Some(2));
+}
+
 // --- snapshot ---------------------------------------------------------------
 
 #[derive(RetrySpec)]

@@ -18,6 +18,8 @@
 //! | `resilient::timeout` | INFO | a call timed out |
 //! | `resilient::fallback` | DEBUG | a fallback answered a failure |
 //! | `resilient::registry` | ERROR | once per spec: a call found no registry with its settings (`resilient_config::init` was forgotten) |
+//! | `resilient::registry` | INFO | a reload changed a spec's settings: each key, with its old and new value, and what of the state did not carry over |
+//! | `resilient::registry` | ERROR | a reload found problems and changed nothing: every problem |
 //!
 //! Nothing is logged on the success path, and no span is entered: the chain
 //! runs inside the caller's span, so `#[tracing::instrument]` on the fn puts
@@ -41,6 +43,8 @@
 //! | `resilient_circuit_breaker_transitions_total` | counter | `to` = `closed`, `open`, `half_open`, `forced_open`, `disabled` | each state change |
 //! | `resilient_circuit_breaker_state` | gauge | | 0 closed, 1 half-open, 2 open, 3 forced open, 4 disabled |
 //! | `resilient_concurrency_in_use` | gauge | | places held now |
+//! | `resilient_fallbacks_total` | counter | `function` (instead of `spec` and `path`) | a fallback answered a failure (the global metrics switch) |
+//! | `resilient_reloads_total` | counter | `result` = `applied`, `rejected` (instead of `spec` and `path`) | a reload ended (the global metrics switch) |
 //!
 //! A spec with metrics off (the default) records nothing and reads no clock
 //! for them.
