@@ -18,6 +18,7 @@ use resilient_core::{
 
 mod hand;
 mod peer_stacks;
+mod reload;
 
 #[derive(CircuitBreakerSpec)]
 #[spec("bench.breaker")]
@@ -570,6 +571,7 @@ criterion_group!(
     breaker_transition,
     retry_success,
     stack_success,
-    breaker_tasks
+    breaker_tasks,
+    reload::reload
 );
 criterion_main!(benches);
