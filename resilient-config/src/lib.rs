@@ -23,6 +23,14 @@
 //! environment variables, so `APP__RESILIENT__RETRY__PET__DELAY_STEP=10ms`
 //! overrides `delay_step`; a camelCase key could never be overridden that way.
 //!
+//! # Reload
+//!
+//! [`reload`] reads the configuration again while the application runs:
+//! with any problem nothing changes (every problem is reported, as at
+//! startup); otherwise each spec whose settings changed runs the new ones
+//! for the calls that start afterwards, and keeps its state (see
+//! [`Registry::reload`](resilient_core::Registry::reload)).
+//!
 //! # Tests
 //!
 //! A test binary links the specs of every test in it. Build a registry for the

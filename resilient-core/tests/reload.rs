@@ -451,6 +451,22 @@ async fn enabled_false_and_back_works_for_every_mechanism() {
 
 // ---------------------------------------------------------------- problems
 
+#[tokio::test(start_paused = true)]
+async fn a_section_of_a_spec_the_registry_lacks_is_not_read() {
+    let registry = registry::<ReRetry>(retry(1, "1ms"));
+    let reloaded = registry
+        .reload(&root(vec![
+            ("reload.retry", retry(1, "1ms")),
+            // Another spec's section, wrong as it is: not this registry's.
+            (
+                "reload.breaker",
+                table([("failure_rate_threshold", s("half"))]),
+            ),
+        ]))
+        .expect("the registry's own section is fine");
+    assert_eq!(reloaded, resilient_core::Reloaded::default());
+}
+
 // ---------------------------------------------------------------- switches
 
 #[derive(RetrySpec)]

@@ -95,7 +95,7 @@ pub use settings::{Backoff, BudgetSettings, Jitter, RetrySettings};
 
 use crate::error::{Error, GaveUp};
 use crate::outcome::{self, Fail};
-use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Versions};
+use crate::registry::{Key, Mechanism, Part, Sealed, Shared, Spec, Versions};
 use crate::settings::Section;
 use crate::spec::{Classify, SpecKind, Verdict};
 use crate::telemetry::{Event, Outcome, StoppedBy, Telemetry};
@@ -379,7 +379,7 @@ impl<S: RetrySpec> RetryHandle<S> {
     {
         run(
             ops::<S, T, E>().judged_by(By::<S::Classifier>::new()),
-            Some(CallInstance::Borrowed(&self.inner)),
+            Some(&self.inner),
             || crate::outcome::lifted(f()),
         )
         .await
@@ -512,23 +512,16 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
     }
 }
 
-/// One call under a retry spec: its operations and the spec's instance.
-/// [`start`](Self::start) begins its attempts, which the generated code
-/// drives in a loop of its own (the attempts then live in the fn's own
-/// future, with no future per layer), and [`run`] drives for a handle.
+/// One call under a retry spec, one attempt at a time, under the settings
+/// it started with: what the generated code drives in a loop of its own
+/// (the attempts then live in the fn's own future, with no future per
+/// layer), and what [`run`] drives for a handle. It borrows the spec's
+/// instance from where the caller holds it.
 #[doc(hidden)]
 pub struct RetryCall<'a, T, E, Tr, J> {
     ops: RetryOps<T, E, Tr, J>,
-    /// `None` when the spec has no settings: the call fails at once.
-    retry: Option<CallInstance<'a, Retry>>,
-}
-
-/// The attempts of one call, under the settings it started with.
-#[doc(hidden)]
-pub struct Attempts<'a, T, E, Tr, J> {
-    ops: &'a RetryOps<T, E, Tr, J>,
     /// The instance and the settings read when the call started; `None`
-    /// when the spec has no settings.
+    /// when the spec has no settings (the call fails at once).
     run: Option<(&'a Retry, &'a RetryConfig)>,
     /// Made at the first failure: a call that succeeds at once builds and
     /// drops nothing.
@@ -571,21 +564,12 @@ impl<'a, T, E, Tr: Default, J> RetryCall<'a, T, E, Tr, J>
 where
     J: Judge<T, E>,
 {
-    /// A call of `ops` through `instance` (`None`: the spec has no settings
-    /// in the registry in use, and [`Attempts::refused`] says so).
+    /// A call of `ops` through `retry` (`None`: the spec has no settings in
+    /// the registry in use, and [`refused`](Self::refused) says so). Its
+    /// settings are read now, and kept until it ends.
     #[inline(always)]
-    pub(crate) fn new(ops: RetryOps<T, E, Tr, J>, retry: Option<CallInstance<'a, Retry>>) -> Self {
-        Self { ops, retry }
-    }
-
-    /// The call's first attempt is about to start: its settings are read
-    /// now, and kept until it ends.
-    #[inline(always)]
-    pub fn start(&self) -> Attempts<'_, T, E, Tr, J> {
-        let run = self
-            .retry
-            .as_deref()
-            .map(|retry| (retry, retry.config.get()));
+    pub(crate) fn start(ops: RetryOps<T, E, Tr, J>, retry: Option<&'a Retry>) -> Self {
+        let run = retry.map(|retry| (retry, retry.config.get()));
         let (timed, started) = match run {
             Some((retry, config)) if config.settings.enabled => (
                 retry.telemetry.start(),
@@ -593,8 +577,8 @@ where
             ),
             _ => (None, None),
         };
-        Attempts {
-            ops: &self.ops,
+        Self {
+            ops,
             run,
             trail: None,
             calls: 0,
@@ -602,12 +586,7 @@ where
             timed,
         }
     }
-}
 
-impl<'a, T, E, Tr: Default, J> Attempts<'a, T, E, Tr, J>
-where
-    J: Judge<T, E>,
-{
     /// The error that ends the call before any attempt: the spec has no
     /// settings.
     #[inline(always)]
@@ -671,7 +650,7 @@ where
         hint: Option<Duration>,
         calls: u64,
     ) -> Step<T, E, RetryWait<'a>> {
-        let (s, ops) = (&config.settings, self.ops);
+        let (s, ops) = (&config.settings, &self.ops);
         let spec = ops.key.name;
         let status = match &outcome {
             Ok(value) => ops.judge.status(value),
@@ -732,7 +711,7 @@ where
     }
 }
 
-impl<T, E, Tr, J> Drop for Attempts<'_, T, E, Tr, J> {
+impl<T, E, Tr, J> Drop for RetryCall<'_, T, E, Tr, J> {
     #[inline]
     fn drop(&mut self) {
         // Still timed: dropped before its outcome (a timeout outside, a
@@ -748,7 +727,7 @@ impl<T, E, Tr, J> Drop for Attempts<'_, T, E, Tr, J> {
 /// One call through `retry`, calling `f` for each attempt.
 pub(crate) async fn run<T, E, Tr, J, F, Fut>(
     ops: RetryOps<T, E, Tr, J>,
-    instance: Option<CallInstance<'_, Retry>>,
+    retry: Option<&Retry>,
     mut f: F,
 ) -> Result<T, Fail<E>>
 where
@@ -757,14 +736,13 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    let call = RetryCall::new(ops, instance);
-    let mut attempts = call.start();
-    if let Some(refused) = attempts.refused() {
+    let mut call = RetryCall::start(ops, retry);
+    if let Some(refused) = call.refused() {
         return Err(refused);
     }
     loop {
         // The match ends before the wait, as in the generated code.
-        let wait = match attempts.step(f().await) {
+        let wait = match call.step(f().await) {
             Step::Done(out) => return out,
             Step::Wait(w) => w,
         };

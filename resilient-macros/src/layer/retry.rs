@@ -21,20 +21,21 @@ pub(crate) fn call(
     let wait = super::awaited(timed, span, quote_spanned!(span=> __resilient_wait.wait()));
     quote_spanned! {span=>
         {
-            let __resilient_retry = ::resilient_core::__private::retry(
-                ::resilient_core::__private::retry_ops::<#spec, #ret, _, _, _>(),
-            );
-            // The settings are read once, here: the call runs under them.
-            let mut __resilient_attempts = __resilient_retry.start();
+            let __resilient_ops = ::resilient_core::__private::retry_ops::<#spec, #ret, _, _, _>();
+            // Held here, borrowed by the call, which reads its settings once:
+            // it runs under them.
+            let __resilient_instance = ::resilient_core::__private::retry_instance(&__resilient_ops);
+            let mut __resilient_retry =
+                ::resilient_core::__private::retry(__resilient_ops, &__resilient_instance);
             loop {
-                if let ::core::option::Option::Some(__resilient_e) = __resilient_attempts.refused() {
+                if let ::core::option::Option::Some(__resilient_e) = __resilient_retry.refused() {
                     break ::core::result::Result::Err(__resilient_e);
                 }
                 let __resilient_attempt = #inner;
                 // The match ends before the wait: the outcome it held does
                 // not live across the await (the future stays `Send`
                 // whatever `T` and `E` are).
-                let __resilient_wait = match __resilient_attempts.step(__resilient_attempt) {
+                let __resilient_wait = match __resilient_retry.step(__resilient_attempt) {
                     ::resilient_core::__private::Step::Done(__resilient_o) => break __resilient_o,
                     ::resilient_core::__private::Step::Wait(__resilient_w) => __resilient_w,
                 };
