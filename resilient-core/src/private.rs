@@ -17,7 +17,7 @@ pub use crate::http::Http;
 pub use crate::outcome::{Fail, ResultType};
 use crate::rate_limiter::RateCall;
 pub use crate::rate_limiter::{RateLimiter, RateLimiterSpec};
-use crate::registry::{CallInstance, Key, Shared};
+use crate::registry::{CallInstance, Key};
 pub use crate::registry::{Slot, Spec, SpecEntry};
 use crate::retry::{By, Judge, RetryCall};
 pub use crate::retry::{
@@ -103,29 +103,21 @@ gives_up_with!(
 );
 gives_up_with!(ReturnLastFailure, Applies, Exhaustion<ReturnLastFailure>);
 
-/// The instance of the retry spec of `ops` in the registry in use, if it
-/// has one: the generated code holds it while the call borrows it.
-#[inline(always)]
-pub fn retry_instance<S, T, E, Tr>(ops: &RetryOf<S, T, E, Tr>) -> Option<Shared<Retry>> {
-    crate::registry::lookup(ops.0.key)
-}
-
-/// Starts a call under the retry operations `ops`, through `instance`; the
-/// generated code then makes its attempts in a loop of its own. Its
-/// classification is typed as any judge of the outcome, so that nothing
-/// after it has a bound that can fail; the one here is [`retry_ops`]'s,
-/// reported once with it.
+/// Starts a call under the retry operations `ops`; the generated code then
+/// makes its attempts in a loop of its own. Its classification is typed as
+/// any fn of the outcome, so that nothing after it has a bound that can
+/// fail; the one here is [`retry_ops`]'s, reported once with it.
 #[inline(always)]
 pub fn retry<S, T, E, Tr: Default>(
     ops: RetryOf<S, T, E, Tr>,
-    instance: &Option<Shared<Retry>>,
-) -> RetryCall<'_, T, E, Tr, impl Judge<T, E> + Copy>
+) -> RetryCall<'static, T, E, Tr, impl Judge<T, E> + Copy>
 where
     S: RetrySpec,
     S::Classifier: Classify<T, E>,
 {
     let ops = ops.0.judged_by(By::<S::Classifier>::new());
-    RetryCall::start(ops, instance.as_deref())
+    let instance = crate::registry::lookup(ops.key).map(CallInstance::Shared);
+    RetryCall::start(ops, instance)
 }
 
 /// The breaker of spec `S` for a fn returning `R`; see [`retry_ops`].

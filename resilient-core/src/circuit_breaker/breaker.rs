@@ -29,7 +29,7 @@ use super::settings::{CircuitBreakerSettings, WAIT_MAX};
 use super::window::{Counts, Record, Window};
 use super::Metrics;
 use crate::error::State;
-use crate::registry::Versions;
+use crate::registry::{Tag, Versions};
 use crate::telemetry::Telemetry;
 
 const TAG_SHIFT: u32 = 62;
@@ -153,6 +153,22 @@ pub(crate) struct Config {
     max_wait_us: u64,
 }
 
+/// The tag of a breaker's settings: whether calls are timed against a
+/// slow-call threshold (a call reads the clock only then, or for metrics).
+const SLOW_CALL: usize = 0b1;
+
+impl Tag for Config {
+    fn tag(&self) -> usize {
+        if self.settings.slow_call.is_some() {
+            SLOW_CALL
+        } else {
+            0
+        }
+    }
+}
+
+impl Tag for Window {}
+
 impl Config {
     fn of(settings: CircuitBreakerSettings) -> Self {
         Self {
@@ -272,12 +288,15 @@ impl Breaker {
         &self.config().settings
     }
 
+    /// The slow-call threshold; read through the settings only when the
+    /// tag says there is one.
     #[inline]
     pub(crate) fn slow_threshold(&self) -> Option<Duration> {
-        self.config()
-            .settings
-            .slow_call
-            .map(|s| s.duration_threshold)
+        let (config, tag) = self.config.get_tagged();
+        if tag & SLOW_CALL == 0 {
+            return None;
+        }
+        config.settings.slow_call.map(|s| s.duration_threshold)
     }
 
     pub(crate) fn now_ns(&self) -> u64 {

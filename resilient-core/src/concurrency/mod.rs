@@ -36,7 +36,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::error::Error;
 use crate::outcome::Fail;
-use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Versions};
+use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
 use crate::settings::{Section, Value};
 use crate::spec::SpecKind;
 use crate::telemetry::{Outcome, Telemetry};
@@ -111,6 +111,8 @@ pub struct ConcurrencyLimitSettings {
     #[cfg_attr(feature = "serde", serde(flatten))]
     pub policy: Policy,
 }
+
+impl Tag for ConcurrencyLimitSettings {}
 
 /// The largest limit tokio's semaphore holds.
 const LIMIT_MAX: u64 = (u32::MAX >> 3) as u64;

@@ -45,7 +45,7 @@ use tokio::time::Instant;
 use crate::concurrency::Enter;
 use crate::error::Error;
 use crate::outcome::Fail;
-use crate::registry::{Key, Mechanism, Part, Sealed, Shared, Spec, Versions};
+use crate::registry::{Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
 use crate::settings::{Section, Value};
 use crate::spec::SpecKind;
 use crate::telemetry::{Outcome, Telemetry};
@@ -230,6 +230,8 @@ struct Config {
     interval_ns: u64,
     tolerance_ns: u64,
 }
+
+impl Tag for Config {}
 
 impl Config {
     fn of(settings: RateLimiterSettings) -> Self {

@@ -271,16 +271,10 @@ impl<M: Mechanism> Key<M> {
 }
 
 /// A spec's instance: borrowed from the installed registry for the life of
-/// the process, or shared with a test's registry. Not a public API: the
-/// generated code holds one while a call borrows it.
-#[doc(hidden)]
+/// the process, or shared with a test's registry.
 #[derive(Debug)]
-pub enum Shared<T: 'static> {
-    /// The installed registry's.
-    #[doc(hidden)]
+pub(crate) enum Shared<T: 'static> {
     Installed(&'static T),
-    /// A test registry's.
-    #[doc(hidden)]
     Scoped(Arc<T>),
 }
 

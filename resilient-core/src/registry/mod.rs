@@ -42,10 +42,10 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-pub(crate) use mechanism::{CallInstance, Key, Sealed};
-pub use mechanism::{Mechanism, Shared, Slot, Spec, SpecEntry};
+pub(crate) use mechanism::{CallInstance, Key, Sealed, Shared};
+pub use mechanism::{Mechanism, Slot, Spec, SpecEntry};
 pub use snapshot::{Part, Snapshot, SpecSnapshot};
-pub(crate) use versions::Versions;
+pub(crate) use versions::{Pinned, Tag, Versions};
 
 use crate::error::{Error, Unconfigured};
 use crate::settings::{Problem, Section, Value};

@@ -11,16 +11,33 @@
 //! value equal to one published before is found and published again, not
 //! stored twice (reloading an unchanged file, or toggling `enabled` back and
 //! forth, stores nothing new).
+//!
+//! The word that points to the current version also carries a few bits of
+//! it (its [`Tag`]), read with the pointer in one load: what a call needs on
+//! its success path (is the spec enabled, does it have a budget) it knows
+//! without following the pointer.
 
 #![allow(unsafe_code)] // one raw pointer, read-only, to a value this cell owns
 
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+
+/// The bits of a version that travel with the pointer to it.
+pub(crate) trait Tag {
+    /// At most [`TAG_BITS`] bits.
+    fn tag(&self) -> usize {
+        0
+    }
+}
+
+/// Bits a tag may use: the low bits of a pointer to a value aligned to 8.
+pub(crate) const TAG_BITS: usize = 0b111;
 
 /// The versions of one value: the current one, and every one published.
 pub(crate) struct Versions<T> {
-    /// Points into one of `all`'s values: the current version.
-    current: AtomicPtr<T>,
+    /// The address of one of `all`'s values, the current version, with its
+    /// tag in the low bits.
+    current: AtomicUsize,
     /// Every version published, in order; never shrinks while `self` lives.
     /// `Arc`, not `Box`: moving an `Arc` asserts nothing about the value it
     /// points to, so references taken from `current` stay valid when the
@@ -28,12 +45,18 @@ pub(crate) struct Versions<T> {
     all: Mutex<Vec<Arc<T>>>,
 }
 
-impl<T> Versions<T> {
+/// `value`'s address with its tag.
+fn word<T: Tag>(value: &Arc<T>) -> usize {
+    const { assert!(std::mem::align_of::<T>() > TAG_BITS) };
+    (Arc::as_ptr(value) as usize) | (value.tag() & TAG_BITS)
+}
+
+impl<T: Tag> Versions<T> {
     /// The versions of `first`, which is current.
     pub(crate) fn new(first: T) -> Self {
         let first = Arc::new(first);
         Self {
-            current: AtomicPtr::new(Arc::as_ptr(&first).cast_mut()),
+            current: AtomicUsize::new(word(&first)),
             all: Mutex::new(vec![first]),
         }
     }
@@ -41,13 +64,33 @@ impl<T> Versions<T> {
     /// The current version.
     #[inline(always)]
     pub(crate) fn get(&self) -> &T {
+        self.get_tagged().0
+    }
+
+    /// The current version and its tag, read in one load.
+    #[inline(always)]
+    pub(crate) fn get_tagged(&self) -> (&T, usize) {
         let current = self.current.load(Ordering::Acquire);
-        // SAFETY: `current` always points to the value of an `Arc` held in
-        // `self.all` (set in `new` and `publish`, each time from an `Arc`
-        // pushed there first), and `all` only grows while `self` lives, so
-        // the value outlives the borrow of `self`. No `&mut T` to it is ever
-        // made: versions are immutable once published.
-        unsafe { &*current }
+        let pointer = (current & !TAG_BITS) as *const T;
+        // SAFETY: `current` always holds the address of the value of an
+        // `Arc` held in `self.all` (set in `new` and `publish`, each time
+        // from an `Arc` pushed there first), with bits below its alignment
+        // as the tag; `all` only grows while `self` lives, so the value
+        // outlives the borrow of `self`. No `&mut T` to it is ever made:
+        // versions are immutable once published.
+        (unsafe { &*pointer }, current & TAG_BITS)
+    }
+
+    /// The current version and its tag, as a [`Pinned`] read: what a call
+    /// that holds the instance owning this cell keeps, to read the same
+    /// version again for as long as it holds the instance.
+    #[inline(always)]
+    pub(crate) fn pin(&self) -> Pinned<T> {
+        let current = self.current.load(Ordering::Acquire);
+        Pinned {
+            word: current,
+            cell: self as *const Self,
+        }
     }
 
     /// Makes current the version `find` accepts among those published
@@ -66,9 +109,8 @@ impl<T> Versions<T> {
                 (all.len() - 1, true)
             }
         };
-        let pointer = Arc::as_ptr(&all[at]).cast_mut();
-        // Release: a reader that loads the pointer sees the value complete.
-        self.current.store(pointer, Ordering::Release);
+        // Release: a reader that loads the word sees the value complete.
+        self.current.store(word(&all[at]), Ordering::Release);
         drop(all);
         (self.get(), new)
     }
@@ -83,7 +125,59 @@ impl<T> Versions<T> {
     }
 }
 
-impl<T: std::fmt::Debug> std::fmt::Debug for Versions<T> {
+/// A version read from a [`Versions`] cell, kept by whoever keeps the cell
+/// alive (a call, which holds its spec's instance, owning the cell), without
+/// borrowing it: the call need not borrow what it holds.
+pub(crate) struct Pinned<T> {
+    /// The version's address and tag, as the cell held it.
+    word: usize,
+    /// The cell it was read from.
+    cell: *const Versions<T>,
+}
+
+// SAFETY (for the auto traits the raw pointers opt out of): a `Pinned` is an
+// address and a tag; it gives access to the version only through `get`,
+// which takes the cell by shared reference, as `Versions::get` does, and
+// `Versions<T>` is `Sync` exactly when `T` is `Send + Sync`.
+unsafe impl<T: Send + Sync> Send for Pinned<T> {}
+unsafe impl<T: Send + Sync> Sync for Pinned<T> {}
+
+impl<T: Tag> Pinned<T> {
+    /// A read of no cell, tag 0: what a call without an instance keeps.
+    pub(crate) const NONE: Self = Self {
+        word: 0,
+        cell: std::ptr::null(),
+    };
+
+    /// The tag of the version.
+    #[inline(always)]
+    pub(crate) fn tag(&self) -> usize {
+        self.word & TAG_BITS
+    }
+
+    /// The version, from `cell`, the cell it was read from; the cell's
+    /// current version if `cell` is another.
+    #[inline(always)]
+    pub(crate) fn get<'c>(&self, cell: &'c Versions<T>) -> &'c T {
+        if !std::ptr::eq(self.cell, cell) {
+            return cell.get();
+        }
+        let pointer = (self.word & !TAG_BITS) as *const T;
+        // SAFETY: `word` was read from `cell` (checked above), so it holds
+        // the address of the value of an `Arc` in `cell.all`, which only
+        // grows while `cell` lives; `cell` is borrowed for `'c`. The value
+        // is never mutated.
+        unsafe { &*pointer }
+    }
+}
+
+impl<T> std::fmt::Debug for Pinned<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pinned").finish_non_exhaustive()
+    }
+}
+
+impl<T: Tag + std::fmt::Debug> std::fmt::Debug for Versions<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.get().fmt(f)
     }
@@ -92,6 +186,33 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Versions<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Tag for String {}
+    impl Tag for u64 {
+        fn tag(&self) -> usize {
+            (*self as usize) & TAG_BITS
+        }
+    }
+    impl Tag for (u64, u64) {}
+
+    #[test]
+    fn a_pinned_read_keeps_its_version_and_falls_back_on_another_cell() {
+        let v = Versions::new(5u64);
+        let pinned = v.pin();
+        v.publish(|v| *v == 6, || 6);
+        assert_eq!(*pinned.get(&v), 5, "the version read when pinned");
+        assert_eq!(pinned.tag(), 5);
+        let other = Versions::new(7u64);
+        assert_eq!(*pinned.get(&other), 7, "another cell: its current version");
+    }
+
+    #[test]
+    fn a_version_s_tag_travels_with_it() {
+        let v = Versions::new(5u64);
+        assert_eq!(v.get_tagged(), (&5, 5));
+        v.publish(|v| *v == 2, || 2);
+        assert_eq!(v.get_tagged(), (&2, 2));
+    }
 
     #[test]
     fn a_reader_keeps_its_version_while_another_is_published() {
@@ -104,7 +225,7 @@ mod tests {
 
     #[test]
     fn an_equal_value_is_published_again_not_stored_twice() {
-        let v = Versions::new(1u32);
+        let v = Versions::new(1u64);
         for i in 0..1000 {
             v.publish(|v| *v == i % 3, || i % 3);
         }

@@ -95,7 +95,9 @@ pub use settings::{Backoff, BudgetSettings, Jitter, RetrySettings};
 
 use crate::error::{Error, GaveUp};
 use crate::outcome::{self, Fail};
-use crate::registry::{Key, Mechanism, Part, Sealed, Shared, Spec, Versions};
+use crate::registry::{
+    CallInstance, Key, Mechanism, Part, Pinned, Sealed, Shared, Spec, Tag, Versions,
+};
 use crate::settings::Section;
 use crate::spec::{Classify, SpecKind, Verdict};
 use crate::telemetry::{Event, Outcome, StoppedBy, Telemetry};
@@ -166,6 +168,21 @@ impl RetryConfig {
     fn of(settings: RetrySettings) -> Self {
         let budget = settings.budget.as_ref().map(BudgetParams::of);
         Self { settings, budget }
+    }
+}
+
+/// What a call that succeeds needs of its settings, in the tag that comes
+/// with them: it follows the pointer only to fail, or for a budget.
+const ENABLED: usize = 0b001;
+const TIMED_OUT: usize = 0b010;
+const BUDGET: usize = 0b100;
+
+impl Tag for RetryConfig {
+    fn tag(&self) -> usize {
+        let s = &self.settings;
+        (if s.enabled { ENABLED } else { 0 })
+            | (if s.timeout.is_some() { TIMED_OUT } else { 0 })
+            | (if self.budget.is_some() { BUDGET } else { 0 })
     }
 }
 
@@ -379,7 +396,7 @@ impl<S: RetrySpec> RetryHandle<S> {
     {
         run(
             ops::<S, T, E>().judged_by(By::<S::Classifier>::new()),
-            Some(&self.inner),
+            Some(CallInstance::Borrowed(&self.inner)),
             || crate::outcome::lifted(f()),
         )
         .await
@@ -512,17 +529,18 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
     }
 }
 
-/// One call under a retry spec, one attempt at a time, under the settings
-/// it started with: what the generated code drives in a loop of its own
-/// (the attempts then live in the fn's own future, with no future per
-/// layer), and what [`run`] drives for a handle. It borrows the spec's
-/// instance from where the caller holds it.
+/// One call under a retry spec, one attempt at a time, under the settings it
+/// started with: what the generated code drives in a loop of its own (the
+/// attempts then live in the fn's own future, with no future per layer), and
+/// what [`run`] drives for a handle.
 #[doc(hidden)]
 pub struct RetryCall<'a, T, E, Tr, J> {
     ops: RetryOps<T, E, Tr, J>,
-    /// The instance and the settings read when the call started; `None`
-    /// when the spec has no settings (the call fails at once).
-    run: Option<(&'a Retry, &'a RetryConfig)>,
+    /// `None` when the spec has no settings: the call fails at once.
+    retry: Option<CallInstance<'a, Retry>>,
+    /// The settings read when the call started (their tag says what the
+    /// success path needs of them).
+    config: Pinned<RetryConfig>,
     /// Made at the first failure: a call that succeeds at once builds and
     /// drops nothing.
     trail: Option<Tr>,
@@ -568,18 +586,30 @@ where
     /// the registry in use, and [`refused`](Self::refused) says so). Its
     /// settings are read now, and kept until it ends.
     #[inline(always)]
-    pub(crate) fn start(ops: RetryOps<T, E, Tr, J>, retry: Option<&'a Retry>) -> Self {
-        let run = retry.map(|retry| (retry, retry.config.get()));
-        let (timed, started) = match run {
-            Some((retry, config)) if config.settings.enabled => (
-                retry.telemetry.start(),
-                config.settings.timeout.map(|_| Instant::now()),
-            ),
-            _ => (None, None),
+    pub(crate) fn start(
+        ops: RetryOps<T, E, Tr, J>,
+        retry: Option<CallInstance<'a, Retry>>,
+    ) -> Self {
+        let (config, timed, started) = match retry.as_deref() {
+            Some(r) => {
+                let config = r.config.pin();
+                let tag = config.tag();
+                let (timed, started) = if tag & ENABLED != 0 {
+                    (
+                        r.telemetry.start(),
+                        (tag & TIMED_OUT != 0).then(Instant::now),
+                    )
+                } else {
+                    (None, None)
+                };
+                (config, timed, started)
+            }
+            None => (Pinned::NONE, None, None),
         };
         Self {
             ops,
-            run,
+            retry,
+            config,
             trail: None,
             calls: 0,
             started,
@@ -591,65 +621,70 @@ where
     /// settings.
     #[inline(always)]
     pub fn refused(&self) -> Option<Fail<E>> {
-        match self.run {
+        match self.retry {
             Some(_) => None,
             None => Some(Fail::Resilience(self.ops.key.not_configured())),
         }
     }
 
     /// Counts how the call ended; its drop then counts nothing.
-    fn ended(&mut self, retry: &Retry, outcome: Outcome) {
+    fn ended(timed: &mut Option<Instant>, retry: &Retry, outcome: Outcome) {
         retry
             .telemetry
-            .ended(outcome, self.timed.take().map(|at| at.elapsed()));
+            .ended(outcome, timed.take().map(|at| at.elapsed()));
     }
 
     /// Judges the outcome of an attempt: the call's result, or the wait
     /// before the next attempt.
     #[inline(always)]
-    pub fn step(&mut self, attempt: Result<T, Fail<E>>) -> Step<T, E, RetryWait<'a>> {
-        let Some((retry, config)) = self.run else {
+    pub fn step(&mut self, attempt: Result<T, Fail<E>>) -> Step<T, E, RetryWait<'_>> {
+        let Some(retry) = self.retry.as_deref() else {
             return Step::Done(attempt);
         };
-        let s = &config.settings;
-        if !s.enabled {
+        let tag = self.config.tag();
+        if tag & ENABLED == 0 {
             return Step::Done(attempt);
         }
+        let config = self.config.get(&retry.config);
         let (outcome, verdict) = outcome::classify(
             attempt,
             |r| self.ops.judge.verdict(r),
-            |e| on_resilience(s, e),
+            |e| on_resilience(&config.settings, e),
         );
         self.calls += 1;
         let calls = self.calls;
         let hint = match verdict {
             Verdict::Success => {
-                if let Some(p) = &config.budget {
-                    retry.budget.deposit(p);
+                if tag & BUDGET != 0 {
+                    if let Some(p) = &config.budget {
+                        retry.budget.deposit(p);
+                    }
                 }
-                self.ended(retry, Outcome::Success);
+                Self::ended(&mut self.timed, retry, Outcome::Success);
                 return Step::Done(outcome);
             }
             Verdict::Ignore => {
-                self.ended(retry, Outcome::Ignored);
+                Self::ended(&mut self.timed, retry, Outcome::Ignored);
                 return Step::Done(outcome);
             }
             Verdict::Failure => None,
             Verdict::RetryAfter(hint) => Some(hint),
         };
-        self.failed(retry, config, outcome, hint, calls)
+        self.failed(outcome, hint, calls)
     }
 
     /// An attempt failed: give up, or schedule the next one.
     #[inline(never)]
     fn failed(
         &mut self,
-        retry: &'a Retry,
-        config: &'a RetryConfig,
         outcome: Result<T, Fail<E>>,
         hint: Option<Duration>,
         calls: u64,
-    ) -> Step<T, E, RetryWait<'a>> {
+    ) -> Step<T, E, RetryWait<'_>> {
+        let Some(retry) = self.retry.as_deref() else {
+            return Step::Done(outcome);
+        };
+        let config = self.config.get(&retry.config);
         let (s, ops) = (&config.settings, &self.ops);
         let spec = ops.key.name;
         let status = match &outcome {
@@ -657,7 +692,7 @@ where
             Err(_) => None,
         };
         if s.attempts == 0 {
-            self.ended(retry, Outcome::Failure);
+            Self::ended(&mut self.timed, retry, Outcome::Failure);
             return Step::Done(outcome);
         }
         // `calls` is also the number of the retry that would come next.
@@ -666,7 +701,7 @@ where
             let kept = exhausted::Kept::new(ops.keep_value, status);
             let out = (ops.give_up)(trail, spec, calls, GaveUp::Attempts, outcome, kept);
             stopped(retry, calls, StoppedBy::Attempts, &out, status);
-            self.ended(retry, Outcome::Failure);
+            Self::ended(&mut self.timed, retry, Outcome::Failure);
             return Step::Done(out);
         }
         let delay = match hint {
@@ -682,7 +717,7 @@ where
                 let kept = exhausted::Kept::new(ops.keep_value, status);
                 let out = (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, kept);
                 stopped(retry, calls, StoppedBy::Timeout, &out, status);
-                self.ended(retry, Outcome::Failure);
+                Self::ended(&mut self.timed, retry, Outcome::Failure);
                 return Step::Done(out);
             }
         }
@@ -694,7 +729,7 @@ where
                 Some(w) => Some(w),
                 None => {
                     stopped(retry, calls, StoppedBy::Budget, &outcome, status);
-                    self.ended(retry, Outcome::Failure);
+                    Self::ended(&mut self.timed, retry, Outcome::Failure);
                     return Step::Done(outcome);
                 }
             },
@@ -716,7 +751,7 @@ impl<T, E, Tr, J> Drop for RetryCall<'_, T, E, Tr, J> {
     fn drop(&mut self) {
         // Still timed: dropped before its outcome (a timeout outside, a
         // caller gone, a panic).
-        if let (Some(at), Some((retry, _))) = (self.timed.take(), self.run) {
+        if let (Some(at), Some(retry)) = (self.timed.take(), self.retry.as_deref()) {
             retry
                 .telemetry
                 .ended(Outcome::Cancelled, Some(at.elapsed()));
@@ -727,7 +762,7 @@ impl<T, E, Tr, J> Drop for RetryCall<'_, T, E, Tr, J> {
 /// One call through `retry`, calling `f` for each attempt.
 pub(crate) async fn run<T, E, Tr, J, F, Fut>(
     ops: RetryOps<T, E, Tr, J>,
-    retry: Option<&Retry>,
+    instance: Option<CallInstance<'_, Retry>>,
     mut f: F,
 ) -> Result<T, Fail<E>>
 where
@@ -736,7 +771,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
-    let mut call = RetryCall::start(ops, retry);
+    let mut call = RetryCall::start(ops, instance);
     if let Some(refused) = call.refused() {
         return Err(refused);
     }

@@ -38,7 +38,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::error::Error;
 use crate::outcome::Fail;
-use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Versions};
+use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
 use crate::settings::{Section, Value};
 use crate::spec::SpecKind;
 use crate::telemetry::{Event, Outcome, Telemetry};
@@ -108,6 +108,19 @@ impl TimeoutSettings {
             enabled: enabled?,
             duration: duration?,
         })
+    }
+}
+
+/// The tag of a timeout's settings: whether it is enabled.
+const ENABLED: usize = 0b1;
+
+impl Tag for TimeoutSettings {
+    fn tag(&self) -> usize {
+        if self.enabled {
+            ENABLED
+        } else {
+            0
+        }
     }
 }
 
@@ -246,9 +259,9 @@ impl<'a> TimeoutCall<'a> {
         };
         let timeout = &**instance;
         // Read once: the call runs under the settings it started with.
-        let settings = timeout.config.get();
+        let (settings, tag) = timeout.config.get_tagged();
         // A disabled spec passes the call through, untimed and uncounted.
-        let armed = settings.enabled.then(|| Armed {
+        let armed = (tag & ENABLED != 0).then(|| Armed {
             timeout,
             settings,
             started: timeout.telemetry.start(),

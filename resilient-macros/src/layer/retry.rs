@@ -21,12 +21,10 @@ pub(crate) fn call(
     let wait = super::awaited(timed, span, quote_spanned!(span=> __resilient_wait.wait()));
     quote_spanned! {span=>
         {
-            let __resilient_ops = ::resilient_core::__private::retry_ops::<#spec, #ret, _, _, _>();
-            // Held here, borrowed by the call, which reads its settings once:
-            // it runs under them.
-            let __resilient_instance = ::resilient_core::__private::retry_instance(&__resilient_ops);
-            let mut __resilient_retry =
-                ::resilient_core::__private::retry(__resilient_ops, &__resilient_instance);
+            // The settings are read once, here: the call runs under them.
+            let mut __resilient_retry = ::resilient_core::__private::retry(
+                ::resilient_core::__private::retry_ops::<#spec, #ret, _, _, _>(),
+            );
             loop {
                 if let ::core::option::Option::Some(__resilient_e) = __resilient_retry.refused() {
                     break ::core::result::Result::Err(__resilient_e);
