@@ -35,30 +35,50 @@ pub(crate) const TAG_BITS: usize = 0b111;
 
 /// The versions of one value: the current one, and every one published.
 pub(crate) struct Versions<T> {
-    /// The address of one of `all`'s values, the current version, with its
-    /// tag in the low bits.
+    /// The current version: the address of one of `later`'s values, or 0
+    /// for `first`, with its tag in the low bits.
     current: AtomicUsize,
-    /// Every version published, in order; never shrinks while `self` lives.
-    /// `Arc`, not `Box`: moving an `Arc` asserts nothing about the value it
-    /// points to, so references taken from `current` stay valid when the
-    /// vector grows.
-    all: Mutex<Vec<Arc<T>>>,
+    /// The version the cell was made with, kept in place: while it is
+    /// current (until the first reload that changes it, and after one that
+    /// changes it back), a reader reaches it without following a pointer.
+    first: T,
+    /// Every version published since, in order; never shrinks while `self`
+    /// lives. `Arc`, not `Box`: moving an `Arc` asserts nothing about the
+    /// value it points to, so references taken from `current` stay valid
+    /// when the vector grows.
+    later: Mutex<Vec<Arc<T>>>,
 }
 
-/// `value`'s address with its tag.
-fn word<T: Tag>(value: &Arc<T>) -> usize {
+/// The word of a version at `address` (0 for the first) with `value`'s tag.
+fn word<T: Tag>(address: usize, value: &T) -> usize {
     const { assert!(std::mem::align_of::<T>() > TAG_BITS) };
-    (Arc::as_ptr(value) as usize) | (value.tag() & TAG_BITS)
+    address | (value.tag() & TAG_BITS)
 }
 
 impl<T: Tag> Versions<T> {
     /// The versions of `first`, which is current.
     pub(crate) fn new(first: T) -> Self {
-        let first = Arc::new(first);
         Self {
-            current: AtomicUsize::new(word(&first)),
-            all: Mutex::new(vec![first]),
+            current: AtomicUsize::new(word(0, &first)),
+            first,
+            later: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The version a word read from this cell names.
+    #[inline(always)]
+    fn at(&self, word: usize) -> &T {
+        let address = word & !TAG_BITS;
+        if address == 0 {
+            return &self.first;
+        }
+        // SAFETY: a nonzero address in a word of this cell is the address of
+        // the value of an `Arc` held in `self.later` (`publish` pushes the
+        // `Arc` before it stores its address), with bits below its alignment
+        // as the tag; `later` only grows while `self` lives, so the value
+        // outlives the borrow of `self`. No `&mut T` to it is ever made:
+        // versions are immutable once published.
+        unsafe { &*(address as *const T) }
     }
 
     /// The current version.
@@ -71,14 +91,7 @@ impl<T: Tag> Versions<T> {
     #[inline(always)]
     pub(crate) fn get_tagged(&self) -> (&T, usize) {
         let current = self.current.load(Ordering::Acquire);
-        let pointer = (current & !TAG_BITS) as *const T;
-        // SAFETY: `current` always holds the address of the value of an
-        // `Arc` held in `self.all` (set in `new` and `publish`, each time
-        // from an `Arc` pushed there first), with bits below its alignment
-        // as the tag; `all` only grows while `self` lives, so the value
-        // outlives the borrow of `self`. No `&mut T` to it is ever made:
-        // versions are immutable once published.
-        (unsafe { &*pointer }, current & TAG_BITS)
+        (self.at(current), current & TAG_BITS)
     }
 
     /// The current version and its tag, as a [`Pinned`] read: what a call
@@ -101,24 +114,31 @@ impl<T: Tag> Versions<T> {
         find: impl Fn(&T) -> bool,
         make: impl FnOnce() -> T,
     ) -> (&T, bool) {
-        let mut all = self.all.lock().unwrap_or_else(PoisonError::into_inner);
-        let (at, new) = match all.iter().position(|v| find(v)) {
-            Some(at) => (at, false),
-            None => {
-                all.push(Arc::new(make()));
-                (all.len() - 1, true)
+        let mut later = self.later.lock().unwrap_or_else(PoisonError::into_inner);
+        let (current, new) = if find(&self.first) {
+            (word(0, &self.first), false)
+        } else {
+            match later.iter().find(|v| find(v)) {
+                Some(v) => (word(Arc::as_ptr(v) as usize, &**v), false),
+                None => {
+                    let v = Arc::new(make());
+                    let current = word(Arc::as_ptr(&v) as usize, &*v);
+                    later.push(v);
+                    (current, true)
+                }
             }
         };
         // Release: a reader that loads the word sees the value complete.
-        self.current.store(word(&all[at]), Ordering::Release);
-        drop(all);
+        self.current.store(current, Ordering::Release);
+        drop(later);
         (self.get(), new)
     }
 
     /// How many versions are kept.
     #[cfg(test)]
     pub(crate) fn kept(&self) -> usize {
-        self.all
+        1 + self
+            .later
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
@@ -159,15 +179,12 @@ impl<T: Tag> Pinned<T> {
     /// current version if `cell` is another.
     #[inline(always)]
     pub(crate) fn get<'c>(&self, cell: &'c Versions<T>) -> &'c T {
-        if !std::ptr::eq(self.cell, cell) {
-            return cell.get();
+        if std::ptr::eq(self.cell, cell) {
+            // The word was read from `cell`: it names one of its versions.
+            cell.at(self.word)
+        } else {
+            cell.get()
         }
-        let pointer = (self.word & !TAG_BITS) as *const T;
-        // SAFETY: `word` was read from `cell` (checked above), so it holds
-        // the address of the value of an `Arc` in `cell.all`, which only
-        // grows while `cell` lives; `cell` is borrowed for `'c`. The value
-        // is never mutated.
-        unsafe { &*pointer }
     }
 }
 
