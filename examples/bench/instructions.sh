@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Instructions per successful call, counted by valgrind's callgrind: exact
+# where wall time on a shared machine moves by several percent between runs.
+# Builds a small program (release, the success path of each attribute alone
+# and of the four-attribute stack, as the bench's "stack success path"), runs
+# each stack N and 2N times and prints (Ir(2N) - Ir(N)) / N, which leaves out
+# the start-up; then the size of each stack's future in bytes.
+#
+# Usage: examples/bench/instructions.sh [CHECKOUT] [N]
+#   CHECKOUT: the resilient checkout to measure (default: this one), so that
+#             two commits compare in one run; N: calls (default 20000).
+# Needs valgrind.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "${1:-$here}" && pwd)
+n=${2:-20000}
+command -v valgrind >/dev/null || { echo "instructions.sh needs valgrind" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/src"
+cat > "$work/Cargo.toml" <<TOML
+[package]
+name = "percall"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+resilient-core = { path = "$root/resilient-core" }
+thiserror = "2"
+tokio = { version = "1", features = ["rt", "time"] }
+
+[profile.release]
+debug = 1
+
+[workspace]
+TOML
+cat > "$work/src/main.rs" <<'RS'
+use std::hint::black_box;
+
+use resilient_core::settings::Value;
+use resilient_core::{
+    circuit_breakable, concurrency_limit, retryable, timeout, CircuitBreakerSpec,
+    ConcurrencyLimitSpec, Registry, RetrySpec, TimeoutSpec,
+};
+
+#[derive(CircuitBreakerSpec)] #[spec("bench.breaker")] struct Breaker;
+#[derive(RetrySpec)] #[spec("bench.retry")] struct Retry;
+#[derive(TimeoutSpec)] #[spec("bench.timeout")] struct Timeout;
+#[derive(ConcurrencyLimitSpec)] #[spec("bench.limit")] struct Limit;
+
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+struct Failed(#[from] resilient_core::Error);
+
+#[retryable(Retry)] #[circuit_breakable(Breaker)] #[concurrency_limit(Limit)] #[timeout(Timeout)]
+async fn four() -> Result<u32, Failed> { Ok(black_box(1)) }
+#[retryable(Retry)] async fn retry() -> Result<u32, Failed> { Ok(black_box(1)) }
+#[circuit_breakable(Breaker)] async fn breaker() -> Result<u32, Failed> { Ok(black_box(1)) }
+#[concurrency_limit(Limit)] async fn limit() -> Result<u32, Failed> { Ok(black_box(1)) }
+#[timeout(Timeout)] async fn timeout() -> Result<u32, Failed> { Ok(black_box(1)) }
+
+fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let which = args.next().unwrap_or_default();
+    if which == "sizes" {
+        println!(
+            "four {} retry {} breaker {} limit {} timeout {}",
+            std::mem::size_of_val(&four()), std::mem::size_of_val(&retry()),
+            std::mem::size_of_val(&breaker()), std::mem::size_of_val(&limit()),
+            std::mem::size_of_val(&timeout()),
+        );
+        return;
+    }
+    let n: u64 = args.next().and_then(|n| n.parse().ok()).unwrap_or(1);
+    let s = |v: &str| Value::Str(v.into());
+    // The settings of the bench's "stack success path".
+    let root = table([("bench", table([
+        ("retry", table([("delay", s("1ms")), ("attempts", Value::Int(3))])),
+        ("breaker", table([
+            ("failure_rate_threshold", Value::Int(50)),
+            ("minimum_required_calls", Value::Int(10)),
+            ("wait_duration_in_open_state", s("1s")),
+            ("permitted_calls_in_half_open_state", Value::Int(1)),
+            ("count_based", table([("window_size", Value::Int(100))])),
+        ])),
+        ("timeout", table([("duration", s("1s"))])),
+        ("limit", table([("limit", Value::Int(64))])),
+    ]))]);
+    let registry = Registry::builder()
+        .spec::<Retry>().spec::<Breaker>().spec::<Timeout>().spec::<Limit>()
+        .build(&root);
+    match registry.map(|r| r.install()) {
+        Ok(Ok(())) => {}
+        _ => panic!("the registry did not build and install"),
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    rt.block_on(async {
+        for _ in 0..n {
+            let r = match which.as_str() {
+                "four" => four().await,
+                "retry" => retry().await,
+                "breaker" => breaker().await,
+                "limit" => limit().await,
+                "timeout" => timeout().await,
+                other => panic!("unknown stack {other}"),
+            };
+            assert!(matches!(r, Ok(1)));
+        }
+    });
+}
+RS
+echo "building against $root ..." >&2
+cargo build -q --release --manifest-path "$work/Cargo.toml" --target-dir "$work/target"
+bin="$work/target/release/percall"
+ir() { # ir STACK CALLS: instructions of the whole run
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
+    awk '/Collected/ {print $4}'
+}
+for stack in four retry breaker limit timeout; do
+  a=$(ir "$stack" "$n")
+  b=$(ir "$stack" $((2 * n)))
+  echo "$stack: $(( (b - a) / n )) instructions per call"
+done
+echo "future bytes: $("$bin" sizes)"
