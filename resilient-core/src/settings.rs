@@ -164,14 +164,7 @@ impl<'a> Section<'a> {
         root: &'a Value,
         problems: &'a mut Vec<Problem>,
     ) -> Self {
-        let mut node = Some(root);
-        for part in path.split('.') {
-            node = match node {
-                Some(Value::Table(t)) => t.get(part),
-                _ => None,
-            };
-        }
-        let table = match node {
+        let table = match at(root, path) {
             Some(Value::Table(t)) => Some(t),
             None | Some(Value::Nil) => {
                 let rule = match nearest_section(root, path) {
@@ -221,14 +214,7 @@ impl<'a> Section<'a> {
         root: &'a Value,
         problems: &'a mut Vec<Problem>,
     ) -> Self {
-        let mut node = Some(root);
-        for part in path.split('.') {
-            node = match node {
-                Some(Value::Table(t)) => t.get(part),
-                _ => None,
-            };
-        }
-        match node {
+        match at(root, path) {
             None | Some(Value::Nil) => Self {
                 spec: name,
                 path,
@@ -597,6 +583,14 @@ pub fn accepted_keys(section: &Value, read: impl FnOnce(&mut Section<'_>)) -> BT
     read(&mut s);
     s.finish();
     asked.into_inner().into_iter().collect()
+}
+
+/// The value at the dotted `path` under `root`, if every part of it is there.
+pub(crate) fn at<'v>(root: &'v Value, path: &str) -> Option<&'v Value> {
+    path.split('.').try_fold(root, |node, part| match node {
+        Value::Table(t) => t.get(part),
+        _ => None,
+    })
 }
 
 /// The existing section nearest to the missing `path`: at the first segment

@@ -48,7 +48,7 @@ pub use snapshot::{Part, Snapshot, SpecSnapshot};
 pub(crate) use versions::{Pinned, Tag, Versions};
 
 use crate::error::{Error, Unconfigured};
-use crate::settings::{Problem, Section, Value};
+use crate::settings::{self, Problem, Section, Value};
 use crate::telemetry::{Event, GlobalTelemetry, Listeners, Telemetry, TelemetrySettings};
 use mechanism::{AnySettings, Instance};
 
@@ -213,14 +213,7 @@ const GLOBAL: &str = "telemetry switches";
 
 /// The section of `entry` in `root`, as a value (`Nil` when absent).
 fn raw_section(root: &Value, path: &str) -> Value {
-    let mut node = Some(root);
-    for part in path.split('.') {
-        node = match node {
-            Some(Value::Table(t)) => t.get(part),
-            _ => None,
-        };
-    }
-    node.cloned().unwrap_or(Value::Nil)
+    settings::at(root, path).cloned().unwrap_or(Value::Nil)
 }
 
 /// Reads the global telemetry switches (optional) from `root`.
