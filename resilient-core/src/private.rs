@@ -17,7 +17,7 @@ pub use crate::http::Http;
 pub use crate::outcome::{Fail, ResultType};
 use crate::rate_limiter::RateCall;
 pub use crate::rate_limiter::{RateLimiter, RateLimiterSpec};
-use crate::registry::{CallInstance, Key};
+use crate::registry::Key;
 pub use crate::registry::{Slot, Spec, SpecEntry};
 use crate::retry::{By, Judge, RetryCall};
 pub use crate::retry::{
@@ -116,7 +116,7 @@ where
     S::Classifier: Classify<T, E>,
 {
     let ops = ops.0.judged_by(By::<S::Classifier>::new());
-    let instance = crate::registry::lookup(ops.key).map(CallInstance::Shared);
+    let instance = crate::registry::lookup(ops.key);
     RetryCall::start(ops, instance)
 }
 
@@ -148,7 +148,7 @@ where
     S::Classifier: Classify<T, E>,
 {
     let ops = crate::circuit_breaker::ops::<S, T, E>();
-    let instance = crate::registry::lookup(ops.key).map(CallInstance::Shared);
+    let instance = crate::registry::lookup(ops.key);
     BreakerCall::new(ops, instance)
 }
 
@@ -187,7 +187,7 @@ pub fn rate_spec<S: RateLimiterSpec>() -> SpecRef<RateLimiter> {
 /// Starts a call under the timeout spec `spec`.
 #[inline(always)]
 pub fn timeout(spec: SpecRef<Timeout>) -> TimeoutCall<'static> {
-    let instance = crate::registry::lookup(spec.0).map(CallInstance::Shared);
+    let instance = crate::registry::lookup(spec.0);
     TimeoutCall::new(spec.0, instance)
 }
 
@@ -211,7 +211,7 @@ pub fn unarmed() -> TimerSleep {
 /// Starts a call under the concurrency limit spec `spec`.
 #[inline(always)]
 pub fn concurrency_limit(spec: SpecRef<Limiter>) -> LimitCall<'static> {
-    let instance = crate::registry::lookup(spec.0).map(CallInstance::Shared);
+    let instance = crate::registry::lookup(spec.0);
     LimitCall::new(spec.0, instance)
 }
 

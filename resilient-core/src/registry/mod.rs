@@ -892,7 +892,7 @@ pub(crate) fn fallback_taken(function: &'static str) {
 pub(crate) fn lookup<M: Mechanism>(key: &Key<M>) -> Option<Shared<M>> {
     if ACTIVE.load(Ordering::Acquire) == 0 {
         let instance = (key.slot)().instance.get().copied()?;
-        return Some(Shared::Installed(instance));
+        return Some(CallInstance::Borrowed(instance));
     }
     lookup_scoped(key)
 }
@@ -908,7 +908,7 @@ fn lookup_scoped<M: Mechanism>(key: &Key<M>) -> Option<Shared<M>> {
             .ok()
             .flatten(),
     };
-    found.map(Shared::Scoped)
+    found.map(CallInstance::Owned)
 }
 
 /// The handle of spec `S`'s instance in the registry in use: what each
