@@ -545,6 +545,81 @@ async fn the_global_switch_applies_to_every_spec_without_its_own() {
     assert_eq!(failures("Loud", "reload.switch.loud"), 1, "off again");
 }
 
+#[tokio::test(start_paused = true)]
+async fn metrics_switched_on_by_a_reload_alone_register_every_mechanisms_own() {
+    let meters = Meters::default();
+    let global = |on: bool| table([("metrics", table([("enabled", Value::Bool(on))]))]);
+    // The same sections both times: only the switch changes.
+    let sections = |on: bool| {
+        root(vec![
+            ("resilient.telemetry", global(on)),
+            ("reload.switch.loud", retry(1, "1ms")),
+            ("reload.breaker", breaker(2, 2)),
+            ("reload.limit", table([("limit", int(3))])),
+        ])
+    };
+    let registry = metrics::with_local_recorder(&meters, || {
+        Registry::builder()
+            .spec::<Loud>()
+            .spec::<ReBreaker>()
+            .spec::<ReLimit>()
+            .build(&sections(false))
+            .unwrap()
+    });
+    let breaker = registry.sync_scope(ReBreaker::get).unwrap();
+    let limit = registry.sync_scope(ReLimit::get).unwrap();
+    // While metrics are off: a breaker forced open, a place held.
+    breaker.force_open();
+    let place = limit.try_acquire().expect("a free place");
+    assert_eq!(meters.registered(), 0, "metrics off everywhere");
+
+    let reloaded =
+        metrics::with_local_recorder(&meters, || registry.reload(&sections(true))).unwrap();
+    assert!(reloaded.specs.is_empty(), "no spec's settings changed");
+    let labels = |spec, path| [("spec", spec), ("path", path)];
+    let of_breaker = labels("ReBreaker", "reload.breaker");
+    assert_eq!(
+        meters.gauge("resilient_circuit_breaker_state", &of_breaker),
+        Some(3.0),
+        "registered with the state the breaker is in: forced open"
+    );
+    let to_closed = [of_breaker[0], of_breaker[1], ("to", "closed")];
+    assert_eq!(
+        meters.counter("resilient_circuit_breaker_transitions_total", &to_closed),
+        Some(0)
+    );
+    let of_limit = labels("ReLimit", "reload.limit");
+    assert_eq!(
+        meters.gauge("resilient_concurrency_in_use", &of_limit),
+        Some(1.0),
+        "registered with the place held while metrics were off"
+    );
+
+    breaker.reset();
+    drop(place);
+    registry.scope(loud()).await.unwrap_err();
+    assert_eq!(
+        meters.counter("resilient_circuit_breaker_transitions_total", &to_closed),
+        Some(1)
+    );
+    assert_eq!(
+        meters.gauge("resilient_circuit_breaker_state", &of_breaker),
+        Some(0.0)
+    );
+    assert_eq!(meters.gauge("resilient_concurrency_in_use", &of_limit), Some(0.0));
+    let of_loud = labels("Loud", "reload.switch.loud");
+    assert_eq!(
+        meters.counter("resilient_retries_total", &of_loud),
+        Some(1),
+        "one retry, counted"
+    );
+    let exhausted = [of_loud[0], of_loud[1], ("reason", "attempts")];
+    assert_eq!(
+        meters.counter("resilient_retry_exhausted_total", &exhausted),
+        Some(1)
+    );
+}
+
 // ---------------------------------------------------------------- snapshot
 
 #[test]

@@ -660,7 +660,6 @@ impl Breaker {
             (false, true) => self.reset(),
             _ => {}
         }
-        self.register_meters();
         notes
     }
 }

@@ -145,6 +145,10 @@ impl Mechanism for Breaker {
     fn status(&self) -> Option<Arc<dyn Part>> {
         Some(Arc::new(self.metrics()))
     }
+
+    fn telemetry_switched(&self) {
+        self.register_meters();
+    }
 }
 
 /// A circuit breaker spec: implemented by `#[derive(CircuitBreakerSpec)]`.

@@ -213,7 +213,6 @@ impl Mechanism for Limiter {
         let was = *self.config.get();
         self.resize(settings.limit);
         self.config.publish(|c| *c == settings, || settings);
-        self.register_meters();
         let policy = |p: Policy| match p {
             Policy::Reject => "reject",
             Policy::Block { .. } => "block",
@@ -241,6 +240,10 @@ impl Mechanism for Limiter {
             permits_in_use: self.in_use(),
             permits_limit: self.limit(),
         }))
+    }
+
+    fn telemetry_switched(&self) {
+        self.register_meters();
     }
 }
 

@@ -59,6 +59,12 @@ pub trait Mechanism: Sealed + Send + Sync + Sized + 'static {
     /// Its state now, for the snapshot; `None` for a mechanism without
     /// state worth showing.
     fn status(&self) -> Option<Arc<dyn Part>>;
+
+    /// Its telemetry's switches were just set again (by a reload): a
+    /// mechanism with metrics of its own registers them if metrics are now
+    /// on, and brings its gauges up to date (they did not move while
+    /// metrics were off).
+    fn telemetry_switched(&self) {}
 }
 
 /// A type bound to a config path by a spec derive.
@@ -181,6 +187,7 @@ pub(crate) trait Instance: Send + Sync + 'static {
     /// Runs `settings` (of the instance's mechanism) from now on; `None`
     /// when they are the ones running.
     fn reconfigure(&self, settings: AnySettings) -> Option<Vec<String>>;
+    fn telemetry_switched(&self);
     fn settings(&self) -> Arc<dyn Part>;
     fn status(&self) -> Option<Arc<dyn Part>>;
     fn as_any(&self) -> &dyn Any;
@@ -198,6 +205,10 @@ impl<M: Mechanism> Instance for M {
             return None;
         }
         Some(Mechanism::reconfigure(self, *settings))
+    }
+
+    fn telemetry_switched(&self) {
+        Mechanism::telemetry_switched(self);
     }
 
     fn settings(&self) -> Arc<dyn Part> {

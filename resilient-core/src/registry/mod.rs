@@ -641,6 +641,7 @@ impl Registry {
             let mut applied = held.section.lock().unwrap_or_else(PoisonError::into_inner);
             let telemetry = held.instance.telemetry();
             telemetry.switch(own.under(global));
+            held.instance.telemetry_switched();
             let notes = held.instance.reconfigure(settings).unwrap_or_default();
             let keys = diff(&applied.raw, &raw);
             *applied = Read { raw };

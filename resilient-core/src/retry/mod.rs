@@ -255,7 +255,6 @@ impl Mechanism for Retry {
                 notes.push("the budget's tokens were capped at the new `tokens_max`".to_owned());
             }
         }
-        self.register_meters();
         notes
     }
 
@@ -270,6 +269,10 @@ impl Mechanism for Retry {
     fn status(&self) -> Option<Arc<dyn Part>> {
         let budget_tokens = self.budget_tokens()?;
         Some(Arc::new(BudgetTokens { budget_tokens }))
+    }
+
+    fn telemetry_switched(&self) {
+        self.register_meters();
     }
 }
 
