@@ -606,7 +606,10 @@ async fn metrics_switched_on_by_a_reload_alone_register_every_mechanisms_own() {
         meters.gauge("resilient_circuit_breaker_state", &of_breaker),
         Some(0.0)
     );
-    assert_eq!(meters.gauge("resilient_concurrency_in_use", &of_limit), Some(0.0));
+    assert_eq!(
+        meters.gauge("resilient_concurrency_in_use", &of_limit),
+        Some(0.0)
+    );
     let of_loud = labels("Loud", "reload.switch.loud");
     assert_eq!(
         meters.counter("resilient_retries_total", &of_loud),

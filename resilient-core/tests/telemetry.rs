@@ -838,6 +838,34 @@ async fn an_unsubscribed_listener_hears_nothing_more() {
     assert_eq!(heard.lock().unwrap().len(), 1, "nothing after unsubscribe");
 }
 
+#[tokio::test(start_paused = true)]
+async fn another_registrys_subscription_stops_nothing() {
+    let section = || {
+        table([
+            ("limit_for_period", int(1)),
+            ("limit_refresh_period", s("1h")),
+        ])
+    };
+    let (a, b) = (
+        registry::<EventRate>(section()),
+        registry::<EventRate>(section()),
+    );
+    let (heard_a, listener_a) = recorder();
+    let (heard_b, listener_b) = recorder();
+    let of_a = a.subscribe(listener_a);
+    let _of_b = b.subscribe(listener_b);
+    assert!(!b.unsubscribe(of_a), "`of_a` is a's");
+    b.scope(limited()).await.unwrap();
+    b.scope(limited()).await.unwrap_err();
+    assert_eq!(
+        heard_b.lock().unwrap().len(),
+        1,
+        "b's listener still hears b"
+    );
+    assert!(heard_a.lock().unwrap().is_empty());
+    assert!(a.unsubscribe(of_a));
+}
+
 #[derive(ConcurrencyLimitSpec)]
 #[spec("telemetry.handles.places")]
 struct HandlePlaces;

@@ -132,7 +132,6 @@ type Only = Option<(&'static str, &'static str)>;
 #[derive(Default)]
 pub(crate) struct Listeners {
     count: AtomicUsize,
-    next: AtomicU64,
     /// Each listener, with its id and the `(spec, path)` it is limited to.
     list: RwLock<Vec<(u64, Only, Listener)>>,
 }
@@ -152,9 +151,11 @@ impl Listeners {
         self.count.load(Ordering::Relaxed) != 0
     }
 
-    /// Adds `listener`; returns its id.
+    /// Adds `listener`; returns its id, unique in the process, so that
+    /// another registry's id removes nothing here.
     pub(crate) fn add(&self, only: Only, listener: Listener) -> u64 {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let mut list = self.list.write().unwrap_or_else(PoisonError::into_inner);
         list.push((id, only, listener));
         self.count.store(list.len(), Ordering::Relaxed);
