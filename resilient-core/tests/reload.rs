@@ -157,6 +157,32 @@ async fn a_breaker_disabled_and_enabled_by_reload_publishes_both_transitions() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_same_values_written_another_way_are_listed_and_keep_the_window() {
+    let registry = registry::<ReBreaker>(breaker(3, 4));
+    let handle = registry.sync_scope(ReBreaker::get).unwrap();
+    handle.try_acquire().unwrap().failure();
+
+    let other_way = with(breaker(3, 4), "wait_duration_in_open_state", s("10000ms"));
+    let same = reload_one(&registry, "reload.breaker", other_way.clone());
+    assert_eq!(
+        same.specs[0].keys,
+        [r#"wait_duration_in_open_state: "10s" -> "10000ms""#]
+    );
+    assert!(same.specs[0].notes.is_empty(), "{same:?}");
+    assert_eq!(handle.metrics().window.total, 1, "the same window");
+
+    // Another window type, of the same size, is a new window.
+    let fixed = with(other_way, "type", s("fixed_window"));
+    let new_type = reload_one(&registry, "reload.breaker", fixed);
+    assert_eq!(new_type.specs[0].keys, [r#"type: unset -> "fixed_window""#]);
+    assert_eq!(
+        new_type.specs[0].notes,
+        ["a new window: the calls counted so far are forgotten"]
+    );
+    assert_eq!(handle.metrics().window.total, 0);
+}
+
 // ---------------------------------------------------------------- retry
 
 #[derive(RetrySpec)]
@@ -249,6 +275,35 @@ async fn budget_tokens_survive_a_reload_capped_at_the_new_maximum() {
         ["a new retry budget starts with `tokens_initial`"]
     );
     assert_eq!(handle.budget_tokens(), Some(8.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_backoff_table_removed_takes_its_default_back_none() {
+    let backoff = with(
+        retry(2, "100ms"),
+        "backoff",
+        table([("multiplier", Value::Float(10.0))]),
+    );
+    let registry = registry::<ReRetry>(backoff);
+    let handle = registry.sync_scope(ReRetry::get).unwrap();
+    let calls = AtomicU32::new(0);
+    // Three calls, two waits: how long the whole call took says which.
+    let waited = || async {
+        let start = tokio::time::Instant::now();
+        let _ = handle
+            .call(|| async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err::<(), _>(TestError::Down)
+            })
+            .await;
+        start.elapsed()
+    };
+    assert_eq!(waited().await, Duration::from_millis(100 + 1_000));
+    let gone = reload_one(&registry, "reload.retry", retry(2, "100ms"));
+    assert_eq!(gone.specs[0].keys, ["backoff.multiplier: 10 -> unset"]);
+    assert!(handle.settings().backoff.is_none());
+    assert_eq!(waited().await, Duration::from_millis(100 + 100));
+    assert_eq!(calls.load(Ordering::SeqCst), 6, "three calls each time");
 }
 
 // ---------------------------------------------------------------- limits
@@ -465,6 +520,27 @@ async fn a_section_of_a_spec_the_registry_lacks_is_not_read() {
         ]))
         .expect("the registry's own section is fine");
     assert_eq!(reloaded, resilient_core::Reloaded::default());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_in_flight_keeps_its_timeout_and_the_next_one_runs_the_new() {
+    let registry = registry::<ReTimeout>(table([("duration", s("200ms"))]));
+    let scoped = registry.clone();
+    let start = tokio::time::Instant::now();
+    let in_flight = tokio::spawn(async move { scoped.scope(slow()).await });
+    tokio::task::yield_now().await; // the call starts at 0
+    tokio::time::advance(Duration::from_millis(100)).await;
+    reload_one(&registry, "reload.timeout", table([("duration", s("1s"))]));
+    let err = in_flight.await.unwrap().expect_err("300 ms against 200 ms");
+    assert!(
+        matches!(err, TestError::Resilience(Error::Timeout { .. })),
+        "{err:?}"
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(200), "its own limit");
+    registry
+        .scope(slow())
+        .await
+        .expect("300 ms within the new 1 s");
 }
 
 // ---------------------------------------------------------------- switches

@@ -212,3 +212,33 @@ async fn a_reload_logs_each_changed_key_publishes_an_event_and_counts() {
         Some(2)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn logging_off_silences_a_reloads_changes_but_not_its_rejection() {
+    let capture = Capture::default();
+    let _subscriber = tracing::subscriber::set_default(capture.clone());
+    let quiet = table([("logging", table([("enabled", Value::Bool(false))]))]);
+    let sections = |attempts| {
+        root(vec![
+            ("resilient.telemetry", quiet.clone()),
+            ("reload.bad.retry", retry(attempts, "100ms")),
+        ])
+    };
+    let registry = Registry::builder()
+        .spec::<BadRetry>()
+        .build(&sections(2))
+        .unwrap();
+    let reloaded = registry.reload(&sections(3)).unwrap();
+    assert_eq!(reloaded.specs.len(), 1, "applied");
+    assert!(
+        capture.at("resilient::registry", Level::INFO).is_empty(),
+        "the change is not logged with logging off"
+    );
+    registry.reload(&sections(-1)).unwrap_err();
+    let errors = capture.at("resilient::registry", Level::ERROR);
+    assert_eq!(
+        errors.len(),
+        1,
+        "a rejection needs an operator: always logged"
+    );
+}

@@ -25,7 +25,8 @@ pub(crate) use sealed::Sealed;
 /// Implemented by the instance type of each mechanism of this crate
 /// ([`retry::Retry`](crate::retry::Retry),
 /// [`circuit_breaker::Breaker`](crate::circuit_breaker::Breaker), ...); the
-/// registry knows no other.
+/// registry, the telemetry and the snapshot know no mechanism but through
+/// it. Sealed: only this crate implements it while its shape settles.
 pub trait Mechanism: Sealed + Send + Sync + Sized + 'static {
     /// The kind of spec it serves.
     const KIND: SpecKind;

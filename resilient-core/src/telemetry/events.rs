@@ -66,7 +66,10 @@ pub enum Event {
         /// The annotated fn's name.
         function: &'static str,
     },
-    /// A reload changed a spec's settings ([`Registry::reload`](crate::Registry::reload)).
+    /// A reload changed a spec's section
+    /// ([`Registry::reload`](crate::Registry::reload)): its settings, or only
+    /// how they are written (`"1000ms"` for `"1s"`), which leaves the
+    /// running state untouched.
     Reloaded {
         /// The spec's name.
         spec: &'static str,

@@ -120,7 +120,7 @@ impl TelemetrySettings {
 ///
 /// | key | default | rule |
 /// |---|---|---|
-/// | `logging.enabled` | `true` | `false` silences the log lines of every spec that does not set its own switch, and of fallbacks |
+/// | `logging.enabled` | `true` | `false` silences the log lines of every spec that does not set its own switch (a reload's changes included), and of fallbacks; a rejected reload is logged at ERROR either way, since it needs an operator |
 /// | `metrics.enabled` | `false` | `true` records the metrics of every spec that does not set its own switch, of fallbacks and of reloads |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
