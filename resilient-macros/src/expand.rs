@@ -324,7 +324,22 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> ItemFn {
     // a timeout, its await is bounded by the timer.
     let typed = quote!(: #ret);
     let timed = layers.iter().any(|l| l.kind == Kind::Timeout);
-    let body = layer::awaited(timed, Span::call_site(), quote!(async move #body));
+    // A `return` of the fn's type that never runs, first in the block: the
+    // block's output is then known before its body is checked, so a type
+    // error in the body is reported in the body (at `name` in `Ok(name)`,
+    // as without the attribute), not at the attribute.
+    let body = quote! {
+        async move {
+            if let ::core::option::Option::Some(__resilient_ret) =
+                ::core::option::Option::None::<#ret_arg>
+            {
+                #[allow(unreachable_code)]
+                return __resilient_ret;
+            }
+            #body
+        }
+    };
+    let body = layer::awaited(timed, Span::call_site(), body);
     let body = quote! {
         {
             #(#rebind)*
