@@ -1,6 +1,7 @@
 //! How startup problems are worded where the plain rule would mislead: values
-//! too long to echo, durations that are negative or out of range, a section
-//! that is misspelt, and specs of different kinds on one path.
+//! too long to echo, values echoed as written, durations that are negative or
+//! out of range, numbers too large, a section that is misspelt, and specs of
+//! different kinds on one path.
 //!
 //! Every test names the specs it builds, so the specs declared here (two of
 //! them on one path, on purpose) never meet in one registry by accident.
@@ -8,7 +9,9 @@
 mod support;
 use support::*;
 
-use resilient_core::{CircuitBreakerSpec, Registry, RetrySpec};
+use resilient_core::{
+    CircuitBreakerSpec, ConcurrencyLimitSpec, RateLimiterSpec, Registry, RetrySpec, TimeoutSpec,
+};
 
 /// The spec most tests configure.
 #[derive(RetrySpec)]
@@ -19,6 +22,26 @@ pub struct PetRetry;
 #[derive(CircuitBreakerSpec)]
 #[spec("resilient.retry.pet")]
 pub struct PetBreaker;
+
+/// The specs whose rules check a duration after it is parsed.
+#[derive(CircuitBreakerSpec)]
+#[spec("resilient.circuitbreaker.echo")]
+pub struct EchoBreaker;
+
+/// See [`EchoBreaker`].
+#[derive(RateLimiterSpec)]
+#[spec("resilient.ratelimiter.echo")]
+pub struct EchoRate;
+
+/// See [`EchoBreaker`].
+#[derive(TimeoutSpec)]
+#[spec("resilient.timeout.echo")]
+pub struct EchoTimeout;
+
+/// See [`EchoBreaker`].
+#[derive(ConcurrencyLimitSpec)]
+#[spec("resilient.concurrency.echo")]
+pub struct EchoLimit;
 
 const PET: &str = "PetRetry";
 const PET_PATH: &str = "resilient.retry.pet";
@@ -159,4 +182,131 @@ fn specs_of_different_kinds_on_one_path_are_one_problem_naming_both() {
         problem.rule.contains("give each spec its own path"),
         "{problem}"
     );
+}
+
+#[test]
+fn a_duration_is_echoed_as_written_not_reformatted() {
+    let breaker = "failure_rate_threshold = 50\nminimum_required_calls = 1\npermitted_calls_in_half_open_state = 1\ncount_based = { window_size = 10 }";
+    let cases: [(RegistryBuilderFn, &str, &str, &str, &str, &str); 6] = [
+        (
+            || Registry::builder().spec::<EchoBreaker>(),
+            "EchoBreaker",
+            "resilient.circuitbreaker.echo",
+            "wait_duration_in_open_state = \"1500d\"",
+            "wait_duration_in_open_state",
+            "\"1500d\"",
+        ),
+        (
+            || Registry::builder().spec::<EchoRate>(),
+            "EchoRate",
+            "resilient.ratelimiter.echo",
+            "limit_for_period = 1\nlimit_refresh_period = \"1.5ms\"",
+            "limit_refresh_period",
+            "\"1.5ms\"",
+        ),
+        (
+            || Registry::builder().spec::<EchoRate>(),
+            "EchoRate",
+            "resilient.ratelimiter.echo",
+            "limit_for_period = 1\nlimit_refresh_period = \"999us\"",
+            "limit_refresh_period",
+            "\"999us\"",
+        ),
+        (
+            || Registry::builder().spec::<EchoTimeout>(),
+            "EchoTimeout",
+            "resilient.timeout.echo",
+            "duration = \"0.0s\"",
+            "duration",
+            "\"0.0s\"",
+        ),
+        (
+            || Registry::builder().spec::<EchoLimit>(),
+            "EchoLimit",
+            "resilient.concurrency.echo",
+            "limit = 1\nmax_wait = \"1000ms\"",
+            "max_wait",
+            "\"1000ms\"",
+        ),
+        (
+            || Registry::builder().spec::<PetRetry>(),
+            PET,
+            PET_PATH,
+            "delay = \"1s\"\nattempts = 1\nbackoff = { delay_max = \"999ms\" }",
+            "backoff.delay_max",
+            "\"999ms\"",
+        ),
+    ];
+    for (builder, spec, path, body, key, found) in cases {
+        let body = if spec == "EchoBreaker" {
+            format!("{breaker}\n{body}")
+        } else {
+            body.to_owned()
+        };
+        let err = build_err(builder(), &format!("[{path}]\n{body}\n"));
+        check(only(&err), spec, path, key, "", Some(found));
+    }
+}
+
+type RegistryBuilderFn = fn() -> resilient_core::RegistryBuilder;
+
+/// `attempts = 99999999999999999999` in a TOML file never reaches
+/// resilient: the `config` crate reads every TOML integer as an `i64` and
+/// fails in `Config::builder().build()` with the bare "number too large to fit
+/// in target type" (from `str::parse`, naming neither the file's key nor its
+/// line). Nothing here can add the spec or the key to it; this test notices if
+/// the `config` crate starts passing such numbers on.
+#[test]
+fn a_toml_integer_beyond_64_bits_fails_in_the_config_crate_before_validation() {
+    let built = config::Config::builder()
+        .add_source(config::File::from_str(
+            "[resilient.retry.pet]\ndelay = \"1s\"\nattempts = 99999999999999999999\n",
+            config::FileFormat::Toml,
+        ))
+        .build();
+    let Err(e) = built else {
+        panic!("the config crate now reads integers beyond i64: validate them here")
+    };
+    assert_eq!(e.to_string(), "number too large to fit in target type");
+}
+
+/// What reaches resilient: the environment's string, or the float the
+/// `config` crate makes of it with `try_parsing(true)` (it tries `i64`, then
+/// `f64`). Both name the spec, the key and the range.
+#[test]
+fn a_whole_number_too_large_from_the_environment_names_the_spec_key_and_range() {
+    for (try_parsing, found) in [
+        (false, "\"99999999999999999999\""),
+        (true, "100000000000000000000"),
+    ] {
+        let vars = std::collections::HashMap::from([(
+            "APP__RESILIENT__RETRY__PET__ATTEMPTS".to_owned(),
+            "99999999999999999999".to_owned(),
+        )]);
+        let settings = config::Config::builder()
+            .add_source(config::File::from_str(
+                "[resilient.retry.pet]\ndelay = \"1s\"\nattempts = 1\n",
+                config::FileFormat::Toml,
+            ))
+            .add_source(
+                config::Environment::with_prefix("APP")
+                    .separator("__")
+                    .try_parsing(try_parsing)
+                    .source(Some(vars.into_iter().collect())),
+            )
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let Err(err) = resilient_config::build(Registry::builder().spec::<PetRetry>(), &settings)
+        else {
+            panic!("expected a ConfigError")
+        };
+        check(
+            only(&err),
+            PET,
+            PET_PATH,
+            "attempts",
+            "must be a whole number in 0..=4294967295",
+            Some(found),
+        );
+    }
 }

@@ -241,6 +241,15 @@ impl<'a> Section<'a> {
         });
     }
 
+    /// Records a problem with `key` (relative to this table), echoing its
+    /// value as it was written: a rule on a value already parsed (a
+    /// duration above a limit) must show `"1500d"`, not the parsed value
+    /// formatted again (`"4years 1month .."`), which the user never wrote.
+    pub fn invalid(&mut self, key: &str, rule: impl Into<String>) {
+        let found = self.peek(key);
+        self.problem(key, rule, found);
+    }
+
     /// Records a problem with a key of the spec's section itself (not of
     /// this nested table).
     pub fn problem_at_root(&mut self, key: &str, rule: impl Into<String>, found: Option<&Value>) {

@@ -115,10 +115,6 @@ pub(crate) const FIXED_WINDOW_MAX: u64 = (1 << 21) - 1;
 pub(crate) const RING_BUFFER_MAX: u64 = 1 << 22;
 const STRIPE_MAX: u64 = 65_535;
 
-fn as_value(d: Duration) -> Value {
-    Value::Str(humantime::format_duration(d).to_string())
-}
-
 impl CircuitBreakerSettings {
     /// Reads and validates a circuit breaker section, recording every problem
     /// found. `None` when there was at least one.
@@ -171,7 +167,7 @@ impl CircuitBreakerSettings {
         let slow_call = s.table("slow_call", |sc| {
             let threshold = match sc.duration("duration_threshold", true) {
                 Some(Some(d)) if d.is_zero() => {
-                    sc.problem("duration_threshold", "must be > 0", Some(&as_value(d)));
+                    sc.invalid("duration_threshold", "must be > 0");
                     None
                 }
                 other => other.flatten(),
@@ -184,10 +180,9 @@ impl CircuitBreakerSettings {
         });
         let max_wait = match s.duration("max_wait_in_half_open", false) {
             Some(Some(d)) if d.is_zero() => {
-                s.problem(
+                s.invalid(
                     "max_wait_in_half_open",
                     "must be > 0 (leave it out to wait for the probes however long they take)",
-                    Some(&as_value(d)),
                 );
                 Some(None)
             }
@@ -222,7 +217,7 @@ fn within_clock(s: &mut Section<'_>, key: &'static str, d: Duration) -> Option<D
     if d <= WAIT_MAX {
         return Some(d);
     }
-    s.problem(key, "must be at most 1461d (4 years)", Some(&as_value(d)));
+    s.invalid(key, "must be at most 1461d (4 years)");
     None
 }
 
@@ -260,7 +255,7 @@ fn required(
 fn read_time_window(t: &mut Section<'_>) -> Option<WindowSettings> {
     let duration = match t.duration("window_duration", true) {
         Some(Some(d)) if d.is_zero() => {
-            t.problem("window_duration", "must be > 0", Some(&as_value(d)));
+            t.invalid("window_duration", "must be > 0");
             None
         }
         other => other.flatten(),
@@ -269,12 +264,11 @@ fn read_time_window(t: &mut Section<'_>) -> Option<WindowSettings> {
     let stripes = t.int("counter_stripes", Some(16), 1, 64);
     if let (Some(d), Some(n)) = (duration, samples) {
         if d.as_nanos() < u128::from(n) {
-            t.problem(
+            t.invalid(
                 "window_duration",
                 format!(
                     "is too short for `sample_count` = {n}: each bucket must last at least 1ns"
                 ),
-                Some(&as_value(d)),
             );
             return None;
         }
@@ -309,10 +303,9 @@ fn read_count_window(
         _ => RING_BUFFER_MAX,
     };
     if size > max {
-        c.problem(
+        c.invalid(
             "window_size",
             format!("can't be greater than {max} for `type = \"{kind}\"`"),
-            Some(&Value::Int(i128::from(size))),
         );
         return None;
     }

@@ -37,7 +37,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use crate::error::Error;
 use crate::outcome::Fail;
 use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
-use crate::settings::{Section, Value};
+use crate::settings::Section;
 use crate::spec::SpecKind;
 use crate::telemetry::{Outcome, Telemetry};
 
@@ -126,21 +126,19 @@ impl ConcurrencyLimitSettings {
         let policy = s.choice("policy", &["reject", "block"], "reject");
         let max_wait = s.duration("max_wait", false);
         let policy = match (policy?, max_wait) {
-            ("reject", Some(Some(d))) => {
-                s.problem(
+            ("reject", Some(Some(_))) => {
+                s.invalid(
                     "max_wait",
                     "applies to `policy = \"block\"` only; set `policy = \"block\"`, or remove `max_wait`",
-                    Some(&Value::Str(humantime::format_duration(d).to_string())),
                 );
                 return None;
             }
             ("reject", _) => Policy::Reject,
             (_, Some(None)) => return None,
             (_, Some(Some(d))) if d.is_zero() => {
-                s.problem(
+                s.invalid(
                     "max_wait",
                     "must be > 0 (with `policy = \"reject\"` a full limiter fails at once)",
-                    Some(&Value::Str(humantime::format_duration(d).to_string())),
                 );
                 return None;
             }

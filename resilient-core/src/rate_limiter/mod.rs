@@ -46,7 +46,7 @@ use crate::concurrency::Enter;
 use crate::error::Error;
 use crate::outcome::Fail;
 use crate::registry::{Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
-use crate::settings::{Section, Value};
+use crate::settings::Section;
 use crate::spec::SpecKind;
 use crate::telemetry::{Outcome, Telemetry};
 
@@ -130,10 +130,6 @@ pub struct RateLimiterSettings {
 const COUNT_BITS: u32 = 20;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 
-fn as_value(d: Duration) -> Value {
-    Value::Str(humantime::format_duration(d).to_string())
-}
-
 impl RateLimiterSettings {
     /// Reads and validates a rate limiter section, recording every problem
     /// found.
@@ -143,22 +139,14 @@ impl RateLimiterSettings {
         let limit = s.int("limit_for_period", None, 1, COUNT_MASK);
         let period = match s.duration("limit_refresh_period", true) {
             Some(Some(d)) if d < Duration::from_millis(1) => {
-                s.problem(
-                    "limit_refresh_period",
-                    "must be at least 1ms",
-                    Some(&as_value(d)),
-                );
+                s.invalid("limit_refresh_period", "must be at least 1ms");
                 None
             }
             other => other.flatten(),
         };
         let max_wait = match s.duration("max_wait", false) {
             Some(Some(d)) if d.is_zero() => {
-                s.problem(
-                    "max_wait",
-                    "must be > 0 (leave it out to fail at once)",
-                    Some(&as_value(d)),
-                );
+                s.invalid("max_wait", "must be > 0 (leave it out to fail at once)");
                 Some(None)
             }
             other => other,
@@ -166,27 +154,24 @@ impl RateLimiterSettings {
         match (algorithm, limit, period) {
             (Some("token_bucket"), Some(limit), Some(period)) => {
                 if period.as_nanos() < u128::from(limit) {
-                    s.problem(
+                    s.invalid(
                         "limit_refresh_period",
                         format!("is too short for `limit_for_period` = {limit} with `type = \"token_bucket\"`: each permit needs at least 1ns"),
-                        Some(&as_value(period)),
                     );
                     return None;
                 }
                 if u64::try_from(period.as_nanos()).is_err() {
-                    s.problem(
+                    s.invalid(
                         "limit_refresh_period",
                         "must be at most 584 years for `type = \"token_bucket\"` (its clock counts nanoseconds in 64 bits)",
-                        Some(&as_value(period)),
                     );
                     return None;
                 }
             }
             (Some("fixed_window"), _, Some(period)) if period.subsec_nanos() % 1_000_000 != 0 => {
-                s.problem(
+                s.invalid(
                     "limit_refresh_period",
                     "must be a whole number of milliseconds for `type = \"fixed_window\"` (use `type = \"token_bucket\"` for a finer period)",
-                    Some(&as_value(period)),
                 );
                 return None;
             }

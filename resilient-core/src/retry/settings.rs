@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::settings::{Section, Value};
+use crate::settings::Section;
 
 /// The settings of one retry spec, read from its section.
 ///
@@ -154,13 +154,12 @@ impl RetrySettings {
             let delay_max = b.duration("delay_max", false);
             if let (Some(Some(max)), Some(delay)) = (delay_max, delay) {
                 if max < delay {
-                    b.problem(
+                    b.invalid(
                         "delay_max",
                         format!(
                             "must be ≥ `delay` ({}) or the cap would shorten even the first wait",
                             humantime::format_duration(delay)
                         ),
-                        Some(&as_value(max)),
                     );
                     return None;
                 }
@@ -200,21 +199,16 @@ impl RetrySettings {
         let retry_call_not_permitted = s.bool("retry_call_not_permitted", false);
         let timeout = match s.duration("timeout", false) {
             Some(Some(d)) if d.is_zero() => {
-                s.problem(
-                    "timeout",
-                    "must be > 0 (leave it out for no overall limit)",
-                    Some(&as_value(d)),
-                );
+                s.invalid("timeout", "must be > 0 (leave it out for no overall limit)");
                 Some(None)
             }
             other => other,
         };
         let max_hinted_delay = match s.duration("max_hinted_delay", false) {
             Some(Some(d)) if d.is_zero() => {
-                s.problem(
+                s.invalid(
                     "max_hinted_delay",
                     "must be > 0 (a zero cap would retry at once whatever the failure asked for; leave it out to cap hints by `backoff.delay_max` only)",
-                    Some(&as_value(d)),
                 );
                 Some(None)
             }
@@ -240,11 +234,7 @@ impl RetrySettings {
             );
             if let (Some(max), Some(initial)) = (max, initial) {
                 if initial > max {
-                    b.problem(
-                        "tokens_initial",
-                        format!("must be ≤ `tokens_max` ({max})"),
-                        Some(&Value::Int(i128::from(initial))),
-                    );
+                    b.invalid("tokens_initial", format!("must be ≤ `tokens_max` ({max})"));
                     return None;
                 }
             }
@@ -348,11 +338,6 @@ impl RetrySettings {
 #[cfg(feature = "serde")]
 fn jitter_type<S: serde::Serializer>(full: &bool, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(if *full { "full" } else { "none" })
-}
-
-/// A duration as a config value, for a problem's "found".
-fn as_value(d: Duration) -> Value {
-    Value::Str(humantime::format_duration(d).to_string())
 }
 
 fn from_nanos(nanos: u128) -> Duration {

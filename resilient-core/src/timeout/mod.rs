@@ -39,7 +39,7 @@ use tokio::time::{Instant, Sleep};
 use crate::error::Error;
 use crate::outcome::Fail;
 use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
-use crate::settings::{Section, Value};
+use crate::settings::Section;
 use crate::spec::SpecKind;
 use crate::telemetry::{Event, Outcome, Telemetry};
 
@@ -95,11 +95,7 @@ impl TimeoutSettings {
         let enabled = s.bool("enabled", true);
         let duration = match s.duration("duration", true) {
             Some(Some(d)) if d.is_zero() => {
-                s.problem(
-                    "duration",
-                    "must be > 0",
-                    Some(&Value::Str(humantime::format_duration(d).to_string())),
-                );
+                s.invalid("duration", "must be > 0");
                 None
             }
             other => other.flatten(),
