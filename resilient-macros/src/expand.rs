@@ -105,6 +105,11 @@ pub(crate) fn check(func: &ItemFn, layers: &[Layer]) -> syn::Result<()> {
     };
     let name = first.kind.attr_name();
     let sig = &func.sig;
+    if sig.asyncness.is_none() {
+        if let Some(e) = rewritten_above(func, name) {
+            return Err(e);
+        }
+    }
     let mut errors = Errors::default();
     for layer in layers {
         if let LayerArgs::Fallback(f) = &layer.args {
@@ -163,6 +168,75 @@ pub(crate) fn check(func: &ItemFn, layers: &[Layer]) -> syn::Result<()> {
         }
     }
     errors.finish()
+}
+
+/// The error for a fn written `async fn` that an attribute expanded before
+/// this one turned into a plain fn, if its shape says so: the user sees
+/// `async fn` in the source, so "add `async`" would contradict it.
+fn rewritten_above(func: &ItemFn, name: &str) -> Option<syn::Error> {
+    let sig = &func.sig;
+    let async_trait = sig
+        .generics
+        .lifetimes()
+        .any(|l| l.lifetime.ident == "async_trait");
+    if async_trait || returns_boxed_future(&sig.output) {
+        return Some(syn::Error::new(
+            sig.ident.span(),
+            format!(
+                "`#[{name}]` needs an `async fn`, and `#[async_trait]` has already turned this method into a fn that returns a boxed future; \
+                 move the body into an inherent `async fn` that carries `#[{name}(..)]` and call it from the trait method, \
+                 or write the trait with `async fn` and no `#[async_trait]` (Rust 1.75 and later)"
+            ),
+        ));
+    }
+    // `#[tokio::test]` and `#[tokio::main]` leave `let body = async { .. };`
+    // and a runtime that blocks on it; the test one also `#[test]`.
+    let test_attr = func.attrs.iter().any(|a| {
+        let path = a.path();
+        path.leading_colon.is_some()
+            && path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .eq(["core", "prelude", "v1", "test"])
+    });
+    let async_local = func.block.stmts.iter().any(|stmt| {
+        matches!(stmt, syn::Stmt::Local(syn::Local { pat: Pat::Ident(p), init: Some(init), .. })
+            if p.ident == "body" && matches!(&*init.expr, syn::Expr::Async(_)))
+    });
+    if test_attr || async_local {
+        return Some(syn::Error::new(
+            Span::call_site(),
+            format!(
+                "`#[{name}]` needs an `async fn`, and an attribute above it (such as `#[tokio::test]` or `#[tokio::main]`) has already turned this one into a plain fn that runs its body on a runtime; \
+                 attributes apply from the top down, so put `#[{name}(..)]` above that attribute"
+            ),
+        ));
+    }
+    None
+}
+
+/// `Pin<Box<dyn Future<..> ..>>`, as `#[async_trait]` writes a method's output.
+fn returns_boxed_future(output: &ReturnType) -> bool {
+    let ReturnType::Type(_, ty) = output else {
+        return false;
+    };
+    let Type::Path(p) = &**ty else {
+        return false;
+    };
+    let Some(pin) = p.path.segments.last() else {
+        return false;
+    };
+    if pin.ident != "Pin" {
+        return false;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &pin.arguments else {
+        return false;
+    };
+    args.args.iter().any(|a| {
+        matches!(a, syn::GenericArgument::Type(Type::Path(b))
+            if b.path.segments.last().is_some_and(|s| s.ident == "Box"))
+    })
 }
 
 fn mut_ref_type(ty: &Type) -> Option<TokenStream> {
