@@ -21,7 +21,31 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
             ),
         ));
     }
+    // A value where the spec goes, as in `#[timeout(Duration::from_secs(2))]`
+    // or `#[retryable(3)]`: say where settings go, with both halves written.
+    let value_given = |tokens: TokenStream| {
+        let path = kind.example_path();
+        let (what, setting) = match kind {
+            Kind::Timeout => ("a duration", "duration = \"2s\""),
+            Kind::Retry => ("a value", "attempts = 3"),
+            Kind::CircuitBreaker => ("a value", "failure_rate_threshold = 50"),
+            Kind::ConcurrencyLimit => ("a value", "limit = 10"),
+            Kind::RateLimiter | Kind::Fallback => ("a value", "limit_for_period = 100"),
+        };
+        syn::Error::new_spanned(
+            tokens,
+            format!(
+                "`#[{name}]` takes a spec type, not {what}: settings go in the spec's config section; \
+                 declare the spec as `#[derive({derive})] #[spec(\"{path}\")] pub struct {example};`, \
+                 write `#[{name}({example})]`, and set `{setting}` under `[{path}]` in the configuration"
+            ),
+        )
+    };
+    let all = tokens.clone();
     let parser = |input: ParseStream<'_>| -> syn::Result<Path> {
+        if input.peek(syn::Lit) && !input.peek(LitStr) {
+            return Err(value_given(all.clone()));
+        }
         if input.peek(LitStr) {
             let lit: LitStr = input.parse()?;
             return Err(syn::Error::new(
@@ -37,6 +61,9 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
                 format!("`#[{name}]` takes a spec type, such as `#[{name}({example})]`"),
             )
         })?;
+        if input.peek(syn::token::Paren) || input.peek(Token![.]) {
+            return Err(value_given(all.clone()));
+        }
         if input.peek(Token![=]) {
             return Err(syn::Error::new_spanned(
                 &path,

@@ -67,10 +67,17 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
     for (kind, attr) in siblings {
         let name = kind.attr_name();
         if seen.contains(&kind) {
+            let hint = match kind {
+                // The usual wish behind a second timeout: one per attempt and
+                // one for the whole call.
+                Kind::Timeout => "; for a limit on the whole call across a retry's attempts, set the retry spec's own `timeout` key and keep one `#[timeout]` for each attempt (below `#[retryable]`)",
+                Kind::Retry => "; for more attempts, raise the spec's `attempts`",
+                _ => "",
+            };
             errors.push(syn::Error::new_spanned(
                 &attr,
                 format!(
-                    "`#[{name}]` is given twice on this fn; each resilience attribute may appear once per fn (to nest two, annotate a second fn that calls this one)"
+                    "`#[{name}]` is given twice on this fn; each resilience attribute may appear once per fn (to nest two, annotate a second fn that calls this one){hint}"
                 ),
             ));
             continue;

@@ -61,6 +61,18 @@ impl Kind {
         }
     }
 
+    /// The config path of [`example_spec`](Self::example_spec), as README writes it.
+    pub(crate) fn example_path(self) -> &'static str {
+        match self {
+            Kind::Retry => "resilient.retry.pet",
+            Kind::CircuitBreaker => "resilient.circuitbreaker.pet",
+            Kind::Timeout => "resilient.timeout.pet",
+            Kind::ConcurrencyLimit => "resilient.concurrency.reviews",
+            Kind::RateLimiter => "resilient.ratelimiter.pet",
+            Kind::Fallback => "",
+        }
+    }
+
     /// Whether the layer may run what is inside it more than once, so that the
     /// body must be callable again with fresh arguments.
     pub(crate) fn calls_again(self) -> bool {
