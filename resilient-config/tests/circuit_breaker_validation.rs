@@ -888,7 +888,6 @@ fn unknown_key_without_a_near_match_lists_the_known_keys() {
         "wait_duration_in_open_state",
         "permitted_calls_in_half_open_state",
         "count_based",
-        "time_based",
         "slow_call",
         "max_wait_in_half_open",
     ] {
@@ -897,6 +896,54 @@ fn unknown_key_without_a_near_match_lists_the_known_keys() {
             "`{key}` is not listed: {problem}"
         );
     }
+}
+
+/// A window table of another `type` is rejected here, so it is not offered
+/// as a known setting; the tables listed show their keys.
+#[test]
+fn the_known_settings_listed_are_those_of_the_type_with_each_tables_keys() {
+    let err = pet_err(&pet(&minimal_and("zzz = 1")));
+    assert_eq!(
+        only(&err).rule,
+        "is not a known setting; known settings here: \
+         `telemetry` (a table: `logging.enabled`, `metrics.enabled`), `enabled`, `type`, \
+         `failure_rate_threshold`, `minimum_required_calls`, `wait_duration_in_open_state`, \
+         `permitted_calls_in_half_open_state`, `count_based` (a table: `window_size`), \
+         `slow_call` (a table: `duration_threshold`, `rate_threshold`), `max_wait_in_half_open`"
+    );
+    let err = pet_err(&pet(&format!("{REQUIRED}\n{TIME}\nzzz = 1")));
+    let rule = &only(&err).rule;
+    assert!(
+        rule.contains(
+            "`time_based` (a table: `window_duration`, `sample_count`, `counter_stripes`)"
+        ),
+        "{rule}"
+    );
+    assert!(!rule.contains("`count_based`"), "{rule}");
+}
+
+/// Resilience4j's and Polly's names are answered with this project's, and
+/// how they differ.
+#[test]
+fn other_libraries_names_are_answered_with_the_difference() {
+    check_pet(
+        &minimal_and("failure_ratio = 0.25"),
+        "failure_ratio",
+        "is not a known setting; did you mean `failure_rate_threshold`? `failure_rate_threshold` is a whole percent, where `failure_ratio` (Polly) is a fraction: `failure_ratio = 0.25` is `failure_rate_threshold = 25`",
+        Some("0.25"),
+    );
+    check_pet(
+        &minimal_and("slidingWindowSize = 100"),
+        "slidingWindowSize",
+        "did you mean `count_based.window_size`? a count-based window's size is `window_size` in the `count_based` table; a time-based window's length is `time_based.window_duration`, a duration, not a number of seconds",
+        Some("100"),
+    );
+    check_pet(
+        &minimal_and("max_wait_duration_in_half_open_state = \"10s\""),
+        "max_wait_duration_in_half_open_state",
+        "did you mean `max_wait_in_half_open`? the same deadline; where Resilience4j's `0` means no deadline, leave `max_wait_in_half_open` out",
+        Some("\"10s\""),
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -1285,3 +1285,27 @@ fn a_zero_max_wait_is_rejected() {
         Some("\"0s\""),
     );
 }
+
+/// Resilience4j's names are answered with this project's, and how they
+/// differ: a bulkhead's wait needs the blocking policy here.
+#[test]
+fn other_libraries_names_are_answered_with_the_difference() {
+    LIMIT.check(
+        &format!("{LIMIT_MIN}\nmaxWaitDuration = \"100ms\""),
+        "maxWaitDuration",
+        "is not a known setting; did you mean `max_wait`? `max_wait` applies with `policy = \"block\"` only: Resilience4j's `max_wait_duration` is `policy = \"block\"` with `max_wait`, and its `0` is the default `policy = \"reject\"`",
+        Some("\"100ms\""),
+    );
+    RATE.check(
+        &format!("{RATE_MIN}\ntimeout_duration = \"1s\""),
+        "timeout_duration",
+        "is not a known setting; did you mean `max_wait`? how long a call may wait for a permit, as Resilience4j's `timeout_duration`; its `0`, fail at once, is leaving `max_wait` out",
+        Some("\"1s\""),
+    );
+    TIMEOUT.check(
+        &format!("{TIMEOUT_MIN}\ntimeoutDuration = \"1s\""),
+        "timeoutDuration",
+        "is not a known setting; did you mean `duration`? the same limit under this project's name; it counts from the call's first wait",
+        Some("\"1s\""),
+    );
+}

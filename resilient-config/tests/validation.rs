@@ -284,21 +284,82 @@ fn unknown_key_without_a_near_match_lists_the_known_keys() {
         Some("1"),
     );
     assert!(!problem.rule.contains("did you mean"), "{problem}");
-    for key in [
-        "enabled",
-        "delay",
-        "attempts",
-        "delay_step",
-        "backoff",
-        "jitter",
-        "timeout",
-        "retry_budget",
+}
+
+/// The list holds the keys valid at that level, each once, and each table
+/// with its keys: not the keys a rule looks up only to reject them there
+/// (`multiplier`, `delay_max` and the budget's `tokens_*` belong in tables).
+#[test]
+fn the_known_settings_listed_are_those_valid_here_with_each_tables_keys() {
+    let err = pet_err(&pet(&format!("{MINIMAL}\nzzz = 1")));
+    let problem = only(&err);
+    assert_eq!(
+        problem.to_string(),
+        "PetRetry at `resilient.retry.pet`: key `zzz` is not a known setting; known settings here: \
+         `telemetry` (a table: `logging.enabled`, `metrics.enabled`), `enabled`, `delay`, \
+         `attempts`, `delay_step`, `backoff` (a table: `type`, `multiplier`, `delay_max`), \
+         `jitter` (a table: `type`, `ratio`), `retry_call_not_permitted`, `timeout`, \
+         `max_hinted_delay`, `retry_budget` (a table: `enabled`, `ratio`, `tokens_max`, \
+         `tokens_initial`, `min_tokens_per_second`) (found 1)"
+    );
+    // The same list with the tables written, and keys of theirs written one
+    // level too high (reported as such, never listed as settings there).
+    let err = pet_err(&pet(&format!(
+        "{MINIMAL}\nzzz = 1\nmultiplier = 2\ntokens_max = 5\nbackoff = {{ multiplier = 3 }}\nretry_budget = {{ ratio = 0.5 }}"
+    )));
+    assert_eq!(with_key(&err, "zzz").rule, problem.rule, "{err}");
+    assert!(with_key(&err, "multiplier")
+        .rule
+        .starts_with("belongs under `backoff`"));
+}
+
+/// Another library's name for `attempts` counts every call: the message
+/// says so, with the value written turned into this project's.
+#[test]
+fn max_attempts_is_said_to_count_every_call_with_the_value_converted() {
+    for (written, value, converted) in [
+        ("max_attempts", "3", "`max_attempts = 3` is `attempts = 2`"),
+        ("maxAttempts", "5", "`max_attempts = 5` is `attempts = 4`"),
+        (
+            "maxattempts",
+            "\"1\"",
+            "`max_attempts = 1` is `attempts = 0`",
+        ),
     ] {
-        assert!(
-            problem.rule.contains(&format!("`{key}`")),
-            "`{key}` is not listed: {problem}"
+        let err = pet_err(&pet(&format!("delay = \"1s\"\n{written} = {value}")));
+        let problem = only(&err);
+        check(
+            problem,
+            PET,
+            PET_PATH,
+            written,
+            &format!(
+                "is not a known setting; did you mean `attempts`? (`attempts` is required) \
+                 `attempts` counts the retries after the first call, where `max_attempts` \
+                 (Resilience4j, Spring Retry) counts every call, the first included: {converted}"
+            ),
+            Some(value),
         );
     }
+    // Names that mean what this project's do say that.
+    check_pet(
+        &format!("{MINIMAL}\nmax_retries = 2"),
+        "max_retries",
+        "is not a known setting; did you mean `attempts`? the same count, the retries after the first call, under this project's name",
+        Some("2"),
+    );
+    check_pet(
+        &format!("{MINIMAL}\nwaitDuration = \"1s\""),
+        "waitDuration",
+        "did you mean `delay`? `delay` is the wait before the first retry; without `delay_step` or `backoff` every wait is `delay`, as with Resilience4j's `wait_duration`",
+        Some("\"1s\""),
+    );
+    check_pet(
+        &format!("{MINIMAL}\nmax_delay = \"1s\""),
+        "max_delay",
+        "did you mean `backoff.delay_max`? the cap on each wait is `delay_max` in the `backoff` table",
+        Some("\"1s\""),
+    );
 }
 
 #[test]

@@ -144,6 +144,12 @@ pub struct Section<'a> {
     table: Option<&'a BTreeMap<String, Value>>,
     /// The keys a reader asked for: the settings of this table.
     known: Vec<&'static str>,
+    /// The keys of each nested table among `known`, dotted below it: what
+    /// the list of known settings shows for a table.
+    nested: Vec<(&'static str, Vec<String>)>,
+    /// Names other libraries give to settings of this table (see
+    /// [`Section::alias`]).
+    aliases: Vec<Alias>,
     /// Keys reported in a rule of their own (written one level too high):
     /// not settings here, and not reported again as unknown.
     handled: Vec<&'static str>,
@@ -199,6 +205,8 @@ impl<'a> Section<'a> {
             prefix: String::new(),
             table,
             known: Vec::new(),
+            nested: Vec::new(),
+            aliases: Vec::new(),
             handled: Vec::new(),
             problems,
             asked: None,
@@ -221,6 +229,8 @@ impl<'a> Section<'a> {
                 prefix: String::new(),
                 table: None,
                 known: Vec::new(),
+                nested: Vec::new(),
+                aliases: Vec::new(),
                 handled: Vec::new(),
                 problems,
                 asked: None,
@@ -296,6 +306,37 @@ impl<'a> Section<'a> {
     /// Whether `key` is present (and not empty). Marks the key as known.
     pub fn has(&mut self, key: &'static str) -> bool {
         self.raw(key).is_some()
+    }
+
+    /// Whether `key` is present, without making it a setting of this table:
+    /// for a key that a rule rejects here (the window table of another
+    /// `type`), which the list of known settings must not offer. A key
+    /// present is taken as reported by that rule, not as unknown.
+    pub fn present(&mut self, key: &'static str) -> bool {
+        let present = self.peek(key).is_some();
+        if present && !self.handled.contains(&key) {
+            self.handled.push(key);
+        }
+        present
+    }
+
+    /// Names `written`, what another library (Resilience4j, Kora, Spring,
+    /// Polly) calls a setting, as this table's `meant`: written here, it is
+    /// reported with `meant` and `note`, which says how the two differ (or
+    /// that they do not), given the value found. Compared as keys are
+    /// suggested, without case and underscores (`maxAttempts`,
+    /// `maxattempts`). `meant` may be dotted, for a key of a nested table.
+    pub fn alias(
+        &mut self,
+        written: &'static str,
+        meant: &'static str,
+        note: fn(&Value) -> String,
+    ) {
+        self.aliases.push(Alias {
+            written,
+            meant,
+            note,
+        });
     }
 
     /// Records that `key` is required and missing.
@@ -493,7 +534,28 @@ impl<'a> Section<'a> {
         key: &'static str,
         read: impl FnOnce(&mut Section<'_>) -> R,
     ) -> Option<R> {
-        let v = self.raw(key)?;
+        let Some(v) = self.raw(key) else {
+            // Absent: its keys are still settings here, for the list of
+            // known settings. The reader runs on nothing, and whatever it
+            // would report is dropped.
+            let mut dropped = Vec::new();
+            let mut probe = Section {
+                spec: self.spec,
+                path: self.path,
+                prefix: self.full_key(key),
+                table: None,
+                known: Vec::new(),
+                nested: Vec::new(),
+                aliases: Vec::new(),
+                handled: Vec::new(),
+                problems: &mut dropped,
+                asked: None,
+            };
+            let _ = read(&mut probe);
+            let keys = probe.described_keys();
+            self.nested.push((key, keys));
+            return None;
+        };
         let Value::Table(t) = v else {
             self.problem(key, "must be a table", Some(v));
             return None;
@@ -504,36 +566,105 @@ impl<'a> Section<'a> {
             prefix: self.full_key(key),
             table: Some(t),
             known: Vec::new(),
+            nested: Vec::new(),
+            aliases: Vec::new(),
             handled: Vec::new(),
             problems: &mut *self.problems,
             asked: self.asked,
         };
         let out = read(&mut inner);
+        let keys = inner.described_keys();
         inner.finish();
+        self.nested.push((key, keys));
         Some(out)
+    }
+
+    /// The settings of this table, a nested table's as its keys dotted
+    /// below it (`logging.enabled`).
+    fn described_keys(&self) -> Vec<String> {
+        let mut keys = Vec::new();
+        for key in &self.known {
+            match self.nested.iter().find(|(k, _)| k == key) {
+                Some((_, inner)) if !inner.is_empty() => {
+                    keys.extend(inner.iter().map(|i| format!("{key}.{i}")));
+                }
+                _ => keys.push((*key).to_owned()),
+            }
+        }
+        keys
+    }
+
+    /// The list of known settings, as a problem shows it: each key once,
+    /// a table with its keys (`` `backoff` (a table: `type`, `multiplier`) ``).
+    fn known_list(&self) -> String {
+        self.known
+            .iter()
+            .map(|key| match self.nested.iter().find(|(k, _)| k == key) {
+                Some((_, inner)) if !inner.is_empty() => format!(
+                    "`{key}` (a table: {})",
+                    inner
+                        .iter()
+                        .map(|i| format!("`{i}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => format!("`{key}`"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Drops the "is required" problem of `meant` (dotted from the
+    /// section), if there is one: a key misspelt is one mistake, not two.
+    /// Whether there was one.
+    fn drop_required(&mut self, meant: &str) -> bool {
+        let before = self.problems.len();
+        let (spec, path) = (self.spec, self.path);
+        self.problems.retain(|p| {
+            !(p.spec == spec
+                && p.path == path
+                && p.key == meant
+                && p.rule.starts_with("is required"))
+        });
+        self.problems.len() < before
     }
 
     /// Reports every key of this table that no accessor asked for, with the
     /// nearest known key when one is close.
-    pub fn finish(self) {
+    pub fn finish(mut self) {
         let Some(table) = self.table else { return };
         for (key, value) in table {
             if self.known.contains(&key.as_str()) || self.handled.contains(&key.as_str()) {
                 continue;
             }
-            let rule = match suggest(key, &self.known) {
-                Some(near) => {
+            let squashed = squash(key);
+            let alias = self
+                .aliases
+                .iter()
+                .find(|a| squash(a.written) == squashed)
+                .map(|a| (a.meant, a.note));
+            let rule = match (alias, suggest(key, &self.known)) {
+                (Some((meant, note)), _) => {
+                    let required = if meant.contains('.') {
+                        false
+                    } else {
+                        self.drop_required(&self.full_key(meant))
+                    };
+                    format!(
+                        "is not a known setting; did you mean `{meant}`?{} {}",
+                        if required {
+                            format!(" (`{meant}` is required)")
+                        } else {
+                            String::new()
+                        },
+                        note(value)
+                    )
+                }
+                (None, Some(near)) => {
                     // A misspelt required key is one mistake: drop the
                     // separate "is required" problem for the key meant.
                     let meant = self.full_key(near);
-                    let before = self.problems.len();
-                    self.problems.retain(|p| {
-                        !(p.spec == self.spec
-                            && p.path == self.path
-                            && p.key == meant
-                            && p.rule.starts_with("is required"))
-                    });
-                    if self.problems.len() < before {
+                    if self.drop_required(&meant) {
                         format!(
                             "is not a known setting; did you mean `{near}`? (`{near}` is required)"
                         )
@@ -541,13 +672,9 @@ impl<'a> Section<'a> {
                         format!("is not a known setting; did you mean `{near}`?")
                     }
                 }
-                None => format!(
+                (None, None) => format!(
                     "is not a known setting; known settings here: {}",
-                    self.known
-                        .iter()
-                        .map(|k| format!("`{k}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    self.known_list()
                 ),
             };
             let full = if self.prefix.is_empty() {
@@ -585,6 +712,8 @@ pub fn accepted_keys(section: &Value, read: impl FnOnce(&mut Section<'_>)) -> BT
         prefix: String::new(),
         table,
         known: Vec::new(),
+        nested: Vec::new(),
+        aliases: Vec::new(),
         handled: Vec::new(),
         problems: &mut problems,
         asked: Some(&asked),
@@ -635,10 +764,23 @@ fn nearest_section(root: &Value, path: &str) -> Option<String> {
     None
 }
 
+/// `key` without case, underscores and dashes: how keys are compared for a
+/// suggestion.
+fn squash(key: &str) -> String {
+    key.replace(['_', '-'], "").to_ascii_lowercase()
+}
+
+/// Another library's name for a setting: see [`Section::alias`].
+#[derive(Debug)]
+struct Alias {
+    written: &'static str,
+    meant: &'static str,
+    note: fn(&Value) -> String,
+}
+
 /// The known key closest to `key`, compared without case and underscores so
 /// that `delayStep` and `delaystep` (an environment override) find `delay_step`.
 fn suggest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    let squash = |s: &str| s.replace(['_', '-'], "").to_ascii_lowercase();
     let key = squash(key);
     known
         .iter()

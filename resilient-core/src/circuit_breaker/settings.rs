@@ -119,6 +119,37 @@ impl CircuitBreakerSettings {
     /// Reads and validates a circuit breaker section, recording every problem
     /// found. `None` when there was at least one.
     pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        s.alias("minimum_number_of_calls", "minimum_required_calls", |_| {
+            "the same minimum under this project's name".into()
+        });
+        s.alias("sliding_window_size", "count_based.window_size", |_| {
+            "a count-based window's size is `window_size` in the `count_based` table; a time-based window's length is `time_based.window_duration`, a duration, not a number of seconds".into()
+        });
+        s.alias("sliding_window_type", "type", |_| {
+            "the window is chosen with `type`: `\"ring_buffer\"` for Resilience4j's COUNT_BASED, `\"time_based\"` for its TIME_BASED".into()
+        });
+        s.alias("failure_ratio", "failure_rate_threshold", ratio_note);
+        s.alias("break_duration", "wait_duration_in_open_state", |_| {
+            "the same wait under this project's name".into()
+        });
+        s.alias(
+            "permitted_number_of_calls_in_half_open_state",
+            "permitted_calls_in_half_open_state",
+            |_| "the same number of probes under this project's name".into(),
+        );
+        s.alias(
+            "slow_call_duration_threshold",
+            "slow_call.duration_threshold",
+            |_| "the slow-call settings are in the `slow_call` table".into(),
+        );
+        s.alias(
+            "slow_call_rate_threshold",
+            "slow_call.rate_threshold",
+            |_| "the slow-call settings are in the `slow_call` table".into(),
+        );
+        s.alias("max_wait_duration_in_half_open_state", "max_wait_in_half_open", |_| {
+            "the same deadline; where Resilience4j's `0` means no deadline, leave `max_wait_in_half_open` out".into()
+        });
         let enabled = s.bool("enabled", true);
         let kind = s.choice(
             "type",
@@ -223,7 +254,7 @@ fn within_clock(s: &mut Section<'_>, key: &'static str, d: Duration) -> Option<D
 
 /// Reports `key` as not used by `type = kind`, if it is there.
 fn unused(s: &mut Section<'_>, key: &'static str, kind: &str) {
-    if s.has(key) {
+    if s.present(key) {
         s.problem(
             key,
             format!(
@@ -329,4 +360,21 @@ fn read_count_window(
         },
         _ => WindowSettings::RingBuffer { window_size },
     })
+}
+
+/// How `failure_rate_threshold` differs from Polly's `failure_ratio`, with
+/// the value the user wrote when it is a fraction.
+fn ratio_note(found: &Value) -> String {
+    let fraction = match found {
+        Value::Float(x) => Some(*x),
+        Value::Str(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    let (written, percent) = match fraction {
+        Some(x) if x > 0.0 && x <= 1.0 => (x.to_string(), (x * 100.0).round().max(1.0)),
+        _ => ("0.5".to_owned(), 50.0),
+    };
+    format!(
+        "`failure_rate_threshold` is a whole percent, where `failure_ratio` (Polly) is a fraction: `failure_ratio = {written}` is `failure_rate_threshold = {percent}`"
+    )
 }

@@ -121,6 +121,12 @@ impl ConcurrencyLimitSettings {
     /// Reads and validates a concurrency limit section, recording every
     /// problem found.
     pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        s.alias("max_concurrent_calls", "limit", |_| {
+            "the same number of calls at once under this project's name".into()
+        });
+        s.alias("max_wait_duration", "max_wait", |_| {
+            "`max_wait` applies with `policy = \"block\"` only: Resilience4j's `max_wait_duration` is `policy = \"block\"` with `max_wait`, and its `0` is the default `policy = \"reject\"`".into()
+        });
         let enabled = s.bool("enabled", true);
         let limit = s.int("limit", None, 1, LIMIT_MAX);
         let policy = s.choice("policy", &["reject", "block"], "reject");

@@ -134,6 +134,9 @@ impl RateLimiterSettings {
     /// Reads and validates a rate limiter section, recording every problem
     /// found.
     pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        s.alias("timeout_duration", "max_wait", |_| {
+            "how long a call may wait for a permit, as Resilience4j's `timeout_duration`; its `0`, fail at once, is leaving `max_wait` out".into()
+        });
         let enabled = s.bool("enabled", true);
         let algorithm = s.choice("type", &["fixed_window", "token_bucket"], "fixed_window");
         let limit = s.int("limit_for_period", None, 1, COUNT_MASK);

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::settings::Section;
+use crate::settings::{Section, Value};
 
 /// The settings of one retry spec, read from its section.
 ///
@@ -127,6 +127,21 @@ impl RetrySettings {
     /// Reads and validates a retry section, recording every problem found.
     /// `None` when there was at least one.
     pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        s.alias("max_attempts", "attempts", attempts_note);
+        s.alias("max_retries", "attempts", |_| {
+            "the same count, the retries after the first call, under this project's name".into()
+        });
+        s.alias("wait_duration", "delay", |_| {
+            "`delay` is the wait before the first retry; without `delay_step` or `backoff` every wait is `delay`, as with Resilience4j's `wait_duration`".into()
+        });
+        s.alias("max_delay", "backoff.delay_max", |_| {
+            "the cap on each wait is `delay_max` in the `backoff` table".into()
+        });
+        s.alias(
+            "exponential_backoff_multiplier",
+            "backoff.multiplier",
+            |_| "the growth of the waits is `multiplier` in the `backoff` table".into(),
+        );
         let enabled = s.bool("enabled", true);
         let delay = s.duration("delay", true).flatten();
         let attempts = s.int("attempts", None, 0, u64::from(u32::MAX));
@@ -215,6 +230,12 @@ impl RetrySettings {
             other => other,
         };
         let budget = s.table("retry_budget", |b| {
+            b.alias("max_tokens", "tokens_max", |_| {
+                "the same bucket size under this project's name".into()
+            });
+            b.alias("initial_tokens", "tokens_initial", |_| {
+                "the same start under this project's name".into()
+            });
             let enabled = b.bool("enabled", true);
             let ratio = b.float("ratio", Some(0.1), "must be a number ≥ 0", |r| r >= 0.0);
             let max = b.int("tokens_max", Some(100), 1, u64::from(u32::MAX));
@@ -346,4 +367,21 @@ fn from_nanos(nanos: u128) -> Duration {
         Ok(secs) => Duration::new(secs, (nanos % 1_000_000_000) as u32),
         Err(_) => Duration::MAX,
     }
+}
+
+/// How `attempts` differs from the `max_attempts` of Resilience4j and Spring
+/// Retry, with the value the user wrote when it is a count of calls.
+fn attempts_note(found: &Value) -> String {
+    let calls = match found {
+        Value::Int(n) => Some(*n),
+        Value::Str(s) => s.trim().parse::<i128>().ok(),
+        _ => None,
+    };
+    let (calls, retries) = match calls {
+        Some(n) if n >= 1 => (n, n - 1),
+        _ => (3, 2),
+    };
+    format!(
+        "`attempts` counts the retries after the first call, where `max_attempts` (Resilience4j, Spring Retry) counts every call, the first included: `max_attempts = {calls}` is `attempts = {retries}`"
+    )
 }

@@ -92,6 +92,12 @@ pub struct TimeoutSettings {
 impl TimeoutSettings {
     /// Reads and validates a timeout section, recording every problem found.
     pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        s.alias("timeout_duration", "duration", |_| {
+            "the same limit under this project's name; it counts from the call's first wait".into()
+        });
+        s.alias("timeout", "duration", |_| {
+            "the limit is `duration`, in the spec's own section".into()
+        });
         let enabled = s.bool("enabled", true);
         let duration = match s.duration("duration", true) {
             Some(Some(d)) if d.is_zero() => {
