@@ -176,7 +176,9 @@ pub fn init(config: &config::Config) -> Result<(), ConfigError> {
 pub fn reload(config: &config::Config) -> Result<Reloaded, ConfigError> {
     let registry = Registry::installed().ok_or(ConfigError::NotInstalled)?;
     registry
-        .reload(&to_value(&config.cache))
+        .reload_with_origins(&to_value(&config.cache), &|path| {
+            origin(&config.cache, path)
+        })
         .map_err(ConfigError::Invalid)
 }
 
@@ -188,8 +190,59 @@ pub fn reload(config: &config::Config) -> Result<Reloaded, ConfigError> {
 /// [`ConfigError::Invalid`] with every problem of every spec.
 pub fn build(builder: RegistryBuilder, config: &config::Config) -> Result<Registry, ConfigError> {
     builder
-        .build(&to_value(&config.cache))
+        .build_with_origins(&to_value(&config.cache), &|path| {
+            origin(&config.cache, path)
+        })
         .map_err(ConfigError::Invalid)
+}
+
+/// Where the values at and below the dotted `path` came from, in words:
+/// for a problem with configuration that no spec reads.
+///
+/// The `config` crate keeps an origin on each value: a file source's name
+/// (`resilient.toml`, as found on disk; none for `File::from_str`), `"the
+/// environment"` for every `Environment` variable (the variable's own name
+/// is not kept, so the key it set is named instead), and none for
+/// `set_override` or `set_default`. Only the leaves are asked: a table
+/// merged from several sources keeps none of its own.
+fn origin(root: &config::Value, path: &str) -> Option<String> {
+    let mut node = root;
+    for part in path.split('.') {
+        let config::ValueKind::Table(t) = &node.kind else {
+            return None;
+        };
+        node = t.get(part)?;
+    }
+    let mut files: Vec<String> = Vec::new();
+    let mut env: Vec<String> = Vec::new();
+    let mut leaves = vec![(path.to_owned(), node)];
+    while let Some((at, value)) = leaves.pop() {
+        match &value.kind {
+            config::ValueKind::Table(t) => {
+                leaves.extend(t.iter().map(|(k, v)| (format!("{at}.{k}"), v)));
+            }
+            _ => match value.origin() {
+                Some("the environment") => env.push(at),
+                Some(file) => files.push(format!("`{file}`")),
+                None => {}
+            },
+        }
+    }
+    files.sort_unstable();
+    files.dedup();
+    env.sort_unstable();
+    let mut said = Vec::new();
+    if !files.is_empty() {
+        said.push(format!("written in {}", files.join(" and ")));
+    }
+    if !env.is_empty() {
+        let keys: Vec<String> = env.iter().map(|k| format!("`{k}`")).collect();
+        said.push(format!(
+            "set by an environment variable, for {}",
+            keys.join(", ")
+        ));
+    }
+    (!said.is_empty()).then(|| said.join("; "))
 }
 
 /// The `config` crate's value tree as resilient's.

@@ -92,6 +92,11 @@ fn write_str_value(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
 ///
 /// Its `Display` names the spec type, its path, the key, the rule that failed,
 /// and the value found, so that a user reading it knows what to change.
+///
+/// A problem that no one spec owns (a section that no spec reads, a value
+/// where the tables of several specs' paths go) has an empty `spec`: its
+/// `path` and `key` then make the dotted path of the value, and it displays
+/// as `` `resilient.retyr.pet` is read by no spec; .. ``.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// The spec type's name, such as `PetRetry`.
@@ -109,7 +114,10 @@ pub struct Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
+        if self.spec.is_empty() {
+            let dot = if self.key.is_empty() { "" } else { "." };
+            write!(f, "`{}{dot}{}` {}", self.path, self.key, self.rule)?;
+        } else if self.key.is_empty() {
             write!(f, "{} at `{}`: {}", self.spec, self.path, self.rule)?;
         } else {
             write!(
@@ -731,37 +739,47 @@ pub(crate) fn at<'v>(root: &'v Value, path: &str) -> Option<&'v Value> {
     })
 }
 
-/// The existing section nearest to the missing `path`: at the first segment
-/// that is not found, a close sibling (see [`suggest`]) under which the rest of
-/// the path exists, so that `resilient.retry.pett` or `resilient.retyr.pet`
-/// is found for `resilient.retry.pet`.
-fn nearest_section(root: &Value, path: &str) -> Option<String> {
+/// The existing section nearest to the missing `path`, compared along the
+/// whole path: each segment the same or close (see [`suggest`]), so that
+/// `resilient.retry.pett`, `resilient.retyr.pet` and `resilient.retyr.pett`
+/// are all found for `resilient.retry.pet`.
+pub(crate) fn nearest_section(root: &Value, path: &str) -> Option<String> {
     let parts: Vec<&str> = path.split('.').collect();
-    let mut node = root;
-    for (i, part) in parts.iter().enumerate() {
-        let Value::Table(t) = node else { return None };
-        match t.get(*part) {
-            Some(next) if !matches!(next, Value::Nil) => node = next,
-            _ => {
-                let siblings: Vec<&str> = t.keys().map(String::as_str).collect();
-                let near = suggest(part, &siblings)?;
-                let rest = &parts[i + 1..];
-                let mut found = t.get(near)?;
-                for p in rest {
-                    let Value::Table(t) = found else { return None };
-                    found = t.get(*p)?;
-                }
-                if !matches!(found, Value::Table(_)) {
-                    return None;
-                }
-                let mut near_path: Vec<&str> = parts[..i].to_vec();
-                near_path.push(near);
-                near_path.extend_from_slice(rest);
-                return Some(near_path.join("."));
-            }
+    let mut best: Option<(f64, Vec<String>)> = None;
+    let mut trail = Vec::new();
+    walk_near(root, &parts, 0.0, &mut trail, &mut best);
+    best.map(|(_, found)| found.join("."))
+}
+
+/// [`nearest_section`]'s search below `node`, for the segments `rest`.
+fn walk_near(
+    node: &Value,
+    rest: &[&str],
+    score: f64,
+    trail: &mut Vec<String>,
+    best: &mut Option<(f64, Vec<String>)>,
+) {
+    let Value::Table(t) = node else { return };
+    let Some((part, rest)) = rest.split_first() else {
+        if best.as_ref().is_none_or(|(s, _)| score > *s) {
+            *best = Some((score, trail.clone()));
         }
+        return;
+    };
+    for (key, next) in t {
+        let close = if key == part {
+            1.0
+        } else {
+            similarity(key, part)
+        };
+        if close < NEAR {
+            continue;
+        }
+        // The path itself is never found: it is missing, or not a table.
+        trail.push(key.clone());
+        walk_near(next, rest, score + close, trail, best);
+        trail.pop();
     }
-    None
 }
 
 /// `key` without case, underscores and dashes: how keys are compared for a
@@ -769,6 +787,14 @@ fn nearest_section(root: &Value, path: &str) -> Option<String> {
 fn squash(key: &str) -> String {
     key.replace(['_', '-'], "").to_ascii_lowercase()
 }
+
+/// How close two keys are, from 0 to 1, compared [`squash`]ed.
+pub(crate) fn similarity(a: &str, b: &str) -> f64 {
+    strsim::normalized_damerau_levenshtein(&squash(a), &squash(b))
+}
+
+/// The [`similarity`] from which a key is suggested for another.
+pub(crate) const NEAR: f64 = 0.6;
 
 /// Another library's name for a setting: see [`Section::alias`].
 #[derive(Debug)]
@@ -781,11 +807,10 @@ struct Alias {
 /// The known key closest to `key`, compared without case and underscores so
 /// that `delayStep` and `delaystep` (an environment override) find `delay_step`.
 fn suggest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    let key = squash(key);
     known
         .iter()
-        .map(|k| (strsim::normalized_damerau_levenshtein(&key, &squash(k)), *k))
-        .filter(|(score, _)| *score >= 0.6)
+        .map(|k| (similarity(key, k), *k))
+        .filter(|(score, _)| *score >= NEAR)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, k)| k)
 }

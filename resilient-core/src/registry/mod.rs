@@ -30,6 +30,7 @@
 
 mod mechanism;
 mod snapshot;
+mod unread;
 mod versions;
 
 use std::any::{Any, TypeId};
@@ -151,6 +152,9 @@ struct Inner {
     metrics: AtomicBool,
     /// The global switches as configured, and the reload that changes them.
     global: Mutex<GlobalTelemetry>,
+    /// Built for every spec linked into the binary: a reload checks for
+    /// configuration that no spec reads, as the build did (see [`unread`]).
+    whole: bool,
 }
 
 /// One spec of a registry: what it is, its instance, and what its
@@ -224,17 +228,40 @@ fn read_global(root: &Value, problems: &mut Vec<Problem>) -> Option<GlobalTeleme
     global
 }
 
+/// Where the value at a dotted path came from, as far as the configuration's
+/// source tells (a file's name, the environment), for a problem with
+/// configuration that no spec reads. `resilient_config` gives the `config`
+/// crate's origins.
+pub type Origin<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// Reads and validates the section of every entry of `entries` (but the
-/// ones whose paths specs of other kinds share) from `root`.
+/// ones whose paths specs of other kinds share) from `root`; with `whole`
+/// (every spec of the binary), reports the configuration no spec reads.
 fn read_all<'e>(
-    entries: impl Iterator<Item = &'e SpecEntry>,
+    entries: impl Iterator<Item = &'e SpecEntry> + Clone,
     shared: &[&'static str],
     root: &Value,
+    whole: Option<Origin<'_>>,
     problems: &mut Vec<Problem>,
 ) -> Vec<Option<Pending>> {
+    let mut claims: Vec<unread::Claim> = entries
+        .clone()
+        .map(|e| unread::Claim {
+            name: e.name,
+            path: e.path,
+        })
+        .collect();
+    let blocked = unread::blocked(root, &claims, problems);
+    if let Some(origin) = whole {
+        claims.push(unread::Claim {
+            name: GLOBAL,
+            path: GlobalTelemetry::PATH,
+        });
+        unread::unread(root, &claims, origin, problems);
+    }
     entries
         .map(|entry| {
-            if shared.contains(&entry.path) {
+            if shared.contains(&entry.path) || blocked.contains(&entry.path) {
                 return None;
             }
             let mut section = Section::root(entry.name, entry.path, root, problems);
@@ -277,6 +304,22 @@ impl RegistryBuilder {
     ///
     /// Every problem of every spec, sorted by path then key.
     pub fn build(self, root: &Value) -> Result<Registry, Vec<Problem>> {
+        self.build_with_origins(root, &|_| None)
+    }
+
+    /// As [`build`](Self::build), with `origin` naming where a value came
+    /// from in a problem with configuration that no spec reads (checked
+    /// when the builder covers every spec linked into the binary).
+    ///
+    /// # Errors
+    ///
+    /// Every problem, sorted by path then key.
+    pub fn build_with_origins(
+        self,
+        root: &Value,
+        origin: Origin<'_>,
+    ) -> Result<Registry, Vec<Problem>> {
+        let whole = self.only.is_none();
         let mut entries: Vec<SpecEntry> = match self.only {
             Some(only) => only,
             None => SpecEntry::all().copied().collect(),
@@ -285,7 +328,13 @@ impl RegistryBuilder {
         let mut problems = Vec::new();
         let global = read_global(root, &mut problems);
         let shared = shared_sections(&entries, &mut problems);
-        let read = read_all(entries.iter(), &shared, root, &mut problems);
+        let read = read_all(
+            entries.iter(),
+            &shared,
+            root,
+            whole.then_some(origin),
+            &mut problems,
+        );
         let Some(global) = global.filter(|_| problems.is_empty()) else {
             return Err(sorted(problems));
         };
@@ -326,6 +375,7 @@ impl RegistryBuilder {
                 logging: AtomicBool::new(global.logging),
                 metrics: AtomicBool::new(global.metrics),
                 global: Mutex::new(global),
+                whole,
             }),
         })
     }
@@ -611,6 +661,20 @@ impl Registry {
     ///
     /// Every problem of every spec, sorted by path then key.
     pub fn reload(&self, root: &Value) -> Result<Reloaded, Vec<Problem>> {
+        self.reload_with_origins(root, &|_| None)
+    }
+
+    /// As [`reload`](Self::reload), with `origin` naming where a value
+    /// came from (see [`RegistryBuilder::build_with_origins`]).
+    ///
+    /// # Errors
+    ///
+    /// Every problem, sorted by path then key.
+    pub fn reload_with_origins(
+        &self,
+        root: &Value,
+        origin: Origin<'_>,
+    ) -> Result<Reloaded, Vec<Problem>> {
         let inner = &*self.inner;
         // One reload at a time: two would interleave their settings.
         let mut global_was = inner.global.lock().unwrap_or_else(PoisonError::into_inner);
@@ -620,6 +684,7 @@ impl Registry {
             inner.specs.iter().map(|h| &h.entry),
             &[],
             root,
+            inner.whole.then_some(origin),
             &mut problems,
         );
         let Some(global) = global.filter(|_| problems.is_empty()) else {
