@@ -761,7 +761,7 @@ fn walk_near(
 ) {
     let Value::Table(t) = node else { return };
     let Some((part, rest)) = rest.split_first() else {
-        if best.as_ref().is_none_or(|(s, _)| score > *s) {
+        if !matches!(best, Some((s, _)) if *s >= score) {
             *best = Some((score, trail.clone()));
         }
         return;
