@@ -12,7 +12,10 @@ pub use crate::circuit_breaker::{Breaker, CircuitBreakerSpec};
 use crate::concurrency::LimitCall;
 pub use crate::concurrency::{ConcurrencyLimitSpec, Enter, Limiter};
 pub use crate::error::Error;
-pub use crate::fallback::{Answer, FallbackFn, FallbackOn, FallbackOutput};
+pub use crate::fallback::{
+    Answer, FallbackArity, FallbackErrorParam, FallbackFit, FallbackFn, FallbackOn, FallbackOutput,
+    FallbackParam, FallbackParams, FallbackPathParam, FallbackReceiver, NewFit,
+};
 pub use crate::http::Http;
 pub use crate::outcome::{Fail, ResultType};
 use crate::rate_limiter::RateCall;
@@ -251,15 +254,54 @@ where
     output.into_answer()
 }
 
-/// Calls the fallback `target` with `args`, and the error if it takes it.
-/// The target comes last, so that the arguments' types are known when it is
-/// matched against them.
-#[inline]
-pub fn fallback_call<Args, E, Target, M>(args: Args, error: E, target: Target) -> Target::Output
+/// The fallback `target`'s parameters, matched against the arguments and
+/// the error: what the checks below match each argument against.
+/// `R` is the annotated fn's output, whose error type the fallback gets.
+#[inline(always)]
+pub fn fallback_fit<R, F, M, A, E>(_target: &F, _args: &A, _error: &E) -> A::Fit
 where
-    Target: FallbackFn<Args, E, M>,
+    R: ResultType<Err = E>,
+    F: FallbackParams<M>,
+    A: FallbackArity<F::List, E>,
+    A::Fit: NewFit,
 {
-    target.call_fallback(args, error)
+    A::Fit::new_fit()
+}
+
+/// Argument `arg`, passed as the fallback's parameter `I` of type `X`.
+#[inline(always)]
+pub fn fallback_param<X, A, const I: usize>(_param: PhantomData<X>, arg: A) -> X
+where
+    A: FallbackParam<X, I>,
+{
+    arg.into_param()
+}
+
+/// As [`fallback_param`], for a fallback named by a path from `Self`.
+#[inline(always)]
+pub fn fallback_path_param<X, A, const I: usize>(_param: PhantomData<X>, arg: A) -> X
+where
+    A: FallbackPathParam<X, I>,
+{
+    arg.into_param()
+}
+
+/// The receiver, passed as a fallback method's of type `X`.
+#[inline(always)]
+pub fn fallback_receiver<X, A>(_param: PhantomData<X>, receiver: A) -> X
+where
+    A: FallbackReceiver<X>,
+{
+    receiver.into_receiver()
+}
+
+/// The error, passed as the fallback's error parameter of type `X`.
+#[inline(always)]
+pub fn fallback_error<X, E>(_param: PhantomData<X>, error: E) -> X
+where
+    E: FallbackErrorParam<X>,
+{
+    error.into_error_param()
 }
 
 /// The body's outcome (of the fn's return type `R`), entering the chain.

@@ -66,6 +66,7 @@
 //! body's own error, which `on = resilience` does not handle.
 
 use std::future::{Future, Pending};
+use std::marker::PhantomData;
 
 use crate::error::Error;
 use crate::outcome::{Fail, ResultType};
@@ -96,13 +97,176 @@ pub enum WithoutError {}
 #[derive(Debug)]
 pub enum WithError {}
 
-/// A fn that can be called as a fallback with `Args`, and optionally the
-/// error `E`; `M` tells the two apart. Implemented for every such fn.
+// How a fallback is matched against what `method` passes, one question at a
+// time, so that a mismatch is reported as what it is: the fallback's
+// parameters are read off its type (`FallbackParams`); their number is
+// matched against the arguments named (`FallbackArity`), which also says
+// whether the last one takes the error; then each parameter against the
+// argument passed there (`FallbackParam`, numbered as the user counts them)
+// and the error parameter against the error (`FallbackErrorParam`). Each
+// check returns a value of the fallback's own type, whether it holds or
+// not, so a mismatch is reported once and the call below it still fits.
+
+/// The parameters of a fallback fn, as a tuple (`M` is that tuple).
 #[diagnostic::on_unimplemented(
-    message = "the fallback does not take what `method` passes: `{Args}`, optionally followed by the error `{E}`",
-    label = "passes `{Args}` (the arguments named here, a method's receiver first), then optionally the error `{E}`",
-    note = "give it exactly these parameters, in this order, with at most one more, last: the error, by value as `{E}` (not `&{E}`); or change the arguments named in `method = \"..\"`"
+    message = "`method` names `{Self}`, which is not a fn",
+    label = "names a value of type `{Self}`",
+    note = "a fallback is a fn in scope, or a method of the same type, that takes the arguments named in `method = \"..\"`"
 )]
+pub trait FallbackParams<M> {
+    /// The fallback's parameter types.
+    type List;
+}
+
+/// Arguments named by `method` (`Self`, a method's receiver first), then
+/// perhaps the error `E`, against a fallback's parameters `P`.
+#[diagnostic::on_unimplemented(
+    message = "the fallback takes `{P}`, and `method` passes `{Self}`",
+    label = "passes `{Self}` (the arguments named here, a method's receiver first), and may pass the error `{E}` as one more, last",
+    note = "a fallback takes the arguments `method` names, in that order, and at most one more parameter, last: the error, by value as `{E}`; change the fallback's parameters or the names in `method = \"..\"`"
+)]
+pub trait FallbackArity<P, E> {
+    /// A [`FallbackFit`] of the parameters that take the named arguments,
+    /// of what the last one takes the error as (`E` if none does), and of
+    /// `WithError` or `WithoutError`. One type, so that when the count does
+    /// not fit, nothing that follows from it is reported again.
+    type Fit;
+}
+
+/// An argument of type `Self`, passed where the fallback's parameter `I`
+/// (counted from 1, the receiver not counted) takes `X`.
+#[diagnostic::on_unimplemented(
+    message = "the fallback's parameter {I} takes `{X}`, and `method` passes `{Self}` there",
+    label = "passes `{Self}` as parameter {I}",
+    note = "`method` passes the named arguments in its order, as clones of the annotated fn's; give parameter {I} the type `{Self}`, or name another argument there"
+)]
+pub trait FallbackParam<X, const I: usize> {
+    /// The argument, as the parameter's type (which it is).
+    fn into_param(self) -> X;
+}
+
+impl<T, const I: usize> FallbackParam<T, I> for T {
+    #[inline(always)]
+    fn into_param(self) -> T {
+        self
+    }
+}
+
+/// As [`FallbackParam`], for a fallback named by a path from `Self`
+/// (`Self::cached(id)`) in a method: such a path is called as written,
+/// without the receiver, which is the usual reason for a mismatch.
+#[diagnostic::on_unimplemented(
+    message = "the fallback's parameter {I} takes `{X}`, and `method` passes `{Self}` there",
+    label = "passes `{Self}` as parameter {I}",
+    note = "a fallback named by a path, `Self::name(..)`, is called as written, without the receiver; to call a method on the annotated method's receiver, name it alone: `method = \"name(..)\"`"
+)]
+pub trait FallbackPathParam<X, const I: usize> {
+    /// The argument, as the parameter's type (which it is).
+    fn into_param(self) -> X;
+}
+
+impl<T, const I: usize> FallbackPathParam<T, I> for T {
+    #[inline(always)]
+    fn into_param(self) -> T {
+        self
+    }
+}
+
+/// The annotated method's receiver `Self`, passed to a fallback method
+/// whose receiver is `X`.
+#[diagnostic::on_unimplemented(
+    message = "the fallback method takes its receiver as `{X}`, and the annotated method passes `{Self}`",
+    label = "passes the receiver as `{Self}`",
+    note = "a fallback method is called on the annotated method's receiver: take it as the annotated method does"
+)]
+pub trait FallbackReceiver<X> {
+    /// The receiver, as the fallback's (which it is).
+    fn into_receiver(self) -> X;
+}
+
+impl<T> FallbackReceiver<T> for T {
+    #[inline(always)]
+    fn into_receiver(self) -> T {
+        self
+    }
+}
+
+/// The error `Self` the fallback gets, where its last parameter takes `X`.
+#[diagnostic::on_unimplemented(
+    message = "the fallback's last parameter takes `{X}`, and what `method` passes there is the error, `{Self}`",
+    label = "passes the arguments named here, then the error `{Self}`",
+    note = "if that parameter is for the error, take it as `{Self}`, by value; if it is for an argument, name that argument in `method = \"..\"`"
+)]
+pub trait FallbackErrorParam<X> {
+    /// The error, as the parameter's type (which it is).
+    fn into_error_param(self) -> X;
+}
+
+impl<T> FallbackErrorParam<T> for T {
+    #[inline(always)]
+    fn into_error_param(self) -> T {
+        self
+    }
+}
+
+/// What a fallback's parameters say: the types of the named ones (`N`), of
+/// the error (`X`), and whether it takes the error (`M`).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct FallbackFit<N, X, M>(PhantomData<Types<N, X, M>>);
+
+/// The types a [`FallbackFit`] carries, owning none of them.
+type Types<N, X, M> = fn() -> (N, X, M);
+
+/// Made by the arity check, whatever it found.
+#[doc(hidden)]
+pub trait NewFit {
+    /// The fit.
+    fn new_fit() -> Self;
+}
+
+impl<N, X, M> NewFit for FallbackFit<N, X, M> {
+    #[inline(always)]
+    fn new_fit() -> Self {
+        FallbackFit(PhantomData)
+    }
+}
+
+impl<N, X, M> FallbackFit<N, X, M> {
+    /// One marker per named parameter, to match each argument against.
+    #[inline(always)]
+    pub fn named(&self) -> <PhantomData<N> as FallbackSplit>::Parts
+    where
+        PhantomData<N>: FallbackSplit,
+    {
+        PhantomData::<N>.split()
+    }
+
+    /// The error parameter's type.
+    #[inline(always)]
+    pub fn error(&self) -> PhantomData<X> {
+        PhantomData
+    }
+
+    /// Calls the fallback with arguments and error of its own types.
+    #[inline(always)]
+    pub fn call<F: FallbackFn<N, X, M>>(&self, target: F, args: N, error: X) -> F::Output {
+        target.call_fallback(args, error)
+    }
+}
+
+/// A tuple's marker split into one marker per element.
+#[doc(hidden)]
+pub trait FallbackSplit {
+    /// `(PhantomData<X0>, ..)`.
+    type Parts;
+    /// Splits it.
+    fn split(self) -> Self::Parts;
+}
+
+/// A fn that can be called as a fallback with `Args`, and optionally the
+/// error `E`; `M` tells the two apart. Implemented for every such fn; the
+/// checks above match the arguments first.
 pub trait FallbackFn<Args, E, M> {
     /// What the fallback returns.
     type Output;
@@ -137,6 +301,78 @@ macro_rules! fallback_fn {
         }
     };
 }
+
+macro_rules! fallback_params {
+    ($($p:ident),*) => {
+        impl<F, R, $($p),*> FallbackParams<($($p,)*)> for F
+        where
+            F: FnOnce($($p),*) -> R,
+        {
+            type List = ($($p,)*);
+        }
+    };
+}
+
+fallback_params!();
+fallback_params!(P1);
+fallback_params!(P1, P2);
+fallback_params!(P1, P2, P3);
+fallback_params!(P1, P2, P3, P4);
+fallback_params!(P1, P2, P3, P4, P5);
+fallback_params!(P1, P2, P3, P4, P5, P6);
+fallback_params!(P1, P2, P3, P4, P5, P6, P7);
+fallback_params!(P1, P2, P3, P4, P5, P6, P7, P8);
+fallback_params!(P1, P2, P3, P4, P5, P6, P7, P8, P9);
+
+macro_rules! fallback_arity {
+    ($(($p:ident, $a:ident)),*) => {
+        #[diagnostic::do_not_recommend]
+        impl<E, $($p,)* $($a),*> FallbackArity<($($p,)*), E> for ($($a,)*) {
+            type Fit = FallbackFit<($($p,)*), E, WithoutError>;
+        }
+
+        #[diagnostic::do_not_recommend]
+        impl<E, PE, $($p,)* $($a),*> FallbackArity<($($p,)* PE,), E> for ($($a,)*) {
+            type Fit = FallbackFit<($($p,)*), PE, WithError>;
+        }
+
+        impl<$($p),*> FallbackSplit for PhantomData<($($p,)*)> {
+            type Parts = ($(PhantomData<$p>,)*);
+            #[inline(always)]
+            #[allow(clippy::unused_unit)]
+            fn split(self) -> Self::Parts {
+                ($(PhantomData::<$p>,)*)
+            }
+        }
+    };
+}
+
+fallback_arity!();
+fallback_arity!((P1, A1));
+fallback_arity!((P1, A1), (P2, A2));
+fallback_arity!((P1, A1), (P2, A2), (P3, A3));
+fallback_arity!((P1, A1), (P2, A2), (P3, A3), (P4, A4));
+fallback_arity!((P1, A1), (P2, A2), (P3, A3), (P4, A4), (P5, A5));
+fallback_arity!((P1, A1), (P2, A2), (P3, A3), (P4, A4), (P5, A5), (P6, A6));
+fallback_arity!(
+    (P1, A1),
+    (P2, A2),
+    (P3, A3),
+    (P4, A4),
+    (P5, A5),
+    (P6, A6),
+    (P7, A7)
+);
+fallback_arity!(
+    (P1, A1),
+    (P2, A2),
+    (P3, A3),
+    (P4, A4),
+    (P5, A5),
+    (P6, A6),
+    (P7, A7),
+    (P8, A8)
+);
 
 fallback_fn!();
 fallback_fn!(A1);

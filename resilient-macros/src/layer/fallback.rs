@@ -60,6 +60,37 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStre
             }
         })
         .collect();
+    // Each argument is matched against the fallback's parameter it goes to
+    // (numbered as the user counts them: from 1, a receiver apart), so that
+    // a mismatch names that parameter; see `resilient_core::fallback`.
+    let has_receiver = names.first().is_some_and(|n| *n == "self");
+    let self_path = cx.receiver.is_some()
+        && f.target.segments.len() > 1
+        && f.target.segments.first().is_some_and(|s| s.ident == "Self");
+    let markers: Vec<syn::Ident> = (0..names.len())
+        .map(|i| format_ident!("__resilient_param{}", i, span = span))
+        .collect();
+    let typed: Vec<TokenStream> = markers
+        .iter()
+        .enumerate()
+        .map(|(i, marker)| {
+            let field = syn::Index {
+                index: u32::try_from(i).unwrap_or(u32::MAX),
+                span,
+            };
+            if has_receiver && i == 0 {
+                quote_spanned!(span=> #p::fallback_receiver(#marker, __resilient_args.#field))
+            } else {
+                let number = i + usize::from(!has_receiver);
+                let check = if self_path {
+                    quote_spanned!(span=> fallback_path_param)
+                } else {
+                    quote_spanned!(span=> fallback_param)
+                };
+                quote_spanned!(span=> #p::#check::<_, _, #number>(#marker, __resilient_args.#field))
+            }
+        })
+        .collect();
     // What is inside runs first, in the fn's own future; its outcome then
     // passes on, or its error goes to the fallback. The arguments and the
     // error are typed before the fallback is matched against them, so that
@@ -80,8 +111,12 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStre
                 ::core::result::Result::Ok(__resilient_o) => break '__resilient_fallback __resilient_o,
                 ::core::result::Result::Err(__resilient_error) => {
                     let __resilient_args = (#(#args,)*);
+                    let __resilient_fit = #p::fallback_fit::<#ret, _, _, _, _>(&#target, &__resilient_args, &__resilient_error);
+                    let (#(#markers,)*) = __resilient_fit.named();
+                    let __resilient_args = (#(#typed,)*);
+                    let __resilient_error = #p::fallback_error(__resilient_fit.error(), __resilient_error);
                     match #p::fallback_output::<#ret, _, _, _, _>(
-                        #p::fallback_call(__resilient_args, __resilient_error, #target),
+                        __resilient_fit.call(#target, __resilient_args, __resilient_error),
                     ) {
                         #p::Answer::Now(__resilient_answer) => {
                             // Named first: syn reads `'label ::path` as the
