@@ -384,3 +384,35 @@ pub fn fallback_arg<T: FallbackArg>(arg: &T) -> T {
 pub fn clone_arg<T: RetryArg>(arg: &T) -> T {
     arg.clone()
 }
+
+/// A receiver taken by value (`self`, `self: Box<Self>`) that retry clones
+/// for each attempt.
+#[diagnostic::on_unimplemented(
+    message = "`#[retryable]` needs a fresh receiver for each attempt, and `{Self}` is not `Clone`",
+    label = "the receiver is taken by value here",
+    note = "take `&self` (each attempt borrows the receiver), or `self: Arc<Self>` (each attempt gets a clone of the `Arc`), or implement `Clone` for `{Self}`"
+)]
+pub trait RetryReceiver: Clone {}
+
+impl<T: Clone> RetryReceiver for T {}
+
+/// A fresh clone of the receiver, for one attempt.
+pub fn clone_receiver<T: RetryReceiver>(receiver: &T) -> T {
+    receiver.clone()
+}
+
+/// A receiver taken by value that a fallback method is called on: it gets
+/// a clone, made before the call consumes the receiver.
+#[diagnostic::on_unimplemented(
+    message = "the fallback method is called on a clone of the receiver, and `{Self}` is not `Clone`",
+    label = "the receiver is taken by value here",
+    note = "take `&self` in both methods, or `self: Arc<Self>`, or implement `Clone` for `{Self}`; or name a free fn as the fallback (a path such as `crate::cache::lookup(id)`)"
+)]
+pub trait FallbackReceiverArg: Clone {}
+
+impl<T: Clone> FallbackReceiverArg for T {}
+
+/// A clone of the receiver, for a fallback method.
+pub fn fallback_receiver_arg<T: FallbackReceiverArg>(receiver: &T) -> T {
+    receiver.clone()
+}

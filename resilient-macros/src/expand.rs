@@ -152,7 +152,7 @@ pub(crate) fn check(func: &ItemFn, layers: &[Layer]) -> syn::Result<()> {
             let mut_ref = match arg {
                 FnArg::Receiver(r) => match (&r.reference, &r.mutability) {
                     (Some((and, _)), Some(m)) => Some(quote!(#and #m)),
-                    (None, _) => mut_ref_type(&r.ty),
+                    (None, _) => mut_ref_type(&r.ty).or_else(|| mut_ref_within(&r.ty)),
                     _ => None,
                 },
                 FnArg::Typed(t) => mut_ref_type(&t.ty).or_else(|| mut_ref_within(&t.ty)),
@@ -263,7 +263,9 @@ fn mut_ref_within(ty: &Type) -> Option<TokenStream> {
         Type::Group(g) => mut_ref_within(&g.elem),
         Type::Path(p) if p.qself.is_none() => {
             let last = p.path.segments.last()?;
-            if last.ident != "Option" {
+            // `Pin<&mut T>` (as in `self: Pin<&mut Self>`) is no more
+            // `Clone` than `&mut T`.
+            if last.ident != "Option" && last.ident != "Pin" {
                 return None;
             }
             match &last.arguments {
@@ -334,14 +336,14 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> ItemFn {
         .collect();
     // Arguments the body needs afresh for each attempt.
     let mut rebind = Vec::new();
-    let mut owned_self = false;
+    let mut owned_self = None;
     let mut self_mut = None;
     if again {
         for (i, arg) in func.sig.inputs.iter_mut().enumerate() {
             match arg {
                 FnArg::Receiver(r) => {
                     if r.reference.is_none() && !is_ref_type(&r.ty) {
-                        owned_self = true;
+                        owned_self = Some(r.self_token.span);
                         self_mut = r.mutability.take();
                     }
                 }
@@ -383,10 +385,15 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> ItemFn {
     }
 
     let mut body = func.block.to_token_stream();
-    if owned_self {
+    if let Some(receiver_span) = owned_self {
         let self_ident = Ident::new("__resilient_self", Span::call_site());
         body = rename_self(body, &self_ident);
-        rebind.push(quote! { let #self_mut #self_ident = #p::clone_arg(&self); });
+        // At the receiver, so that a receiver that is not `Clone` is
+        // reported there.
+        let this = Ident::new("self", receiver_span);
+        rebind.push(quote_spanned! {receiver_span=>
+            let #self_mut #self_ident = #p::clone_receiver(&#this);
+        });
     }
     // The return type, for the layers' bounds (errors about it point at it).
     // `check` rejected `impl Trait` in it, which could not be named here.
@@ -425,6 +432,10 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> ItemFn {
         ret: ret_arg.clone(),
         again,
         receiver: receiver(&func.sig),
+        self_span: func
+            .sig
+            .receiver()
+            .map_or_else(Span::call_site, |r| r.self_token.span),
         fn_name: func.sig.ident.clone(),
     };
     // Without a retry the call consumes its arguments: a fallback gets clones
@@ -437,20 +448,18 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> ItemFn {
                 let span = Span::call_site().located_at(f.method.span());
                 let takes_self =
                     f.target.get_ident().is_some() && cx.receiver == Some(Receiver::Owned);
-                let self_ident = Ident::new("self", Span::call_site());
+                let self_ident = Ident::new("self", cx.self_span);
                 let names = f.args.iter().chain(takes_self.then_some(&self_ident));
                 for name in names {
                     let to = layer::fallback_saved(name);
                     if !saved.iter().any(|(t, _): &(Ident, TokenStream)| *t == to) {
-                        let source = if name == "self" {
-                            quote!(self)
-                        } else {
-                            quote!(#name)
-                        };
-                        saved.push((
-                            to.clone(),
-                            quote_spanned!(span=> let #to = #p::fallback_arg(&#source);),
-                        ));
+                        let source = quote!(#name);
+                        saved.push((to.clone(), {
+                            // The receiver's clone at the receiver.
+                            let at = if name == "self" { cx.self_span } else { span };
+                            let clone = layer::fallback_clone_fn(name);
+                            quote_spanned!(at=> let #to = #p::#clone(&#source);)
+                        }));
                     }
                 }
             }

@@ -146,6 +146,8 @@ pub(crate) struct Context {
     pub(crate) again: bool,
     /// The fn's receiver, if it is a method.
     pub(crate) receiver: Option<Receiver>,
+    /// Where the receiver's `self` is written (the call site without one).
+    pub(crate) self_span: proc_macro2::Span,
     /// The fn's name.
     pub(crate) fn_name: Ident,
 }

@@ -12,6 +12,17 @@ pub(crate) fn saved(name: &syn::Ident) -> syn::Ident {
     format_ident!("__resilient_fb_{}", name, span = Span::call_site())
 }
 
+/// What clones argument `name` for the fallback: the receiver has its own
+/// message, since it cannot be left out of `method`.
+pub(crate) fn clone_fn(name: &syn::Ident) -> syn::Ident {
+    let f = if name == "self" {
+        "fallback_receiver_arg"
+    } else {
+        "fallback_arg"
+    };
+    syn::Ident::new(f, Span::call_site())
+}
+
 pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStream) -> TokenStream {
     // At the `method` string, but marked as generated: rustc then reports
     // the bounds below in our words, and suggests no edit to the string
@@ -31,7 +42,7 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStre
     // With a retry, the originals stay in place and are cloned when the
     // fallback runs; without one, the call consumes them, and the fallback
     // takes the clones saved before it (moved in at their last use).
-    let self_ident = syn::Ident::new("self", Span::call_site());
+    let self_ident = syn::Ident::new("self", cx.self_span);
     let mut names: Vec<&syn::Ident> = Vec::new();
     let target = &f.target;
     let target = if f.target.get_ident().is_some() && cx.receiver.is_some() {
@@ -49,12 +60,15 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStre
                 return quote!(self);
             }
             if cx.again {
-                return quote_spanned!(span=> #p::fallback_arg(&#name));
+                let clone = clone_fn(name);
+                let at = if *name == "self" { cx.self_span } else { span };
+                return quote_spanned!(at=> #p::#clone(&#name));
             }
             let saved = saved(name);
             let used_later = names[i + 1..].iter().any(|n| n == name);
             if used_later {
-                quote_spanned!(span=> #p::fallback_arg(&#saved))
+                let clone = clone_fn(name);
+                quote_spanned!(span=> #p::#clone(&#saved))
             } else {
                 quote_spanned!(span=> #saved)
             }

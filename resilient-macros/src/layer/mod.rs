@@ -9,6 +9,7 @@ use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote_spanned;
 use syn::Lifetime;
 
+pub(crate) use fallback::clone_fn as fallback_clone_fn;
 pub(crate) use fallback::saved as fallback_saved;
 
 use crate::model::{Context, Kind, Layer, LayerArgs};
