@@ -341,7 +341,8 @@ where
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot carry a resilience failure",
     label = "`{Self}` does not implement `From<resilient_core::Error>`",
-    note = "add a variant for it, for example `#[error(transparent)] Resilience(#[from] resilient_core::Error)` with thiserror"
+    note = "if `{Self}` is your own type, add a variant for it, for example `#[error(transparent)] Resilience(#[from] resilient_core::Error)` with thiserror",
+    note = "if it is not (`String`, `&str`, `std::io::Error`, another crate's error), return an error type that can carry both: your own enum with such a variant beside one for `{Self}`, `Box<dyn std::error::Error + Send + Sync>`, or `anyhow::Error`"
 )]
 pub trait ResilientError {
     /// `From::from`, without making `From<Error>` a supertrait (which would
@@ -349,6 +350,9 @@ pub trait ResilientError {
     fn from_resilient(e: Error) -> Self;
 }
 
+// Not recommended: a missing impl is then reported as this trait's, in the
+// words above, not as `From`'s with a list of its unrelated impls.
+#[diagnostic::do_not_recommend]
 impl<E: From<Error>> ResilientError for E {
     fn from_resilient(e: Error) -> Self {
         E::from(e)
