@@ -5,7 +5,32 @@ use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{LitStr, Path, Token};
 
-use crate::model::{FallbackArgs, FallbackOn, Kind};
+use crate::model::{FallbackArgs, FallbackOn, Func, Kind};
+
+/// Reads an annotated fn: attributes, visibility and signature, and the
+/// body as one brace-delimited group, unparsed.
+pub(crate) fn parse_fn(item: TokenStream) -> syn::Result<Func> {
+    let parser = |input: ParseStream<'_>| -> syn::Result<Func> {
+        let attrs = input.call(syn::Attribute::parse_outer)?;
+        let vis = input.parse()?;
+        let sig = input.parse()?;
+        let body = input.step(|cursor| match cursor.token_tree() {
+            Some((proc_macro2::TokenTree::Group(g), rest))
+                if g.delimiter() == proc_macro2::Delimiter::Brace =>
+            {
+                Ok((g, rest))
+            }
+            _ => Err(cursor.error("expected the fn's body")),
+        })?;
+        Ok(Func {
+            attrs,
+            vis,
+            sig,
+            body,
+        })
+    };
+    parser.parse2(item)
+}
 
 /// Parses the tokens inside `#[retryable(..)]`; `span` is where to report a
 /// missing spec.

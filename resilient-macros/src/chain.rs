@@ -8,7 +8,7 @@
 
 use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
-use syn::{ItemFn, Meta};
+use syn::Meta;
 
 use crate::diag::{self, Errors};
 use crate::model::{Kind, Layer, LayerArgs};
@@ -32,7 +32,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
     if is_done(&attr) {
         return TokenStream::new();
     }
-    let mut func: ItemFn = match syn::parse2(item.clone()) {
+    let mut func = match args::parse_fn(item.clone()) {
         Ok(func) => func,
         Err(_) => {
             let name = kind.attr_name();
@@ -109,18 +109,16 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
     if let Err(e) = errors.finish() {
         // The fn without its resilience attributes: one error, no cascade.
         // The specs stay named in the body, so their imports are still used.
-        for spec in layers.iter().filter_map(Layer::spec) {
-            func.block.stmts.insert(
-                0,
-                syn::parse_quote!(let _ = ::core::marker::PhantomData::<#spec>;),
-            );
-        }
-        func.block.stmts.splice(0..0, markers);
-        return diag::with_item(quote::quote!(#func), e);
+        let specs = layers.iter().filter_map(Layer::spec);
+        let inner = func.body.stream();
+        let body = quote::quote! {
+            #(#markers)*
+            #(let _ = ::core::marker::PhantomData::<#specs>;)*
+            #inner
+        };
+        return diag::with_item(func.with_body(body), e);
     }
-    let mut out = expand::expand(func, &layers);
-    out.block.stmts.splice(0..0, markers);
-    quote::quote!(#out)
+    expand::expand(func, &layers, quote::quote!(#(#markers)*))
 }
 
 /// Whether the attribute's arguments are the marker [`DONE`].

@@ -4,11 +4,11 @@
 use proc_macro2::{Group, Ident, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
-use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
+use syn::{FnArg, Pat, ReturnType, Type};
 
 use crate::diag::Errors;
 use crate::layer;
-use crate::model::{Context, FallbackArgs, Kind, Layer, LayerArgs, Receiver};
+use crate::model::{Context, FallbackArgs, Func, Kind, Layer, LayerArgs, Receiver};
 
 fn receiver(sig: &syn::Signature) -> Option<Receiver> {
     sig.receiver().map(|r| {
@@ -37,7 +37,7 @@ fn param_names(sig: &syn::Signature) -> Vec<Ident> {
 }
 
 /// Checks a fallback's reference against the fn's parameters.
-fn check_fallback(func: &ItemFn, f: &FallbackArgs, errors: &mut Errors) {
+fn check_fallback(func: &Func, f: &FallbackArgs, errors: &mut Errors) {
     let names = param_names(&func.sig);
     let listed = || {
         if names.is_empty() {
@@ -99,7 +99,7 @@ fn check_fallback(func: &ItemFn, f: &FallbackArgs, errors: &mut Errors) {
 }
 
 /// Checks that the fn can carry `layers`, reporting every problem at once.
-pub(crate) fn check(func: &ItemFn, layers: &[Layer]) -> syn::Result<()> {
+pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
     let Some(first) = layers.first() else {
         return Ok(());
     };
@@ -173,7 +173,7 @@ pub(crate) fn check(func: &ItemFn, layers: &[Layer]) -> syn::Result<()> {
 /// The error for a fn written `async fn` that an attribute expanded before
 /// this one turned into a plain fn, if its shape says so: the user sees
 /// `async fn` in the source, so "add `async`" would contradict it.
-fn rewritten_above(func: &ItemFn, name: &str) -> Option<syn::Error> {
+fn rewritten_above(func: &Func, name: &str) -> Option<syn::Error> {
     let sig = &func.sig;
     let async_trait = sig
         .generics
@@ -200,7 +200,11 @@ fn rewritten_above(func: &ItemFn, name: &str) -> Option<syn::Error> {
                 .map(|s| s.ident.to_string())
                 .eq(["core", "prelude", "v1", "test"])
     });
-    let async_local = func.block.stmts.iter().any(|stmt| {
+    // Parsed here only: a fn that is not `async` is an error anyway.
+    let stmts = syn::parse2::<syn::Block>(func.body.to_token_stream())
+        .map(|b| b.stmts)
+        .unwrap_or_default();
+    let async_local = stmts.iter().any(|stmt| {
         matches!(stmt, syn::Stmt::Local(syn::Local { pat: Pat::Ident(p), init: Some(init), .. })
             if p.ident == "body" && matches!(&*init.expr, syn::Expr::Async(_)))
     });
@@ -319,11 +323,13 @@ fn is_result(ty: &Type) -> bool {
 }
 
 /// Rewrites the fn's body into the nested chain. `check` has passed.
-pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> ItemFn {
+/// `markers` go first in the new body.
+pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> TokenStream {
     let p = quote!(::resilient_core::__private);
     let again = layers.iter().any(|l| l.kind.calls_again());
     let ReturnType::Type(_, ret) = func.sig.output.clone() else {
-        return func;
+        let inner = func.body.stream();
+        return func.with_body(quote!(#markers #inner));
     };
 
     let fallback_names: Vec<Ident> = layers
@@ -384,7 +390,7 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> ItemFn {
         }
     }
 
-    let mut body = func.block.to_token_stream();
+    let mut body = func.body.to_token_stream();
     if let Some(receiver_span) = owned_self {
         let self_ident = Ident::new("__resilient_self", Span::call_site());
         body = rename_self(body, &self_ident);
@@ -470,8 +476,6 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> ItemFn {
     // future, with no future or closure per layer (a timeout bounds each
     // await inside it; a fallback decides on the outcome in place).
     let chain = nest(layers, &cx, false, body);
-    // Keep the body's braces: the fn's span then stays in the user's code, so
-    // lints on the fn as a whole (`dead_code`) still fire.
     // Spanned from the return type's first token to its last, so that a
     // missing `From<resilient_core::Error>` is reported at the whole type.
     let mut ret_tokens = ret.to_token_stream().into_iter().map(|t| t.span());
@@ -479,14 +483,13 @@ pub(crate) fn expand(mut func: ItemFn, layers: &[Layer]) -> ItemFn {
     let last = ret_tokens.last().unwrap_or(first);
     let wrap_fn = quote_spanned!(first=> ::resilient_core::__private::error_wrap::<#ret_arg, _>);
     let wrap = quote_spanned!(last=> #wrap_fn());
-    let block: syn::Block = syn::parse_quote!({
+    func.with_body(quote! {
+        #markers
         let __resilient_wrap = #wrap;
         #(#saved)*
         let __resilient_out = #chain;
         #p::finish::<#ret_arg, _, _>(__resilient_out, __resilient_wrap)
-    });
-    func.block.stmts = block.stmts;
-    func
+    })
 }
 
 fn is_ref_type(ty: &Type) -> bool {

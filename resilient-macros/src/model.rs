@@ -7,6 +7,32 @@ use proc_macro2::{Ident, Span, TokenStream};
 use syn::spanned::Spanned;
 use syn::{Attribute, LitStr, Path};
 
+/// An annotated fn as the attribute reads it: the signature parsed, the
+/// body passed through as tokens (nothing in it needs reading, and parsing
+/// it costs most of the attribute's own time on a long body).
+pub(crate) struct Func {
+    pub(crate) attrs: Vec<Attribute>,
+    pub(crate) vis: syn::Visibility,
+    pub(crate) sig: syn::Signature,
+    /// The body, braces included.
+    pub(crate) body: proc_macro2::Group,
+}
+
+impl Func {
+    /// The fn with `body` (tokens without braces) in place of its body,
+    /// in braces spanned as the original ones, so that the fn's span stays
+    /// in the user's code and lints on the fn as a whole (`dead_code`)
+    /// still fire.
+    pub(crate) fn with_body(&self, body: TokenStream) -> TokenStream {
+        let Func {
+            attrs, vis, sig, ..
+        } = self;
+        let mut group = proc_macro2::Group::new(proc_macro2::Delimiter::Brace, body);
+        group.set_span(self.body.span());
+        quote::quote!(#(#attrs)* #vis #sig #group)
+    }
+}
+
 /// A resilience mechanism, as named by its attribute.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Kind {
