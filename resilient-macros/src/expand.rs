@@ -390,7 +390,15 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
         }
     }
 
-    let mut body = func.body.to_token_stream();
+    // Inner attributes (`#![allow(..)]`) go on the fn as outer ones: the
+    // body becomes an async block, where they are not allowed.
+    let (inner_attrs, mut body) = split_inner_attrs(func.body.stream());
+    for group in inner_attrs {
+        let outer = quote!(# #group);
+        if let Ok(mut attrs) = syn::parse::Parser::parse2(syn::Attribute::parse_outer, outer) {
+            func.attrs.append(&mut attrs);
+        }
+    }
     if let Some(receiver_span) = owned_self {
         let self_ident = Ident::new("__resilient_self", Span::call_site());
         body = rename_self(body, &self_ident);
@@ -411,12 +419,15 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
     // a timeout, its await is bounded by the timer.
     let typed = quote!(: #ret);
     let timed = layers.iter().any(|l| l.kind == Kind::Timeout);
-    // A `return` of the fn's type that never runs, first in the block: the
-    // block's output is then known before its body is checked, so a type
+    // A `return` of the fn's type that never runs, first in the body: the
+    // block's output is then known before the body is checked, so a type
     // error in the body is reported in the body (at `name` in `Ok(name)`,
-    // as without the attribute), not at the attribute.
-    let body = quote! {
-        async move {
+    // as without the attribute), not at the attribute. Inside the body's
+    // own braces, so that the body is not a block in a block (which
+    // `unused_braces` would report in the user's code).
+    let mut block = Group::new(
+        proc_macro2::Delimiter::Brace,
+        quote! {
             if let ::core::option::Option::Some(__resilient_ret) =
                 ::core::option::Option::None::<#ret_arg>
             {
@@ -424,8 +435,10 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
                 return __resilient_ret;
             }
             #body
-        }
-    };
+        },
+    );
+    block.set_span(func.body.span());
+    let body = quote!(async move #block);
     let body = layer::awaited(timed, Span::call_site(), body);
     let body = quote! {
         {
@@ -490,6 +503,37 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
         let __resilient_out = #chain;
         #p::finish::<#ret_arg, _, _>(__resilient_out, __resilient_wrap)
     })
+}
+
+/// The bracketed groups of the body's leading inner attributes
+/// (`#![allow(..)]`), and the rest of the body.
+fn split_inner_attrs(body: TokenStream) -> (Vec<Group>, TokenStream) {
+    let trees: Vec<TokenTree> = body.into_iter().collect();
+    let mut at = 0;
+    while let (
+        Some(TokenTree::Punct(hash)),
+        Some(TokenTree::Punct(bang)),
+        Some(TokenTree::Group(g)),
+    ) = (trees.get(at), trees.get(at + 1), trees.get(at + 2))
+    {
+        if hash.as_char() != '#'
+            || bang.as_char() != '!'
+            || g.delimiter() != proc_macro2::Delimiter::Bracket
+        {
+            break;
+        }
+        at += 3;
+    }
+    let mut trees = trees;
+    let rest: TokenStream = trees.split_off(at).into_iter().collect();
+    let groups = trees
+        .into_iter()
+        .filter_map(|t| match t {
+            TokenTree::Group(g) => Some(g),
+            _ => None,
+        })
+        .collect();
+    (groups, rest)
 }
 
 fn is_ref_type(ty: &Type) -> bool {
