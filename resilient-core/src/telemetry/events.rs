@@ -179,7 +179,7 @@ impl Listeners {
     pub(crate) fn emit(&self, spec: &'static str, path: &'static str, event: &Event) {
         let list = self.list.read().unwrap_or_else(PoisonError::into_inner);
         for (_, only, listener) in list.iter() {
-            if only.map_or(true, |(s, p)| s == spec && p == path) {
+            if only.is_none_or(|(s, p)| s == spec && p == path) {
                 listener(event);
             }
         }
