@@ -5,23 +5,27 @@
 //!
 //! The *roots* are the first segment of every spec path, and `resilient`
 //! (the global telemetry switches' table): with specs at
-//! `resilient.retry.pet` and `payments.retry.card`, the roots are
-//! `resilient` and `payments`. Under a root, every table must lead to a
-//! spec's section: a table or a value there that no spec reads
-//! (`[resilient.retyr.pet]`, an override of `resilient.retry.pett.attempts`)
-//! is a problem, with the nearest spec path suggested. Tables outside the
-//! roots (`[app]`) are the application's and never looked at. Inside a
-//! spec's own section, an unknown key is the section reader's problem, and
-//! is not reported here again.
+//! `resilient.retry.pet` and `app.resilience.retry.card`, the roots are
+//! `resilient` and `app`. `resilient` is resilient's whole: every table in
+//! it must lead to a spec's section, so a table or a value there that no
+//! spec reads (`[resilient.retyr.pet]`, an override of
+//! `resilient.retry.pett.attempts`) is a problem, with the nearest spec
+//! path suggested. Under a root of the application's own, the first level
+//! is the application's too (`app.port`, `app.db`): only the tables that
+//! lead to a spec's section are followed, and below them every table must
+//! lead on (`[app.resilience.retyr.card]` is reported). Tables outside the
+//! roots are never looked at. Inside a spec's own section, an unknown key
+//! is the section reader's problem, and is not reported here again.
 //!
 //! Why the first segment: a section can only be found at its spec's path,
-//! so a typo in any segment but the first leaves a table under the root
-//! that nothing reads. The parents of the spec paths (`resilient.retry`)
-//! would miss `[resilient.retyr.pet]`; their longest common prefix would
-//! change with each spec added, so which typos are caught, and which of
-//! the application's own keys are refused, would depend on the specs linked.
-//! The rule asks one thing of an application: keep its own settings out of
-//! the top-level tables its specs live in.
+//! so a typo in any later segment leaves a table under the root that
+//! nothing reads. The parents of the spec paths (`resilient.retry`) would
+//! miss `[resilient.retyr.pet]`; their longest common prefix would change
+//! with each spec added, so which typos are caught would depend on the
+//! specs linked. A typo in the second segment under an application's root
+//! (`[app.resilense.retry.card]`) is not reported here, since that level
+//! is the application's; the spec's own missing section still is, with
+//! the near one suggested.
 //!
 //! The check needs every spec that could read a section, so it runs for a
 //! registry of every spec linked into the binary (`Registry::builder()`
@@ -33,6 +37,10 @@
 use std::collections::BTreeMap;
 
 use crate::settings::{self, Problem, Value};
+
+/// The root that belongs to resilient whole: the global switches' table,
+/// and the one README's spec paths start in.
+const RESERVED: &str = "resilient";
 
 /// A path some part of resilient reads: a spec's section, or the global
 /// telemetry switches.
@@ -109,7 +117,7 @@ pub(crate) fn unread(
     problems: &mut Vec<Problem>,
 ) {
     let mut roots: Vec<&'static str> = claims.iter().map(|c| head(c.path, 0)).collect();
-    roots.push("resilient");
+    roots.push(RESERVED);
     roots.sort_unstable();
     roots.dedup();
     for name in roots {
@@ -147,6 +155,12 @@ fn walk(
             if let Value::Table(t) = value {
                 walk(root, top, &here, t, claims, origin, problems);
             }
+            continue;
+        }
+        // Directly under a root of the application's own (`app` for specs
+        // at `app.resilience.retry.pet`), the other keys are the
+        // application's (`app.port`): only `resilient` is resilient's whole.
+        if path == top && top != RESERVED {
             continue;
         }
         if let Some(problem) = unclaimed(root, top, &here, value, claims, origin) {
