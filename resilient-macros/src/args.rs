@@ -48,21 +48,44 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
     }
     // A value where the spec goes, as in `#[timeout(Duration::from_secs(2))]`
     // or `#[retryable(3)]`: say where settings go, with both halves written.
+    // What was written, where a config key takes it as is: a whole number
+    // as retry's attempts, a duration string as timeout's duration.
+    let written = syn::parse2::<syn::Lit>(tokens.clone()).ok();
     let value_given = |tokens: TokenStream| {
         let path = kind.example_path();
-        let (what, setting) = match kind {
-            Kind::Timeout => ("a duration", "duration = \"2s\""),
-            Kind::Retry => ("a value", "attempts = 3"),
-            Kind::CircuitBreaker => ("a value", "failure_rate_threshold = 50"),
-            Kind::ConcurrencyLimit => ("a value", "limit = 10"),
-            Kind::RateLimiter | Kind::Fallback => ("a value", "limit_for_period = 100"),
+        let (what, setting, note) = match (kind, &written) {
+            (Kind::Timeout, Some(syn::Lit::Str(s))) if is_duration(&s.value()) => (
+                "a duration",
+                format!("duration = \"{}\"", s.value()),
+                String::new(),
+            ),
+            (Kind::Timeout, _) => ("a duration", "duration = \"2s\"".to_owned(), String::new()),
+            (Kind::Retry, Some(syn::Lit::Int(n))) => match n.base10_parse::<u64>() {
+                Ok(n) if n > 0 => (
+                    "a value",
+                    format!("attempts = {n}"),
+                    format!(
+                        " (`attempts` counts the retries after the first call: {n} calls in all is `attempts = {}`)",
+                        n - 1
+                    ),
+                ),
+                _ => ("a value", "attempts = 3".to_owned(), String::new()),
+            },
+            (Kind::Retry, _) => ("a value", "attempts = 3".to_owned(), String::new()),
+            (Kind::CircuitBreaker, _) => {
+                ("a value", "failure_rate_threshold = 50".to_owned(), String::new())
+            }
+            (Kind::ConcurrencyLimit, _) => ("a value", "limit = 10".to_owned(), String::new()),
+            (Kind::RateLimiter | Kind::Fallback, _) => {
+                ("a value", "limit_for_period = 100".to_owned(), String::new())
+            }
         };
         syn::Error::new_spanned(
             tokens,
             format!(
                 "`#[{name}]` takes a spec type, not {what}: settings go in the spec's config section; \
                  declare the spec as `#[derive({derive})] #[spec(\"{path}\")] pub struct {example};`, \
-                 write `#[{name}({example})]`, and set `{setting}` under `[{path}]` in the configuration"
+                 write `#[{name}({example})]`, and set `{setting}` under `[{path}]` in the configuration{note}"
             ),
         )
     };
@@ -73,6 +96,9 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
         }
         if input.peek(LitStr) {
             let lit: LitStr = input.parse()?;
+            if is_duration(&lit.value()) {
+                return Err(value_given(all.clone()));
+            }
             return Err(syn::Error::new(
                 lit.span(),
                 format!(
@@ -122,6 +148,20 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
         Ok(path)
     };
     parser.parse2(tokens)
+}
+
+/// Whether `text` reads as a duration (`2s`, `500ms`, `1h 30m`): digits
+/// then letters, in one or more parts, not a config path.
+fn is_duration(text: &str) -> bool {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    !parts.is_empty()
+        && parts.iter().all(|part| {
+            let digits = part.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+            let unit = &part[digits.len()..];
+            !digits.is_empty()
+                && !unit.is_empty()
+                && digits.chars().all(|c| c.is_ascii_digit() || c == '.')
+        })
 }
 
 const FALLBACK_EXAMPLE: &str = "#[fallback(method = \"cached(id)\")]";

@@ -110,11 +110,13 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
         // The fn without its resilience attributes: one error, no cascade.
         // The specs stay named in the body, so their imports are still used.
         let specs = layers.iter().filter_map(Layer::spec);
-        let inner = func.body.stream();
+        // Inner attributes (`#![allow(..)]`) stay first in the body.
+        let (inner_attrs, rest) = func.split_body();
         let body = quote::quote! {
+            #(#![#inner_attrs])*
             #(#markers)*
             #(let _ = ::core::marker::PhantomData::<#specs>;)*
-            #inner
+            #rest
         };
         return diag::with_item(func.with_body(body), e);
     }

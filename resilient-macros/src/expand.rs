@@ -179,7 +179,7 @@ fn rewritten_above(func: &Func, name: &str) -> Option<syn::Error> {
         .generics
         .lifetimes()
         .any(|l| l.lifetime.ident == "async_trait");
-    if async_trait || returns_boxed_future(&sig.output) {
+    if async_trait {
         return Some(syn::Error::new(
             sig.ident.span(),
             format!(
@@ -208,38 +208,32 @@ fn rewritten_above(func: &Func, name: &str) -> Option<syn::Error> {
         matches!(stmt, syn::Stmt::Local(syn::Local { pat: Pat::Ident(p), init: Some(init), .. })
             if p.ident == "body" && matches!(&*init.expr, syn::Expr::Async(_)))
     });
-    if test_attr || async_local {
+    // And the runtime it blocks on, so that a plain fn of the user's that
+    // happens to hold `let body = async ..` is not mistaken for one.
+    let blocks_on = contains_ident(func.body.stream(), "block_on");
+    if async_local && blocks_on {
+        let above = if test_attr {
+            "`#[tokio::test]`"
+        } else {
+            "`#[tokio::main]` (or `#[tokio::test]`)"
+        };
         return Some(syn::Error::new(
             Span::call_site(),
             format!(
-                "`#[{name}]` needs an `async fn`, and an attribute above it (such as `#[tokio::test]` or `#[tokio::main]`) has already turned this one into a plain fn that runs its body on a runtime; \
-                 attributes apply from the top down, so put `#[{name}(..)]` above that attribute"
+                "`#[{name}]` needs an `async fn`, and {above} above it has already turned this one into a plain fn that runs its body on a runtime; \
+                 attributes apply from the top down, so put `#[{name}(..)]` above it"
             ),
         ));
     }
     None
 }
 
-/// `Pin<Box<dyn Future<..> ..>>`, as `#[async_trait]` writes a method's output.
-fn returns_boxed_future(output: &ReturnType) -> bool {
-    let ReturnType::Type(_, ty) = output else {
-        return false;
-    };
-    let Type::Path(p) = &**ty else {
-        return false;
-    };
-    let Some(pin) = p.path.segments.last() else {
-        return false;
-    };
-    if pin.ident != "Pin" {
-        return false;
-    }
-    let syn::PathArguments::AngleBracketed(args) = &pin.arguments else {
-        return false;
-    };
-    args.args.iter().any(|a| {
-        matches!(a, syn::GenericArgument::Type(Type::Path(b))
-            if b.path.segments.last().is_some_and(|s| s.ident == "Box"))
+/// Whether `tokens` hold the identifier `name`, at any depth.
+fn contains_ident(tokens: TokenStream, name: &str) -> bool {
+    tokens.into_iter().any(|t| match t {
+        TokenTree::Ident(i) => i == name,
+        TokenTree::Group(g) => contains_ident(g.stream(), name),
+        _ => false,
     })
 }
 
@@ -328,8 +322,8 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
     let p = quote!(::resilient_core::__private);
     let again = layers.iter().any(|l| l.kind.calls_again());
     let ReturnType::Type(_, ret) = func.sig.output.clone() else {
-        let inner = func.body.stream();
-        return func.with_body(quote!(#markers #inner));
+        let (inner_attrs, rest) = func.split_body();
+        return func.with_body(quote!(#(#![#inner_attrs])* #markers #rest));
     };
 
     let fallback_names: Vec<Ident> = layers
@@ -392,9 +386,9 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
 
     // Inner attributes (`#![allow(..)]`) go on the fn as outer ones: the
     // body becomes an async block, where they are not allowed.
-    let (inner_attrs, mut body) = split_inner_attrs(func.body.stream());
-    for group in inner_attrs {
-        let outer = quote!(# #group);
+    let (inner_attrs, mut body) = func.split_body();
+    for inner in inner_attrs {
+        let outer = quote!(#[#inner]);
         if let Ok(mut attrs) = syn::parse::Parser::parse2(syn::Attribute::parse_outer, outer) {
             func.attrs.append(&mut attrs);
         }
@@ -505,37 +499,6 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
     })
 }
 
-/// The bracketed groups of the body's leading inner attributes
-/// (`#![allow(..)]`), and the rest of the body.
-fn split_inner_attrs(body: TokenStream) -> (Vec<Group>, TokenStream) {
-    let trees: Vec<TokenTree> = body.into_iter().collect();
-    let mut at = 0;
-    while let (
-        Some(TokenTree::Punct(hash)),
-        Some(TokenTree::Punct(bang)),
-        Some(TokenTree::Group(g)),
-    ) = (trees.get(at), trees.get(at + 1), trees.get(at + 2))
-    {
-        if hash.as_char() != '#'
-            || bang.as_char() != '!'
-            || g.delimiter() != proc_macro2::Delimiter::Bracket
-        {
-            break;
-        }
-        at += 3;
-    }
-    let mut trees = trees;
-    let rest: TokenStream = trees.split_off(at).into_iter().collect();
-    let groups = trees
-        .into_iter()
-        .filter_map(|t| match t {
-            TokenTree::Group(g) => Some(g),
-            _ => None,
-        })
-        .collect();
-    (groups, rest)
-}
-
 fn is_ref_type(ty: &Type) -> bool {
     match ty {
         Type::Reference(_) => true,
@@ -562,8 +525,20 @@ fn nest(layers: &[Layer], cx: &Context, timed: bool, body: TokenStream) -> Token
 fn rename_self(tokens: TokenStream, with: &Ident) -> TokenStream {
     let trees: Vec<TokenTree> = tokens.into_iter().collect();
     let mut out = Vec::with_capacity(trees.len());
+    // Inside a `use` item, `self` names a module (`use std::io::{self,
+    // Write};`): left alone up to its `;`.
+    let mut in_use = false;
     for (i, tree) in trees.iter().enumerate() {
+        if in_use {
+            in_use = !matches!(tree, TokenTree::Punct(p) if p.as_char() == ';');
+            out.push(tree.clone());
+            continue;
+        }
         match tree {
+            TokenTree::Ident(ident) if ident == "use" => {
+                in_use = true;
+                out.push(tree.clone());
+            }
             TokenTree::Ident(ident) if ident == "self" => {
                 let path_follows = matches!(
                     (trees.get(i + 1), trees.get(i + 2)),

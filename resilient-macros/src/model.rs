@@ -3,7 +3,7 @@
 //! what the expansion needs to know of the fn ([`Context`]). It imports
 //! nothing of the parsing or the expansion; both import it.
 
-use proc_macro2::{Ident, Span, TokenStream};
+use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use syn::spanned::Spanned;
 use syn::{Attribute, LitStr, Path};
 
@@ -19,6 +19,37 @@ pub(crate) struct Func {
 }
 
 impl Func {
+    /// The bracketed groups of the body's leading inner attributes
+    /// (`#![allow(..)]`), and the rest of the body.
+    pub(crate) fn split_body(&self) -> (Vec<TokenStream>, TokenStream) {
+        let trees: Vec<TokenTree> = self.body.stream().into_iter().collect();
+        let mut at = 0;
+        while let (
+            Some(TokenTree::Punct(hash)),
+            Some(TokenTree::Punct(bang)),
+            Some(TokenTree::Group(g)),
+        ) = (trees.get(at), trees.get(at + 1), trees.get(at + 2))
+        {
+            if hash.as_char() != '#'
+                || bang.as_char() != '!'
+                || g.delimiter() != proc_macro2::Delimiter::Bracket
+            {
+                break;
+            }
+            at += 3;
+        }
+        let mut trees = trees;
+        let rest: TokenStream = trees.split_off(at).into_iter().collect();
+        let groups = trees
+            .into_iter()
+            .filter_map(|t| match t {
+                TokenTree::Group(g) => Some(g.stream()),
+                _ => None,
+            })
+            .collect();
+        (groups, rest)
+    }
+
     /// The fn with `body` (tokens without braces) in place of its body,
     /// in braces spanned as the original ones, so that the fn's span stays
     /// in the user's code and lints on the fn as a whole (`dead_code`)
