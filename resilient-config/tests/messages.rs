@@ -310,3 +310,15 @@ fn a_whole_number_too_large_from_the_environment_names_the_spec_key_and_range() 
         );
     }
 }
+
+#[test]
+fn a_rule_that_names_another_key_echoes_its_value_as_written() {
+    let err = build_err(
+        Registry::builder().spec::<PetRetry>(),
+        "[resilient.retry.pet]\ndelay = \"1500d\"\nattempts = 2\nbackoff = { delay_max = \"1s\" }\n",
+    );
+    assert_eq!(
+        only(&err).to_string(),
+        "PetRetry at `resilient.retry.pet`: key `backoff.delay_max` must be ≥ `delay` (\"1500d\") or the cap would shorten even the first wait (found \"1s\")"
+    );
+}

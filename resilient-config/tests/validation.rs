@@ -348,6 +348,16 @@ fn max_attempts_is_said_to_count_every_call_with_the_value_converted() {
         "is not a known setting; did you mean `attempts`? the same count, the retries after the first call, under this project's name",
         Some("2"),
     );
+    // The plain name many reach for first (without `attempts`: one problem).
+    let err = pet_err(&pet("delay = \"1s\"\nretries = 2"));
+    check(
+        only(&err),
+        PET,
+        PET_PATH,
+        "retries",
+        "is not a known setting; did you mean `attempts`? (`attempts` is required) the same count, the retries after the first call, under this project's name",
+        Some("2"),
+    );
     check_pet(
         &format!("{MINIMAL}\nwaitDuration = \"1s\""),
         "waitDuration",
@@ -498,11 +508,14 @@ fn backoff_delay_max_must_not_be_below_delay() {
     assert_eq!(problem.spec, PET);
     assert_eq!(problem.path, PET_PATH);
     assert_eq!(problem.key, "backoff.delay_max");
-    assert!(problem.rule.contains("must be ≥ `delay` (1s)"), "{problem}");
+    assert!(
+        problem.rule.contains("must be ≥ `delay` (\"1s\")"),
+        "{problem}"
+    );
     let message = problem.to_string();
     assert!(
         message.starts_with(
-            "PetRetry at `resilient.retry.pet`: key `backoff.delay_max` must be ≥ `delay` (1s)"
+            "PetRetry at `resilient.retry.pet`: key `backoff.delay_max` must be ≥ `delay` (\"1s\")"
         ),
         "{message}"
     );
@@ -519,7 +532,7 @@ fn backoff_delay_max_below_delay_names_the_value_found() {
     check_pet(
         "delay = \"1s\"\nattempts = 2\nbackoff = { delay_max = \"500ms\" }",
         "backoff.delay_max",
-        "must be ≥ `delay` (1s)",
+        "must be ≥ `delay` (\"1s\")",
         Some("\"500ms\""),
     );
 }

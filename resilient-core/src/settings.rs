@@ -303,6 +303,12 @@ impl<'a> Section<'a> {
         self.peek(key)
     }
 
+    /// The value of `key` as it was written (for a rule that names another
+    /// key's value), without marking it as a setting of this table.
+    pub fn written(&self, key: &str) -> Option<String> {
+        self.peek(key).map(ToString::to_string)
+    }
+
     /// The value of `key`, without marking it as a setting of this table.
     fn peek(&self, key: &str) -> Option<&'a Value> {
         match self.table?.get(key) {

@@ -131,6 +131,9 @@ impl RetrySettings {
         s.alias("max_retries", "attempts", |_| {
             "the same count, the retries after the first call, under this project's name".into()
         });
+        s.alias("retries", "attempts", |_| {
+            "the same count, the retries after the first call, under this project's name".into()
+        });
         s.alias("wait_duration", "delay", |_| {
             "`delay` is the wait before the first retry; without `delay_step` or `backoff` every wait is `delay`, as with Resilience4j's `wait_duration`".into()
         });
@@ -163,6 +166,7 @@ impl RetrySettings {
                 None,
             );
         }
+        let delay_written = s.written("delay");
         let backoff = s.table("backoff", |b| {
             let _type = b.choice("type", &["exponential"], "exponential");
             let multiplier = b.float("multiplier", Some(2.0), "must be a number > 0", |m| m > 0.0);
@@ -173,7 +177,8 @@ impl RetrySettings {
                         "delay_max",
                         format!(
                             "must be ≥ `delay` ({}) or the cap would shorten even the first wait",
-                            humantime::format_duration(delay)
+                            delay_written
+                                .unwrap_or_else(|| humantime::format_duration(delay).to_string())
                         ),
                     );
                     return None;
