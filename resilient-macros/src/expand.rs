@@ -432,7 +432,8 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
         },
     );
     block.set_span(func.body.span());
-    let body = quote!(async move #block);
+    let body_span = func.body.span();
+    let body = quote_spanned!(body_span=> async move #block);
     let body = layer::awaited(timed, Span::call_site(), body);
     let body = quote! {
         {
