@@ -295,15 +295,6 @@ where
     receiver.into_receiver()
 }
 
-/// The error, passed as the fallback's error parameter of type `X`.
-#[inline(always)]
-pub fn fallback_error<X, E>(_param: PhantomData<X>, error: E) -> X
-where
-    E: FallbackErrorParam<X>,
-{
-    error.into_error_param()
-}
-
 /// The body's outcome (of the fn's return type `R`), entering the chain.
 #[inline]
 pub fn body<R, T, E>(outcome: R) -> Result<T, Fail<E>>

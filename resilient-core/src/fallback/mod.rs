@@ -191,18 +191,20 @@ impl<T> FallbackReceiver<T> for T {
     }
 }
 
-/// The error `Self` the fallback gets, where its last parameter takes `X`.
+/// The error `Self` the fallback gets, where its last parameter takes `X`;
+/// `N` are the fallback's other parameters and `A` the arguments named,
+/// for the message.
 #[diagnostic::on_unimplemented(
     message = "the fallback's last parameter takes `{X}`, and what `method` passes there is the error, `{Self}`",
-    label = "passes the arguments named here, then the error `{Self}`",
+    label = "the fallback takes `{N}`, then `{X}`; `method` passes `{A}`, then the error `{Self}`",
     note = "if that parameter is for the error, take it as `{Self}`, by value; if it is for an argument, name that argument in `method = \"..\"`"
 )]
-pub trait FallbackErrorParam<X> {
+pub trait FallbackErrorParam<X, N, A> {
     /// The error, as the parameter's type (which it is).
     fn into_error_param(self) -> X;
 }
 
-impl<T> FallbackErrorParam<T> for T {
+impl<T, N, A> FallbackErrorParam<T, N, A> for T {
     #[inline(always)]
     fn into_error_param(self) -> T {
         self
@@ -242,10 +244,14 @@ impl<N, X, M> FallbackFit<N, X, M> {
         PhantomData::<N>.split()
     }
 
-    /// The error parameter's type.
+    /// The error, as the fallback's error parameter, `args` being the
+    /// arguments named (for the message of a mismatch).
     #[inline(always)]
-    pub fn error(&self) -> PhantomData<X> {
-        PhantomData
+    pub fn error<A, E>(&self, _args: &A, error: E) -> X
+    where
+        E: FallbackErrorParam<X, N, A>,
+    {
+        error.into_error_param()
     }
 
     /// Calls the fallback with arguments and error of its own types.
