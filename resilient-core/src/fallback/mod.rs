@@ -235,6 +235,13 @@ impl<N, X, M> NewFit for FallbackFit<N, X, M> {
 }
 
 impl<N, X, M> FallbackFit<N, X, M> {
+    /// The type of the arguments named, kept for [`error`](Self::error)
+    /// once they are moved into the call.
+    #[inline(always)]
+    pub fn passed<A>(&self, _args: &A) -> PhantomData<A> {
+        PhantomData
+    }
+
     /// One marker per named parameter, to match each argument against.
     #[inline(always)]
     pub fn named(&self) -> <PhantomData<N> as FallbackSplit>::Parts
@@ -244,10 +251,10 @@ impl<N, X, M> FallbackFit<N, X, M> {
         PhantomData::<N>.split()
     }
 
-    /// The error, as the fallback's error parameter, `args` being the
+    /// The error, as the fallback's error parameter, `A` being the
     /// arguments named (for the message of a mismatch).
     #[inline(always)]
-    pub fn error<A, E>(&self, _args: &A, error: E) -> X
+    pub fn error<A, E>(&self, _args: PhantomData<A>, error: E) -> X
     where
         E: FallbackErrorParam<X, N, A>,
     {

@@ -126,9 +126,10 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStre
                 ::core::result::Result::Err(__resilient_error) => {
                     let __resilient_args = (#(#args,)*);
                     let __resilient_fit = #p::fallback_fit::<#ret, _, _, _, _>(&#target, &__resilient_args, &__resilient_error);
-                    let __resilient_error = __resilient_fit.error(&__resilient_args, __resilient_error);
+                    let __resilient_passed = __resilient_fit.passed(&__resilient_args);
                     let (#(#markers,)*) = __resilient_fit.named();
                     let __resilient_args = (#(#typed,)*);
+                    let __resilient_error = __resilient_fit.error(__resilient_passed, __resilient_error);
                     match #p::fallback_output::<#ret, _, _, _, _>(
                         __resilient_fit.call(#target, __resilient_args, __resilient_error),
                     ) {
