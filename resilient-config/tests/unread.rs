@@ -82,6 +82,27 @@ fn an_environment_override_of_a_path_no_spec_has_names_the_key_it_set() {
 }
 
 #[test]
+fn a_misspelt_key_from_the_environment_says_so() {
+    let vars = std::collections::HashMap::from([(
+        "APP__RESILIENT__RETRY__PET__ATTEMPS".to_owned(),
+        "3".to_owned(),
+    )]);
+    let settings = config::Config::builder()
+        .add_source(config::File::from_str(VALID, config::FileFormat::Toml))
+        .add_source(
+            config::Environment::with_prefix("APP")
+                .separator("__")
+                .source(Some(vars.into_iter().collect())),
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        messages(&settings),
+        ["PetRetry at `resilient.retry.pet`: key `attemps` is not a known setting; did you mean `attempts`? (set by an environment variable, for `resilient.retry.pet.attemps`) (found \"3\")"]
+    );
+}
+
+#[test]
 fn a_section_from_a_file_names_the_file() {
     let file = std::env::temp_dir().join(format!("unread-{}.toml", std::process::id()));
     std::fs::write(

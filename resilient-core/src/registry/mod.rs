@@ -259,7 +259,8 @@ fn read_all<'e>(
         });
         unread::unread(root, &claims, origin, problems);
     }
-    entries
+    let before = problems.len();
+    let read: Vec<Option<Pending>> = entries
         .map(|entry| {
             if shared.contains(&entry.path) || blocked.contains(&entry.path) {
                 return None;
@@ -274,8 +275,24 @@ fn read_all<'e>(
                 settings: settings?,
             })
         })
-        .collect()
+        .collect();
+    // A misspelt key is looked for where it was written: name the file, or
+    // that an environment variable set it (where the source tells).
+    if let Some(origin) = whole {
+        for problem in &mut problems[before..] {
+            if problem.key.is_empty() || !problem.rule.starts_with(UNKNOWN_KEY) {
+                continue;
+            }
+            if let Some(from) = origin(&format!("{}.{}", problem.path, problem.key)) {
+                problem.rule = format!("{} ({from})", problem.rule);
+            }
+        }
+    }
+    read
 }
+
+/// How a section reader's unknown-key problem begins.
+const UNKNOWN_KEY: &str = "is not a known setting";
 
 fn sorted(mut problems: Vec<Problem>) -> Vec<Problem> {
     problems.sort_by(|a, b| (a.path, &a.key, a.spec).cmp(&(b.path, &b.key, b.spec)));
