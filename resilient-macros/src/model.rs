@@ -1,6 +1,7 @@
-//! The model of an annotated fn, between parsing and expansion: which
-//! resilience attributes it carries and what each says ([`Layer`]), and
-//! what the expansion needs to know of the fn ([`Context`]). It imports
+//! The model of an annotated fn, between parsing and expansion: the fn as
+//! read ([`Func`]), which resilience attributes it carries and what each
+//! says ([`Layer`]), and what the expansion needs to know of the fn
+//! ([`Context`]). It imports
 //! nothing of the parsing or the expansion; both import it.
 
 use proc_macro2::{Ident, Span, TokenStream, TokenTree};
@@ -19,8 +20,8 @@ pub(crate) struct Func {
 }
 
 impl Func {
-    /// The bracketed groups of the body's leading inner attributes
-    /// (`#![allow(..)]`), and the rest of the body.
+    /// What the body's leading inner attributes (`#![allow(..)]`, `//!`)
+    /// hold between their brackets, and the rest of the body.
     pub(crate) fn split_body(&self) -> (Vec<TokenStream>, TokenStream) {
         let trees: Vec<TokenTree> = self.body.stream().into_iter().collect();
         let mut at = 0;
