@@ -112,6 +112,10 @@ pub struct Problem {
     pub found: Option<String>,
 }
 
+/// How the problem of a key no reader of its table knows begins (the
+/// registry finds these by it, to say where such a key was written).
+pub(crate) const UNKNOWN_KEY: &str = "is not a known setting";
+
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.spec.is_empty() {
@@ -665,7 +669,7 @@ impl<'a> Section<'a> {
                         self.drop_required(&self.full_key(meant))
                     };
                     format!(
-                        "is not a known setting; did you mean `{meant}`?{} {}",
+                        "did you mean `{meant}`?{} {}",
                         if required {
                             format!(" (`{meant}` is required)")
                         } else {
@@ -679,18 +683,14 @@ impl<'a> Section<'a> {
                     // separate "is required" problem for the key meant.
                     let meant = self.full_key(near);
                     if self.drop_required(&meant) {
-                        format!(
-                            "is not a known setting; did you mean `{near}`? (`{near}` is required)"
-                        )
+                        format!("did you mean `{near}`? (`{near}` is required)")
                     } else {
-                        format!("is not a known setting; did you mean `{near}`?")
+                        format!("did you mean `{near}`?")
                     }
                 }
-                (None, None) => format!(
-                    "is not a known setting; known settings here: {}",
-                    self.known_list()
-                ),
+                (None, None) => format!("known settings here: {}", self.known_list()),
             };
+            let rule = format!("{UNKNOWN_KEY}; {rule}");
             let full = if self.prefix.is_empty() {
                 key.clone()
             } else {

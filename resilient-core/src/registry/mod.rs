@@ -49,7 +49,7 @@ pub use snapshot::{Part, Snapshot, SpecSnapshot};
 pub(crate) use versions::{Pinned, Tag, Versions};
 
 use crate::error::{Error, Unconfigured};
-use crate::settings::{self, Problem, Section, Value};
+use crate::settings::{self, Problem, Section, Value, UNKNOWN_KEY};
 use crate::telemetry::{Event, GlobalTelemetry, Listeners, Telemetry, TelemetrySettings};
 use mechanism::{AnySettings, Instance};
 
@@ -290,9 +290,6 @@ fn read_all<'e>(
     }
     read
 }
-
-/// How a section reader's unknown-key problem begins.
-const UNKNOWN_KEY: &str = "is not a known setting";
 
 fn sorted(mut problems: Vec<Problem>) -> Vec<Problem> {
     problems.sort_by(|a, b| (a.path, &a.key, a.spec).cmp(&(b.path, &b.key, b.spec)));
