@@ -35,6 +35,21 @@ fn messages(settings: &config::Config) -> Vec<String> {
     }
 }
 
+/// `VALID` from a file, with one environment variable over it (prefix
+/// `APP`, separator `__`, as an application sets them).
+fn valid_with_env(name: &str, value: &str) -> config::Config {
+    let vars = std::collections::HashMap::from([(name.to_owned(), value.to_owned())]);
+    config::Config::builder()
+        .add_source(config::File::from_str(VALID, config::FileFormat::Toml))
+        .add_source(
+            config::Environment::with_prefix("APP")
+                .separator("__")
+                .source(Some(vars.into_iter().collect())),
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 #[test]
 fn a_misspelt_kind_beside_the_right_section_is_reported_with_the_spec_meant() {
     let err = build_err(
@@ -62,19 +77,7 @@ fn a_section_near_no_spec_names_the_tables_specs_go_through() {
 
 #[test]
 fn an_environment_override_of_a_path_no_spec_has_names_the_key_it_set() {
-    let vars = std::collections::HashMap::from([(
-        "APP__RESILIENT__RETRY__PETT__ATTEMPTS".to_owned(),
-        "3".to_owned(),
-    )]);
-    let settings = config::Config::builder()
-        .add_source(config::File::from_str(VALID, config::FileFormat::Toml))
-        .add_source(
-            config::Environment::with_prefix("APP")
-                .separator("__")
-                .source(Some(vars.into_iter().collect())),
-        )
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let settings = valid_with_env("APP__RESILIENT__RETRY__PETT__ATTEMPTS", "3");
     assert_eq!(
         messages(&settings),
         ["`resilient.retry.pett` is read by no spec; did you mean `resilient.retry.pet` (the section of `PetRetry`)? A spec reads its section only at the path in its `#[spec(..)]`, so this has no effect (set by an environment variable, for `resilient.retry.pett.attempts`)"]
@@ -83,19 +86,7 @@ fn an_environment_override_of_a_path_no_spec_has_names_the_key_it_set() {
 
 #[test]
 fn a_misspelt_key_from_the_environment_says_so() {
-    let vars = std::collections::HashMap::from([(
-        "APP__RESILIENT__RETRY__PET__ATTEMPS".to_owned(),
-        "3".to_owned(),
-    )]);
-    let settings = config::Config::builder()
-        .add_source(config::File::from_str(VALID, config::FileFormat::Toml))
-        .add_source(
-            config::Environment::with_prefix("APP")
-                .separator("__")
-                .source(Some(vars.into_iter().collect())),
-        )
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let settings = valid_with_env("APP__RESILIENT__RETRY__PET__ATTEMPS", "3");
     assert_eq!(
         messages(&settings),
         ["PetRetry at `resilient.retry.pet`: key `attemps` is not a known setting; did you mean `attempts`? (set by an environment variable, for `resilient.retry.pet.attemps`) (found \"3\")"]
