@@ -50,8 +50,8 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
     // or `#[retryable(3)]`: say where settings go, with both halves written.
     // What was written, where a config key takes it as is: a whole number
     // as retry's attempts, a duration string as timeout's duration.
-    let written = syn::parse2::<syn::Lit>(tokens.clone()).ok();
     let value_given = |tokens: TokenStream| {
+        let written = syn::parse2::<syn::Lit>(tokens.clone()).ok();
         let path = kind.example_path();
         let (what, setting, note) = match (kind, &written) {
             (Kind::Timeout, Some(syn::Lit::Str(s))) if is_duration(&s.value()) => (
