@@ -1,10 +1,13 @@
 //! The argument of a resilience attribute: one spec type, `#[retryable(PetRetry)]`.
 
+use darling::ast::NestedMeta;
+use darling::FromMeta;
 use proc_macro2::{Span, TokenStream};
 use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{LitStr, Path, Token};
 
+use crate::diag::{meta, Errors};
 use crate::model::{FallbackArgs, FallbackOn, Func, Kind};
 
 /// Reads an annotated fn: attributes, visibility and signature, and the
@@ -34,6 +37,12 @@ pub(crate) fn parse_fn(item: TokenStream) -> syn::Result<Func> {
 
 /// Parses the tokens inside `#[retryable(..)]`; `span` is where to report a
 /// missing spec.
+///
+/// Read by hand, not with darling: the spec is a positional type, not a
+/// `key = value` item, and its messages read what stands in its place (a
+/// number, a duration string, a call, a `key = value`) to say where that
+/// setting goes instead; darling's `FromMeta` would see only a word or an
+/// unexpected literal.
 pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Result<Path> {
     let name = kind.attr_name();
     let example = kind.example_spec();
@@ -169,6 +178,161 @@ const FALLBACK_EXAMPLE: &str = "#[fallback(method = \"cached(id)\")]";
 /// The accepted `on = ..` values, as every message lists them (and README).
 const ON_VALUES: &str = "`on = any` (every failure: the default), `on = resilience` (failures raised by a resilience attribute inside), `on = rejection` (breaker, rate or concurrency rejections), `on = timeout`";
 
+/// What `#[fallback(..)]` says, read by darling from the known keys only
+/// (see [`check_fallback_keys`]); each value type answers a wrong value.
+#[derive(FromMeta)]
+struct FallbackMeta {
+    /// Optional to darling, so that a misspelt `method` is one error (the
+    /// key), not two (the key, then darling's missing field): the caller
+    /// says that `method` is needed, once everything else is right.
+    method: Option<MethodRef>,
+    on: Option<FallbackOn>,
+    when: Option<WhenFilter>,
+}
+
+/// `method = "name(a, b)"`: the string, and the reference written in it.
+struct MethodRef {
+    lit: LitStr,
+    target: Path,
+    args: Vec<syn::Ident>,
+}
+
+fn method_takes() -> String {
+    format!("`method` takes a string naming the fallback and its arguments, such as `{FALLBACK_EXAMPLE}`")
+}
+
+fn on_takes() -> String {
+    format!("`on` takes a word; accepted: {ON_VALUES}")
+}
+
+const WHEN_TAKES: &str = "`when` takes the path of a fn(&E) -> bool, such as `when = is_transient`";
+
+impl FromMeta for MethodRef {
+    fn from_expr(expr: &syn::Expr) -> darling::Result<Self> {
+        match meta::ungroup(expr) {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(lit),
+                ..
+            }) => {
+                let (target, args) = parse_reference(lit)?;
+                Ok(Self {
+                    lit: lit.clone(),
+                    target,
+                    args,
+                })
+            }
+            _ => Err(darling::Error::custom(method_takes()).with_span(expr)),
+        }
+    }
+}
+
+impl FromMeta for FallbackOn {
+    fn from_expr(expr: &syn::Expr) -> darling::Result<Self> {
+        let Some(word) = meta::word(expr) else {
+            return Err(darling::Error::custom(on_takes()).with_span(expr));
+        };
+        match word.to_string().as_str() {
+            "resilience" => Ok(FallbackOn::Resilience),
+            "rejection" => Ok(FallbackOn::Rejection),
+            "timeout" => Ok(FallbackOn::Timeout),
+            "any" => Ok(FallbackOn::Any),
+            other => Err(darling::Error::custom(format!(
+                "unknown `on` value `{other}`; accepted: {ON_VALUES}"
+            ))
+            .with_span(word)),
+        }
+    }
+}
+
+/// `when = is_transient`: the filter's path.
+struct WhenFilter(Path);
+
+impl FromMeta for WhenFilter {
+    fn from_expr(expr: &syn::Expr) -> darling::Result<Self> {
+        match meta::ungroup(expr) {
+            syn::Expr::Path(p) if p.qself.is_none() => Ok(Self(p.path.clone())),
+            _ => Err(darling::Error::custom(WHEN_TAKES).with_span(expr)),
+        }
+    }
+}
+
+/// How `#[fallback]` words a slip in the syntax of its arguments.
+const FALLBACK_SYNTAX: meta::Syntax = meta::Syntax {
+    strings: true,
+    no_key: |e| {
+        syn::Error::new(
+            e.span(),
+            format!("`#[fallback]` takes `key = value` arguments, such as `{FALLBACK_EXAMPLE}`"),
+        )
+    },
+    no_eq: |key, e| syn::Error::new(e.span(), format!("`{key}` takes a value: `{key} = ..`")),
+    no_value: |key, e| match key.to_string().as_str() {
+        "method" => syn::Error::new(e.span(), method_takes()),
+        "on" => syn::Error::new(e.span(), on_takes()),
+        "when" => syn::Error::new(e.span(), WHEN_TAKES),
+        _ => unknown_fallback_key(key),
+    },
+};
+
+fn unknown_fallback_key(key: &syn::Ident) -> syn::Error {
+    let key_name = key.to_string();
+    let near = crate::diag::did_you_mean(&key_name, &["method", "on", "when"])
+        .map(|near| format!("did you mean `{near}`? "))
+        .unwrap_or_default();
+    syn::Error::new(
+        key.span(),
+        format!("`#[fallback]` has no argument `{key_name}`; {near}accepted: `method = \"name(args)\"`, and one of `on = ..` or `when = ..`"),
+    )
+}
+
+/// Answers what darling should not see: a lone string, an unknown key, a
+/// key given twice, `on` with `when`; returns the items darling reads.
+fn check_fallback_keys(items: &[NestedMeta], errors: &mut Errors) -> Vec<NestedMeta> {
+    let mut known = Vec::new();
+    let mut method_given = false;
+    let mut filter: Option<&syn::Ident> = None;
+    for item in items {
+        let Some(key) = meta::key(item) else {
+            if let NestedMeta::Lit(lit) = item {
+                errors.push(syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "`#[fallback]` takes the fallback as `method = ..`: write `#[fallback(method = {})]`",
+                        quote::quote!(#lit)
+                    ),
+                ));
+            }
+            continue;
+        };
+        match key.to_string().as_str() {
+            "method" if method_given => errors.push(syn::Error::new(
+                key.span(),
+                "`method` is given more than once; keep one",
+            )),
+            "method" => {
+                method_given = true;
+                known.push(item.clone());
+            }
+            "on" | "when" => match filter {
+                Some(first) if first == key => errors.push(syn::Error::new(
+                    key.span(),
+                    format!("`{key}` is given more than once; keep one"),
+                )),
+                Some(first) => errors.push(syn::Error::new(
+                    key.span(),
+                    format!("`{key}` cannot be combined with `{first}`: give one of `on = ..` or `when = ..`"),
+                )),
+                None => {
+                    filter = Some(key);
+                    known.push(item.clone());
+                }
+            },
+            _ => errors.push(unknown_fallback_key(key)),
+        }
+    }
+    known
+}
+
 /// Parses `method = "name(a, b)"` and the optional `on = ..` / `when = ..`.
 pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<FallbackArgs> {
     if tokens.is_empty() {
@@ -177,105 +341,27 @@ pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<Fal
             format!("`#[fallback]` needs the fallback to call: write `{FALLBACK_EXAMPLE}`, naming a method and the arguments it gets"),
         ));
     }
-    let parser = |input: ParseStream<'_>| -> syn::Result<FallbackArgs> {
-        let mut method: Option<LitStr> = None;
-        let mut on: Option<(syn::Ident, FallbackOn)> = None;
-        while !input.is_empty() {
-            if input.peek(LitStr) {
-                let lit: LitStr = input.parse()?;
-                return Err(syn::Error::new(
-                    lit.span(),
-                    format!(
-                        "`#[fallback]` takes the fallback as `method = ..`: write `#[fallback(method = {})]`",
-                        quote::quote!(#lit)
-                    ),
-                ));
-            }
-            let key: syn::Ident = input.parse().map_err(|e| {
-                syn::Error::new(
-                    e.span(),
-                    format!(
-                        "`#[fallback]` takes `key = value` arguments, such as `{FALLBACK_EXAMPLE}`"
-                    ),
-                )
-            })?;
-            input.parse::<Token![=]>().map_err(|e| {
-                syn::Error::new(e.span(), format!("`{key}` takes a value: `{key} = ..`"))
-            })?;
-            match key.to_string().as_str() {
-                "method" => {
-                    if method.is_some() {
-                        return Err(syn::Error::new(
-                            key.span(),
-                            "`method` is given more than once; keep one",
-                        ));
-                    }
-                    method = Some(input.parse().map_err(|e| {
-                        syn::Error::new(e.span(), format!("`method` takes a string naming the fallback and its arguments, such as `{FALLBACK_EXAMPLE}`"))
-                    })?);
-                }
-                "on" | "when" => {
-                    if let Some((first, _)) = &on {
-                        return Err(syn::Error::new(
-                            key.span(),
-                            format!("`{key}` cannot be combined with `{first}`: give one of `on = ..` or `when = ..`"),
-                        ));
-                    }
-                    let filter = if key == "when" {
-                        FallbackOn::When(input.parse().map_err(|e| {
-                            syn::Error::new(e.span(), "`when` takes the path of a fn(&E) -> bool, such as `when = is_transient`")
-                        })?)
-                    } else {
-                        let value: syn::Ident = input.parse().map_err(|e| {
-                            syn::Error::new(
-                                e.span(),
-                                format!("`on` takes a word; accepted: {ON_VALUES}"),
-                            )
-                        })?;
-                        match value.to_string().as_str() {
-                            "resilience" => FallbackOn::Resilience,
-                            "rejection" => FallbackOn::Rejection,
-                            "timeout" => FallbackOn::Timeout,
-                            "any" => FallbackOn::Any,
-                            other => {
-                                return Err(syn::Error::new(
-                                    value.span(),
-                                    format!("unknown `on` value `{other}`; accepted: {ON_VALUES}"),
-                                ))
-                            }
-                        }
-                    };
-                    on = Some((key, filter));
-                }
-                other => {
-                    let near = crate::diag::did_you_mean(other, &["method", "on", "when"])
-                        .map(|near| format!("did you mean `{near}`? "))
-                        .unwrap_or_default();
-                    return Err(syn::Error::new(
-                        key.span(),
-                        format!("`#[fallback]` has no argument `{other}`; {near}accepted: `method = \"name(args)\"`, and one of `on = ..` or `when = ..`"),
-                    ));
-                }
-            }
-            if !input.is_empty() {
-                input.parse::<Token![,]>()?;
-            }
-        }
-        let Some(method) = method else {
-            return Err(syn::Error::new(
-                span,
-                format!("`#[fallback]` needs `method`: write `{FALLBACK_EXAMPLE}`"),
-            ));
-        };
-        let (target, args) = parse_reference(&method)?;
-        Ok(FallbackArgs {
-            method,
-            target,
-            args,
-            on: on.map_or(FallbackOn::Any, |(_, f)| f),
-        })
+    let items =
+        (|input: ParseStream<'_>| meta::parse_items(input, &FALLBACK_SYNTAX)).parse2(tokens)?;
+    let mut errors = Errors::default();
+    let known = check_fallback_keys(&items, &mut errors);
+    let parsed = FallbackMeta::from_list(&known).map_err(syn::Error::from);
+    let FallbackMeta { method, on, when } = errors.finish_with(parsed)?;
+    let Some(method) = method else {
+        return Err(syn::Error::new(
+            span,
+            format!("`#[fallback]` needs `method`: write `{FALLBACK_EXAMPLE}`"),
+        ));
     };
-    parser.parse2(tokens)
+    Ok(FallbackArgs {
+        method: method.lit,
+        target: method.target,
+        args: method.args,
+        on: match when {
+            Some(WhenFilter(path)) => FallbackOn::When(path),
+            None => on.unwrap_or(FallbackOn::Any),
+        },
+    })
 }
 
 /// `name(a, b)` inside the `method` string.

@@ -1,4 +1,7 @@
-//! Diagnostics: collecting spanned errors into one.
+//! Diagnostics: collecting spanned errors into one, and reading `key = value`
+//! arguments with darling while keeping the messages ours (`meta`).
+
+pub(crate) mod meta;
 
 use proc_macro2::TokenStream;
 
@@ -16,6 +19,21 @@ impl Errors {
 
     pub(crate) fn finish(self) -> syn::Result<()> {
         self.0.map_or(Ok(()), Err)
+    }
+
+    /// `last`'s value if nothing went wrong, else every error, `last`'s at
+    /// the end.
+    pub(crate) fn finish_with<T>(self, last: syn::Result<T>) -> syn::Result<T> {
+        match last {
+            Ok(value) => self.finish().map(|()| value),
+            Err(e) => match self.0 {
+                Some(mut all) => {
+                    all.combine(e);
+                    Err(all)
+                }
+                None => Err(e),
+            },
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 //! generate names only `::resilient_core::__private`. This crate holds syntax,
 //! diagnostics and code generation only, read from the bottom up: the model
 //! of an annotated fn in `model`, parsing into it in `args` (and
-//! `spec_derive` for the derives), generation from it in `expand` with one
+//! `spec_derive` for the derives; `key = value` arguments through darling,
+//! as `diag::meta` says), generation from it in `expand` with one
 //! file per mechanism under `layer`, and the entry that runs them in order
 //! in `chain`.
 
