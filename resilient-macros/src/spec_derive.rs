@@ -1,11 +1,14 @@
 //! `#[derive(RetrySpec)]` and the `#[spec(..)]` attribute it reads.
 
+use darling::ast::NestedMeta;
+use darling::FromMeta;
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
-use syn::parse::{Parse, ParseStream};
+use syn::parse::ParseStream;
 use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Fields, Ident, LitStr, Token};
 
+use crate::diag::meta::{self, WholeValue};
 use crate::diag::Errors;
 
 /// The mechanism a derive declares a spec for.
@@ -174,7 +177,86 @@ fn model(kind: SpecKind, input: &DeriveInput) -> syn::Result<SpecAttr> {
     spec.ok_or_else(|| syn::Error::new(Span::call_site(), "missing `#[spec]`"))
 }
 
+/// The options after the path, read by darling from the known keys only
+/// (see [`check_option`]); each value type answers a wrong value.
+#[derive(FromMeta)]
+struct SpecOptions {
+    classify: Option<WholeValue<Classification>>,
+    exhausted: Option<WholeValue<Exhausted>>,
+}
+
+/// What a retry spec returns once its attempts are spent (`exhausted = ..`).
+enum Exhausted {
+    /// `exhausted = error`, the default: `resilient_core::Error::RetryExhausted`.
+    Error,
+    /// `exhausted = last_failure`: the last failure, unchanged.
+    LastFailure,
+}
+
+/// The `exhausted` words, as a sentence's end.
+const EXHAUSTED_ACCEPTED: &str =
+    "`exhausted = error` (the default: `resilient_core::Error::RetryExhausted`) \
+    or `exhausted = last_failure` (the last failure, unchanged)";
+
+/// `unknown `key` value ..`, naming what was written and what is accepted.
+fn unknown_value(key: &str, value: &syn::Expr, accepted: &str) -> darling::Error {
+    let value = meta::ungroup(value);
+    let found = meta::word(value).map_or_else(|| quote!(#value).to_string(), ToString::to_string);
+    darling::Error::custom(format!(
+        "unknown `{key}` value `{found}`; accepted: {accepted}"
+    ))
+    .with_span(value)
+}
+
+impl FromMeta for Classification {
+    fn from_expr(expr: &syn::Expr) -> darling::Result<Self> {
+        let value = meta::ungroup(expr);
+        match meta::word(value).map(ToString::to_string).as_deref() {
+            Some("custom") => Ok(Classification::Custom),
+            Some("all_errors") => Ok(Classification::AllErrors),
+            Some("http") => Ok(Classification::Http),
+            _ => match type_path(value) {
+                Some(path) => Ok(Classification::Type(path.clone())),
+                None => Err(unknown_value("classify", expr, CLASSIFY_ACCEPTED)),
+            },
+        }
+    }
+}
+
+impl FromMeta for Exhausted {
+    fn from_expr(expr: &syn::Expr) -> darling::Result<Self> {
+        let value = meta::ungroup(expr);
+        match meta::word(value).map(ToString::to_string).as_deref() {
+            Some("last_failure") => Ok(Exhausted::LastFailure),
+            Some("error") => Ok(Exhausted::Error),
+            _ => Err(unknown_value("exhausted", expr, EXHAUSTED_ACCEPTED)),
+        }
+    }
+}
+
+/// The value as a type path (`PetOutcomes`, `crate::classify::Pet`): a path
+/// of more than one segment, or one that does not start with a lower-case
+/// letter, so that a misspelt word (`custm`) is reported as one.
+fn type_path(value: &syn::Expr) -> Option<&syn::Path> {
+    let syn::Expr::Path(p) = value else {
+        return None;
+    };
+    if p.qself.is_some() {
+        return None;
+    }
+    let lower_word = p.path.get_ident().is_some_and(|ident| {
+        ident
+            .to_string()
+            .trim_start_matches("r#")
+            .starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+    });
+    (!lower_word).then_some(&p.path)
+}
+
 fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAttr> {
+    // The path is read by hand: it is positional, a lone string before the
+    // options, and darling's `FromMeta` reads named `key = value` items (a
+    // lone literal is only "Unexpected literal" to it).
     if input.is_empty() {
         return Err(input.error(format!(
             "`#[spec]` needs the config path: `#[spec(\"{}\")]`",
@@ -199,142 +281,109 @@ fn parse_spec_args(kind: SpecKind, input: ParseStream<'_>) -> syn::Result<SpecAt
         classify: Classification::AllErrors,
         last_failure: false,
     };
-    let mut errors = Errors::default();
+    if input.is_empty() {
+        return Ok(spec);
+    }
+    input.parse::<Token![,]>()?;
+    let items = meta::parse_items(input, &meta::Syntax::SYN)?;
+    // Each error with the place of its option, so that they are reported in
+    // the order written.
+    let mut errors: Vec<(usize, syn::Error)> = Vec::new();
+    // The options darling reads: name, place, item.
+    let mut known: Vec<(String, usize, NestedMeta)> = Vec::new();
     let mut seen: Vec<String> = Vec::new();
-    while !input.is_empty() {
-        input.parse::<Token![,]>()?;
-        if input.is_empty() {
-            break;
-        }
-        let opt: OptionArg = input.parse()?;
-        let key = opt.key.to_string();
-        if seen.contains(&key) {
-            errors.push(syn::Error::new(
-                opt.key.span(),
-                format!("`{key}` is given more than once; keep one"),
+    for (at, item) in items.iter().enumerate() {
+        let Some(key) = meta::key(item) else {
+            continue;
+        };
+        let name = key.to_string();
+        if seen.contains(&name) {
+            errors.push((
+                at,
+                syn::Error::new(
+                    key.span(),
+                    format!("`{name}` is given more than once; keep one"),
+                ),
             ));
             continue;
         }
-        seen.push(key.clone());
-        let derive = kind.derive_name();
-        // What may follow the path, as the end of a sentence.
-        let options = match kind {
-            SpecKind::Retry => {
-                "accepted after the path: `classify = custom` and `exhausted = last_failure`"
-                    .to_owned()
-            }
-            SpecKind::CircuitBreaker => "accepted after the path: `classify = custom`".to_owned(),
-            _ => format!("a `{derive}` takes only its config path, so remove `{key}`"),
-        };
-        let accepted = match key.as_str() {
-            "classify" if !kind.classifies() => {
-                errors.push(syn::Error::new(
-                    opt.key.span(),
-                    format!("`classify` applies to retry and circuit breaker specs only; {options}"),
-                ));
-                continue;
-            }
-            "exhausted" if !matches!(kind, SpecKind::Retry) => {
-                errors.push(syn::Error::new(
-                    opt.key.span(),
-                    format!("`exhausted` applies to retry specs only; {options}"),
-                ));
-                continue;
-            }
-            "classify" => CLASSIFY_ACCEPTED,
-            "exhausted" => "`exhausted = error` (the default: `resilient_core::Error::RetryExhausted`) or `exhausted = last_failure` (the last failure, unchanged)",
-            _ => {
-                let names: &[&str] = match kind {
-                    SpecKind::Retry => &["classify", "exhausted"],
-                    SpecKind::CircuitBreaker => &["classify"],
-                    _ => &[],
-                };
-                let message = match crate::diag::did_you_mean(&key, names) {
-                    Some(near) => format!("unknown `#[spec]` option `{key}`; did you mean `{near}`? {options}"),
-                    None => format!("unknown `#[spec]` option `{key}`; {options}; settings such as `{key}` belong in the config section"),
-                };
-                errors.push(syn::Error::new(opt.key.span(), message));
-                continue;
-            }
-        };
-        match (key.as_str(), opt.word().as_deref()) {
-            ("classify", Some("custom")) => spec.classify = Classification::Custom,
-            ("classify", Some("all_errors")) => spec.classify = Classification::AllErrors,
-            ("classify", Some("http")) => spec.classify = Classification::Http,
-            ("classify", _) if opt.type_path().is_some() => {
-                if let Some(path) = opt.type_path() {
-                    spec.classify = Classification::Type(path.clone());
-                }
-            }
-            ("exhausted", Some("last_failure")) => spec.last_failure = true,
-            ("exhausted", Some("error")) => spec.last_failure = false,
-            (_, word) => {
-                let found = word.map_or_else(
-                    || {
-                        {
-                            let v = &opt.value;
-                            quote::quote!(#v)
-                        }
-                        .to_string()
-                    },
-                    ToOwned::to_owned,
-                );
-                errors.push(syn::Error::new_spanned(
-                    &opt.value,
-                    format!("unknown `{key}` value `{found}`; accepted: {accepted}"),
-                ));
-            }
+        seen.push(name.clone());
+        match check_option(kind, key) {
+            Ok(()) => known.push((name, at, item.clone())),
+            Err(e) => errors.push((at, e)),
         }
     }
-    errors.finish()?;
+    let place = |key: &str| {
+        known
+            .iter()
+            .find(|(name, _, _)| name == key)
+            .map_or(usize::MAX, |(_, at, _)| *at)
+    };
+    let items: Vec<NestedMeta> = known.iter().map(|(_, _, item)| item.clone()).collect();
+    match SpecOptions::from_list(&items) {
+        Ok(options) => {
+            match options.classify.map(|v| v.0) {
+                Some(Ok(classify)) => spec.classify = classify,
+                Some(Err(e)) => errors.push((place("classify"), e)),
+                None => {}
+            }
+            match options.exhausted.map(|v| v.0) {
+                Some(Ok(exhausted)) => {
+                    spec.last_failure = matches!(exhausted, Exhausted::LastFailure);
+                }
+                Some(Err(e)) => errors.push((place("exhausted"), e)),
+                None => {}
+            }
+        }
+        Err(e) => errors.push((usize::MAX, e.into())),
+    }
+    errors.sort_by_key(|(at, _)| *at);
+    let mut all = Errors::default();
+    for (_, e) in errors {
+        all.push(e);
+    }
+    all.finish()?;
     Ok(spec)
 }
 
-/// `key = value`; the value is any expression, so that the key is checked
-/// before the value's form (`attempts = 3` is an unknown option, not a bad
-/// value).
-struct OptionArg {
-    key: Ident,
-    value: syn::Expr,
-}
-
-impl Parse for OptionArg {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let key: Ident = input.parse()?;
-        input.parse::<Token![=]>()?;
-        let value = input.parse()?;
-        Ok(Self { key, value })
-    }
-}
-
-impl OptionArg {
-    /// The value as a type path (`PetOutcomes`, `crate::classify::Pet`): a
-    /// path of more than one segment, or one that does not start with a
-    /// lower-case letter, so that a misspelt word (`custm`) is reported as
-    /// one.
-    fn type_path(&self) -> Option<&syn::Path> {
-        let syn::Expr::Path(p) = &self.value else {
-            return None;
-        };
-        if p.qself.is_some() {
-            return None;
+/// Answers an option that darling should not see: unknown, or not for this
+/// kind of spec.
+fn check_option(kind: SpecKind, key: &Ident) -> syn::Result<()> {
+    let name = key.to_string();
+    let derive = kind.derive_name();
+    // What may follow the path, as the end of a sentence.
+    let options = match kind {
+        SpecKind::Retry => {
+            "accepted after the path: `classify = custom` and `exhausted = last_failure`".to_owned()
         }
-        let lower_word = p.path.get_ident().is_some_and(|ident| {
-            ident
-                .to_string()
-                .trim_start_matches("r#")
-                .starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-        });
-        (!lower_word).then_some(&p.path)
-    }
-
-    /// The value as a bare word (`custom`), if it is one.
-    fn word(&self) -> Option<String> {
-        match &self.value {
-            syn::Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(ToString::to_string),
-            _ => None,
+        SpecKind::CircuitBreaker => "accepted after the path: `classify = custom`".to_owned(),
+        _ => format!("a `{derive}` takes only its config path, so remove `{name}`"),
+    };
+    let message = match name.as_str() {
+        "classify" if !kind.classifies() => {
+            format!("`classify` applies to retry and circuit breaker specs only; {options}")
         }
-    }
+        "exhausted" if !matches!(kind, SpecKind::Retry) => {
+            format!("`exhausted` applies to retry specs only; {options}")
+        }
+        "classify" | "exhausted" => return Ok(()),
+        _ => {
+            let names: &[&str] = match kind {
+                SpecKind::Retry => &["classify", "exhausted"],
+                SpecKind::CircuitBreaker => &["classify"],
+                _ => &[],
+            };
+            match crate::diag::did_you_mean(&name, names) {
+                Some(near) => format!(
+                    "unknown `#[spec]` option `{name}`; did you mean `{near}`? {options}"
+                ),
+                None => format!(
+                    "unknown `#[spec]` option `{name}`; {options}; settings such as `{name}` belong in the config section"
+                ),
+            }
+        }
+    };
+    Err(syn::Error::new(key.span(), message))
 }
 
 fn check_path(kind: SpecKind, lit: &LitStr) -> syn::Result<()> {

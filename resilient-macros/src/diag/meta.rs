@@ -9,6 +9,7 @@
 //! key, then a missing field).
 
 use darling::ast::NestedMeta;
+use darling::FromMeta;
 use syn::parse::ParseStream;
 use syn::{Expr, Ident, LitStr, Meta, MetaNameValue, Token};
 
@@ -24,6 +25,16 @@ pub(crate) struct Syntax {
     pub(crate) no_eq: fn(&Ident, syn::Error) -> syn::Error,
     /// A key whose value is missing or not an expression.
     pub(crate) no_value: fn(&Ident, syn::Error) -> syn::Error,
+}
+
+impl Syntax {
+    /// syn's own words for every slip.
+    pub(crate) const SYN: Syntax = Syntax {
+        strings: false,
+        no_key: |e| e,
+        no_eq: |_, e| e,
+        no_value: |_, e| e,
+    };
 }
 
 /// Splits `key = value, ..` into darling's items: each `key = value` as a
@@ -81,5 +92,23 @@ pub(crate) fn word(expr: &Expr) -> Option<&Ident> {
     match ungroup(expr) {
         Expr::Path(p) if p.qself.is_none() => p.path.get_ident(),
         _ => None,
+    }
+}
+
+/// A value read by `T`'s `FromMeta`, whose mistake is kept as a `syn::Error`
+/// that underlines the whole value, for the caller to report.
+///
+/// Hand-written around darling's error: a `darling::Error` holds a single
+/// span, and stable Rust cannot join spans, so a value of several tokens
+/// (`exhausted = last-failure`) would be underlined at its first token
+/// only; a `syn::Error` spans its first to its last token.
+pub(crate) struct WholeValue<T>(pub(crate) Result<T, syn::Error>);
+
+impl<T: FromMeta> FromMeta for WholeValue<T> {
+    fn from_meta(item: &Meta) -> darling::Result<Self> {
+        Ok(Self(T::from_meta(item).map_err(|e| match item {
+            Meta::NameValue(nv) => syn::Error::new_spanned(&nv.value, e),
+            _ => e.into(),
+        })))
     }
 }
