@@ -15,8 +15,12 @@
 # Usage: examples/bench/compile_time.sh [N]   (default 500)
 # CRATES="six" limits the crates; RESILIENT=path checks another checkout's
 # resilient-core (to compare two commits, run it once for each, in turn).
+# COUNT=instructions counts the instructions of each crate's check instead
+# (valgrind's callgrind, one run each, N default 50): exact where the times
+# move with the machine's load, and the ratios of the time each adds.
 set -euo pipefail
-n=${1:-500}
+count=${COUNT:-time}
+if [ "$count" = instructions ]; then n=${1:-50}; else n=${1:-500}; fi
 root=${RESILIENT:-$(cd "$(dirname "$0")/../.." && pwd)}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -96,6 +100,30 @@ check() { # check CRATE -> seconds
 for c in "${crates[@]}"; do
   (cd "$work/$c" && CARGO_INCREMENTAL=0 CARGO_TARGET_DIR="$work/target-$c" cargo check -q 2>&1 | tail -3)
 done
+
+# Instructions, where asked: the check's rustc run again under callgrind.
+if [ "$count" = instructions ]; then
+  command -v valgrind >/dev/null || { echo "COUNT=instructions needs valgrind" >&2; exit 1; }
+  declare -A ir
+  for c in "${crates[@]}"; do
+    touch "$work/$c/src/lib.rs"
+    cmd=$(cd "$work/$c" && CARGO_INCREMENTAL=0 CARGO_TARGET_DIR="$work/target-$c" cargo check -v 2>&1 |
+      sed -n 's/^ *Running `\(.*\)`$/\1/p' | tail -n 1)
+    touch "$work/$c/src/lib.rs"
+    ir[$c]=$(cd "$work/$c" && eval "valgrind --tool=callgrind --callgrind-out-file=/dev/null $cmd" 2>&1 |
+      sed -n 's/.*Collected : //p')
+    printf '%-10s %s instructions\n' "$c" "${ir[$c]}"
+  done
+  if has plain && has instrument && has one && has two && has six; then
+    awk -v p="${ir[plain]}" -v i="${ir[instrument]}" -v o="${ir[one]}" \
+      -v t="${ir[two]}" -v s="${ir[six]}" -v n="$n" 'BEGIN {
+      ai = i - p
+      printf "added per fn: instrument %.1fM, one %.1fM, two %.1fM, six %.1fM\n", ai / n / 1e6, (o - p) / n / 1e6, (t - p) / n / 1e6, (s - p) / n / 1e6
+      printf "against instrument'"'"'s: one %.2fx, two %.2fx, six %.2fx\n", (o - p) / ai, (t - p) / ai, (s - p) / ai
+    }'
+  fi
+  exit 0
+fi
 
 # Without incremental compilation: after `touch`, an incremental build
 # replays the unchanged crate from its cache, which measures the cache.
