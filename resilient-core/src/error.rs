@@ -113,6 +113,21 @@ pub enum Error {
     /// ```
     #[error(transparent)]
     RetryExhausted(Box<Exhausted>),
+
+    /// A chaos spec failed the call on purpose (see
+    /// [`chaos`](crate::chaos)): what is inside `#[chaos]` did not run.
+    ///
+    /// It stands for the dependency failing: a retry around it tries again,
+    /// a breaker around it counts a failure, and a fallback with the default
+    /// `on` or `on = resilience` answers it.
+    #[error("`{spec}` injected a fault into call {call}")]
+    Injected {
+        /// The chaos spec's name.
+        spec: &'static str,
+        /// The call's index among the calls the spec drew for (from 0): with
+        /// a `seed`, the same index on every run.
+        call: u64,
+    },
 }
 
 /// Why a call found no settings for its spec ([`Error::NotConfigured`]).

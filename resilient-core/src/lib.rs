@@ -12,6 +12,7 @@
 //! | `#[concurrency_limit(Spec)]` | `ConcurrencyLimitSpec` | [`concurrency`] |
 //! | `#[rate_limited(Spec)]` | `RateLimiterSpec` | [`rate_limiter`] |
 //! | `#[fallback(method = "name(args)")]` | none | [`fallback`](mod@fallback) |
+//! | `#[chaos(Spec)]` | `ChaosSpec` | [`chaos`](mod@chaos) |
 //!
 //! ```
 //! use resilient_core::{retryable, RetrySpec};
@@ -167,6 +168,7 @@
 
 #![warn(missing_docs)]
 
+pub mod chaos;
 pub mod circuit_breaker;
 pub mod concurrency;
 mod error;
@@ -185,6 +187,7 @@ pub mod timeout;
 #[path = "private.rs"]
 pub mod __private;
 
+pub use chaos::{ChaosHandle, ChaosSpec};
 pub use circuit_breaker::{CircuitBreakerHandle, CircuitBreakerSpec, Permit};
 pub use concurrency::{ConcurrencyLimitHandle, ConcurrencyLimitSpec, ConcurrencyPermit};
 pub use error::{BoxError, Error, Exhausted, FailedValue, GaveUp, Unconfigured};
@@ -259,6 +262,17 @@ pub use resilient_macros::rate_limited;
 /// Declares a rate limiter spec:
 /// `#[derive(RateLimiterSpec)] #[spec("resilient.ratelimiter.pet")]`.
 pub use resilient_macros::RateLimiterSpec;
+
+/// Injects latency and errors into an `async fn`, at the rates its spec
+/// sets, when the spec is enabled: `#[chaos(PetChaos)]`.
+///
+/// Off unless its section says `enabled = true`. An injected error returns
+/// [`Error::Injected`] through the fn's error type. Where it sits among the
+/// other attributes decides what it tests; see [`chaos`](mod@chaos).
+pub use resilient_macros::chaos;
+
+/// Declares a chaos spec: `#[derive(ChaosSpec)] #[spec("resilient.chaos.pet")]`.
+pub use resilient_macros::ChaosSpec;
 
 /// Declares a retry spec: `#[derive(RetrySpec)] #[spec("resilient.retry.pet")]`.
 ///

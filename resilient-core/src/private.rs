@@ -7,6 +7,8 @@ use std::pin::Pin;
 
 pub use inventory;
 
+use crate::chaos::ChaosCall;
+pub use crate::chaos::{Chaos, ChaosSpec, Step as ChaosStep};
 use crate::circuit_breaker::BreakerCall;
 pub use crate::circuit_breaker::{Breaker, CircuitBreakerSpec};
 use crate::concurrency::LimitCall;
@@ -185,6 +187,18 @@ pub fn concurrency_spec<S: ConcurrencyLimitSpec>() -> SpecRef<Limiter> {
 /// The rate limiter spec `S`, checked where the user named it.
 pub fn rate_spec<S: RateLimiterSpec>() -> SpecRef<RateLimiter> {
     spec_ref::<S>()
+}
+
+/// The chaos spec `S`, checked where the user named it.
+pub fn chaos_spec<S: ChaosSpec>() -> SpecRef<Chaos> {
+    spec_ref::<S>()
+}
+
+/// Starts a call under the chaos spec `spec`.
+#[inline(always)]
+pub fn chaos(spec: SpecRef<Chaos>) -> ChaosCall<'static> {
+    let instance = crate::registry::lookup(spec.0);
+    ChaosCall::new(spec.0, instance)
 }
 
 /// Starts a call under the timeout spec `spec`.

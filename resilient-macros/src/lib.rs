@@ -81,6 +81,18 @@ pub fn derive_rate_limiter_spec(input: TokenStream) -> TokenStream {
     spec_derive::expand(spec_derive::SpecKind::RateLimiter, input.into()).into()
 }
 
+/// Injects latency and errors, when enabled. See `resilient_core::chaos`.
+#[proc_macro_attribute]
+pub fn chaos(attr: TokenStream, item: TokenStream) -> TokenStream {
+    chain::expand(model::Kind::Chaos, attr.into(), item.into()).into()
+}
+
+/// Declares a chaos spec. See `resilient_core::ChaosSpec`.
+#[proc_macro_derive(ChaosSpec, attributes(spec))]
+pub fn derive_chaos_spec(input: TokenStream) -> TokenStream {
+    spec_derive::expand(spec_derive::SpecKind::Chaos, input.into()).into()
+}
+
 /// Declares a retry spec. See `resilient_core::RetrySpec`.
 #[proc_macro_derive(RetrySpec, attributes(spec))]
 pub fn derive_retry_spec(input: TokenStream) -> TokenStream {

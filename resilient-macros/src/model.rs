@@ -74,16 +74,18 @@ pub(crate) enum Kind {
     ConcurrencyLimit,
     RateLimiter,
     Fallback,
+    Chaos,
 }
 
 impl Kind {
-    const ALL: [Kind; 6] = [
+    const ALL: [Kind; 7] = [
         Kind::Retry,
         Kind::CircuitBreaker,
         Kind::Timeout,
         Kind::ConcurrencyLimit,
         Kind::RateLimiter,
         Kind::Fallback,
+        Kind::Chaos,
     ];
 
     pub(crate) fn attr_name(self) -> &'static str {
@@ -94,6 +96,7 @@ impl Kind {
             Kind::ConcurrencyLimit => "concurrency_limit",
             Kind::RateLimiter => "rate_limited",
             Kind::Fallback => "fallback",
+            Kind::Chaos => "chaos",
         }
     }
 
@@ -104,6 +107,7 @@ impl Kind {
             Kind::Timeout => "TimeoutSpec",
             Kind::ConcurrencyLimit => "ConcurrencyLimitSpec",
             Kind::RateLimiter => "RateLimiterSpec",
+            Kind::Chaos => "ChaosSpec",
             Kind::Fallback => "",
         }
     }
@@ -115,6 +119,7 @@ impl Kind {
             Kind::Timeout => "PetTimeout",
             Kind::ConcurrencyLimit => "Reviews",
             Kind::RateLimiter => "PetRate",
+            Kind::Chaos => "PetChaos",
             Kind::Fallback => "",
         }
     }
@@ -127,6 +132,7 @@ impl Kind {
             Kind::Timeout => "resilient.timeout.pet",
             Kind::ConcurrencyLimit => "resilient.concurrency.reviews",
             Kind::RateLimiter => "resilient.ratelimiter.pet",
+            Kind::Chaos => "resilient.chaos.pet",
             Kind::Fallback => "",
         }
     }
@@ -140,7 +146,8 @@ impl Kind {
             | Kind::Timeout
             | Kind::ConcurrencyLimit
             | Kind::RateLimiter
-            | Kind::Fallback => false,
+            | Kind::Fallback
+            | Kind::Chaos => false,
         }
     }
 

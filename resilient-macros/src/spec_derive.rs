@@ -19,6 +19,7 @@ pub(crate) enum SpecKind {
     Timeout,
     ConcurrencyLimit,
     RateLimiter,
+    Chaos,
 }
 
 impl SpecKind {
@@ -29,6 +30,7 @@ impl SpecKind {
             SpecKind::Timeout => "TimeoutSpec",
             SpecKind::ConcurrencyLimit => "ConcurrencyLimitSpec",
             SpecKind::RateLimiter => "RateLimiterSpec",
+            SpecKind::Chaos => "ChaosSpec",
         }
     }
 
@@ -39,6 +41,7 @@ impl SpecKind {
             SpecKind::Timeout => "resilient.timeout.pet",
             SpecKind::ConcurrencyLimit => "resilient.concurrency.reviews",
             SpecKind::RateLimiter => "resilient.ratelimiter.pet",
+            SpecKind::Chaos => "resilient.chaos.pet",
         }
     }
 
@@ -470,6 +473,7 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
         SpecKind::Timeout => quote!(#p::Timeout),
         SpecKind::ConcurrencyLimit => quote!(#p::Limiter),
         SpecKind::RateLimiter => quote!(#p::RateLimiter),
+        SpecKind::Chaos => quote!(#p::Chaos),
     };
     let classifier = match &spec.classify {
         Classification::AllErrors => quote!(#p::AllErrors),
@@ -500,6 +504,7 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
         SpecKind::Timeout => quote!(impl #p::TimeoutSpec for #ident {}),
         SpecKind::ConcurrencyLimit => quote!(impl #p::ConcurrencyLimitSpec for #ident {}),
         SpecKind::RateLimiter => quote!(impl #p::RateLimiterSpec for #ident {}),
+        SpecKind::Chaos => quote!(impl #p::ChaosSpec for #ident {}),
     };
     // Only a spec declared with `classify = custom` may implement `Classify`
     // for itself: for any other spec such an impl would never be used, and

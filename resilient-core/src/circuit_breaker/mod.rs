@@ -433,6 +433,9 @@ fn on_resilience(error: &Error) -> Verdict {
         | Error::ConcurrencyLimitReached { .. } => Verdict::Ignore,
         // Retry gave up on the dependency, or it was too slow: one failure.
         Error::RetryExhausted(_) | Error::Timeout { .. } => Verdict::Failure,
+        // An injected fault stands for the dependency failing: the point of
+        // injecting one is to see the breaker count it.
+        Error::Injected { .. } => Verdict::Failure,
     }
 }
 

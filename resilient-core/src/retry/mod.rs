@@ -525,6 +525,8 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
         Error::NotConfigured { .. } => Verdict::Ignore,
         // A retry inside gave up, or an attempt timed out: try again.
         Error::RetryExhausted(_) | Error::Timeout { .. } => Verdict::Failure,
+        // An injected fault stands for the dependency failing: retried.
+        Error::Injected { .. } => Verdict::Failure,
         // The rate limiter knows when its next permit is free.
         Error::RateLimitExceeded { retry_after, .. } => Verdict::RetryAfter(*retry_after),
         // A place may be free after the wait.

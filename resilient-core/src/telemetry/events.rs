@@ -39,6 +39,17 @@ pub enum Event {
         /// Why it stopped.
         reason: StoppedBy,
     },
+    /// A chaos spec injected a fault into a call.
+    Injected {
+        /// The chaos spec's name.
+        spec: &'static str,
+        /// Its config path.
+        path: &'static str,
+        /// What it injected.
+        fault: crate::chaos::Fault,
+        /// The call's index among the calls the spec drew for.
+        call: u64,
+    },
     /// A circuit breaker changed state.
     StateTransition {
         /// The breaker spec's name.

@@ -1,5 +1,6 @@
 //! One file per mechanism: the call each layer expands to.
 
+mod chaos;
 mod circuit_breaker;
 mod fallback;
 mod limits;
@@ -88,6 +89,7 @@ pub(crate) fn call(layer: &Layer, cx: &Context, timed: bool, inner: TokenStream)
             limits::limit(layer, "concurrency_limit", "concurrency_spec", timed, inner)
         }
         Kind::RateLimiter => limits::limit(layer, "rate_limited", "rate_spec", timed, inner),
+        Kind::Chaos => chaos::call(layer, timed, inner),
         Kind::Fallback => inner,
     }
 }
