@@ -2,7 +2,8 @@
 # Instructions per successful call, counted by valgrind's callgrind: exact
 # where wall time on a shared machine moves by several percent between runs.
 # Builds a small program (release, the success path of each attribute alone
-# and of the four-attribute stack, as the bench's "stack success path"), runs
+# and of the four-attribute stack, as the bench's "stack success path"; a
+# bare fn without attributes; a chaos spec left disabled, its default), runs
 # each stack N and 2N times and prints (Ir(2N) - Ir(N)) / N, which leaves out
 # the start-up; then the size of each stack's future in bytes.
 #
@@ -40,14 +41,15 @@ use std::hint::black_box;
 
 use resilient_core::settings::Value;
 use resilient_core::{
-    circuit_breakable, concurrency_limit, retryable, timeout, CircuitBreakerSpec,
-    ConcurrencyLimitSpec, Registry, RetrySpec, TimeoutSpec,
+    chaos, circuit_breakable, concurrency_limit, retryable, timeout, ChaosSpec,
+    CircuitBreakerSpec, ConcurrencyLimitSpec, Registry, RetrySpec, TimeoutSpec,
 };
 
 #[derive(CircuitBreakerSpec)] #[spec("bench.breaker")] struct Breaker;
 #[derive(RetrySpec)] #[spec("bench.retry")] struct Retry;
 #[derive(TimeoutSpec)] #[spec("bench.timeout")] struct Timeout;
 #[derive(ConcurrencyLimitSpec)] #[spec("bench.limit")] struct Limit;
+#[derive(ChaosSpec)] #[spec("bench.chaos")] struct Chaos;
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
@@ -59,6 +61,8 @@ async fn four() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[circuit_breakable(Breaker)] async fn breaker() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[concurrency_limit(Limit)] async fn limit() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[timeout(Timeout)] async fn timeout() -> Result<u32, Failed> { Ok(black_box(1)) }
+#[chaos(Chaos)] async fn chaos() -> Result<u32, Failed> { Ok(black_box(1)) }
+async fn bare() -> Result<u32, Failed> { Ok(black_box(1)) }
 
 fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
@@ -69,10 +73,11 @@ fn main() {
     let which = args.next().unwrap_or_default();
     if which == "sizes" {
         println!(
-            "four {} retry {} breaker {} limit {} timeout {}",
+            "four {} retry {} breaker {} limit {} timeout {} chaos {} bare {}",
             std::mem::size_of_val(&four()), std::mem::size_of_val(&retry()),
             std::mem::size_of_val(&breaker()), std::mem::size_of_val(&limit()),
-            std::mem::size_of_val(&timeout()),
+            std::mem::size_of_val(&timeout()), std::mem::size_of_val(&chaos()),
+            std::mem::size_of_val(&bare()),
         );
         return;
     }
@@ -90,9 +95,12 @@ fn main() {
         ])),
         ("timeout", table([("duration", s("1s"))])),
         ("limit", table([("limit", Value::Int(64))])),
+        // Disabled, as it ships: rates set, `enabled` left out.
+        ("chaos", table([("error_rate", Value::Float(0.5)), ("latency_rate", Value::Float(0.5)),
+            ("latency", s("1s"))])),
     ]))]);
     let registry = Registry::builder()
-        .spec::<Retry>().spec::<Breaker>().spec::<Timeout>().spec::<Limit>()
+        .spec::<Retry>().spec::<Breaker>().spec::<Timeout>().spec::<Limit>().spec::<Chaos>()
         .build(&root);
     match registry.map(|r| r.install()) {
         Ok(Ok(())) => {}
@@ -107,6 +115,8 @@ fn main() {
                 "breaker" => breaker().await,
                 "limit" => limit().await,
                 "timeout" => timeout().await,
+                "chaos" => chaos().await,
+                "bare" => bare().await,
                 other => panic!("unknown stack {other}"),
             };
             assert!(matches!(r, Ok(1)));
@@ -121,7 +131,7 @@ ir() { # ir STACK CALLS: instructions of the whole run
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
     awk '/Collected/ {print $4}'
 }
-for stack in four retry breaker limit timeout; do
+for stack in bare four retry breaker limit timeout chaos; do
   a=$(ir "$stack" "$n")
   b=$(ir "$stack" $((2 * n)))
   echo "$stack: $(( (b - a) / n )) instructions per call"

@@ -133,6 +133,7 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("circuit_breaker", 4),
             ("concurrency", 4),
             ("timeout", 4),
+            ("chaos", 4),
             ("fallback", 4),
             // The rate limiter answers calls as the concurrency limit does.
             ("rate_limiter", 5),

@@ -82,6 +82,7 @@ use crate::error::Error;
 use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
 use crate::settings::Section;
 use crate::spec::SpecKind;
+pub use crate::telemetry::Fault;
 use crate::telemetry::{Event, Telemetry};
 
 impl SpecKind {
@@ -137,6 +138,7 @@ pub struct ChaosSettings {
     /// The share of calls that fail with [`Error::Injected`].
     pub error_rate: f64,
     /// The generator's seed, if set.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub seed: Option<u64>,
 }
 
@@ -208,31 +210,6 @@ impl Tag for ChaosConfig {
             ENABLED
         } else {
             0
-        }
-    }
-}
-
-/// A kind of fault a chaos spec injects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Serialize),
-    serde(rename_all = "snake_case")
-)]
-#[non_exhaustive]
-pub enum Fault {
-    /// The call waited `latency` first.
-    Latency,
-    /// The call ended with [`Error::Injected`].
-    Error,
-}
-
-impl Fault {
-    /// The metric label: `latency`, `error`.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Fault::Latency => "latency",
-            Fault::Error => "error",
         }
     }
 }

@@ -46,7 +46,7 @@ pub enum Event {
         /// Its config path.
         path: &'static str,
         /// What it injected.
-        fault: crate::chaos::Fault,
+        fault: Fault,
         /// The call's index among the calls the spec drew for.
         call: u64,
     },
@@ -193,6 +193,31 @@ impl Listeners {
             if only.is_none_or(|(s, p)| s == spec && p == path) {
                 listener(event);
             }
+        }
+    }
+}
+
+/// A kind of fault a chaos spec injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
+#[non_exhaustive]
+pub enum Fault {
+    /// The call waited `latency` first.
+    Latency,
+    /// The call ended with [`Error::Injected`](crate::Error::Injected).
+    Error,
+}
+
+impl Fault {
+    /// The metric label: `latency`, `error`.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Fault::Latency => "latency",
+            Fault::Error => "error",
         }
     }
 }

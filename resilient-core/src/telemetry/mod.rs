@@ -60,7 +60,7 @@ use metrics::{Counter, Gauge, Histogram, Label};
 use tokio::time::Instant;
 
 pub(crate) use events::Listeners;
-pub use events::{Event, StoppedBy};
+pub use events::{Event, Fault, StoppedBy};
 
 use crate::settings::Section;
 use crate::spec::SpecKind;
