@@ -441,3 +441,128 @@ fn calls_from_two_threads_are_each_injected_or_not_once() -> TestResult {
     assert_eq!(sequential, injected);
     Ok(())
 }
+
+// -------------------------------------------------------------- validation
+
+#[derive(ChaosSpec)]
+#[spec("chaos.checked")]
+struct Checked;
+
+#[test]
+fn every_problem_of_a_chaos_section_is_reported_at_once() -> TestResult {
+    let section = table([
+        ("enabled", s("yes")),
+        ("error_rate", float(1.5)),
+        ("latency_rate", float(0.2)),
+        ("seed", int(-1)),
+        ("error_rat", float(0.1)),
+    ]);
+    let problems = match Registry::builder()
+        .spec::<Checked>()
+        .build(&root(vec![("chaos.checked", section)]))
+    {
+        Ok(_) => return Err("an invalid chaos section was accepted".into()),
+        Err(problems) => problems,
+    };
+    let mut keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["enabled", "error_rat", "error_rate", "latency", "seed"],
+        "{problems:#?}"
+    );
+    let rule = |key: &str| {
+        problems
+            .iter()
+            .find(|p| p.key == key)
+            .map(|p| p.rule.clone())
+            .unwrap_or_default()
+    };
+    assert!(rule("error_rate").contains("0.0..=1.0"), "{problems:#?}");
+    assert!(
+        rule("latency").contains("`latency_rate` > 0"),
+        "{problems:#?}"
+    );
+    assert!(
+        rule("error_rat").contains("did you mean `error_rate`?"),
+        "{problems:#?}"
+    );
+    // Polly's name for a rate is answered with this project's.
+    let polly = Registry::builder().spec::<Checked>().build(&root(vec![(
+        "chaos.checked",
+        table([("injection_rate", float(0.1))]),
+    )]));
+    let problems = polly.err().ok_or("`injection_rate` was accepted")?;
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].to_string().contains("error_rate"),
+        "{problems:#?}"
+    );
+    Ok(())
+}
+
+// --------------------------------------------------------------- telemetry
+
+#[derive(ChaosSpec)]
+#[spec("chaos.observed")]
+struct Observed;
+
+#[chaos(Observed)]
+async fn observed() -> Result<(), TestError> {
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_injection_is_counted_by_fault_and_logged_at_debug() -> TestResult {
+    let meters = support::capture::Meters::default();
+    let capture = support::capture::Capture::default();
+    let _subscriber = tracing::subscriber::set_default(capture.clone());
+    let section = table([
+        ("enabled", boolean(true)),
+        ("latency_rate", float(0.5)),
+        ("latency", s("10ms")),
+        ("error_rate", float(0.25)),
+        ("seed", int(5)),
+        (
+            "telemetry",
+            table([("metrics", table([("enabled", boolean(true))]))]),
+        ),
+    ]);
+    let registry = metrics::with_local_recorder(&meters, || registry::<Observed>(section));
+    for _ in 0..200 {
+        let _ = registry.scope(observed()).await;
+    }
+    let c = counts::<Observed>(&registry)?;
+    assert_eq!(c.calls, 200);
+    assert!(c.latency_injected > 0 && c.errors_injected > 0, "{c:?}");
+    let labels = |fault| {
+        [
+            ("spec", "Observed"),
+            ("path", "chaos.observed"),
+            ("fault", fault),
+        ]
+    };
+    let counter = |fault| meters.counter("resilient_chaos_injected_total", &labels(fault));
+    assert_eq!(counter("latency"), Some(c.latency_injected));
+    assert_eq!(counter("error"), Some(c.errors_injected));
+    let lines = capture.at("resilient::chaos", tracing::Level::DEBUG);
+    assert_eq!(
+        lines.len() as u64,
+        c.latency_injected + c.errors_injected,
+        "one DEBUG line per injection"
+    );
+    let errors = lines
+        .iter()
+        .filter(|l| l.fields["fault"] == "error")
+        .count();
+    assert_eq!(errors as u64, c.errors_injected);
+    // The snapshot shows the same counts as the handle.
+    let snapshot = registry.snapshot();
+    let shown = snapshot
+        .specs
+        .iter()
+        .find_map(|s| s.status::<ChaosCounts>())
+        .ok_or("no chaos counts in the snapshot")?;
+    assert_eq!(*shown, c);
+    Ok(())
+}

@@ -285,8 +285,10 @@ impl Mechanism for Chaos {
         let mut notes = Vec::new();
         let seed = settings.seed.unwrap_or(self.drawn_seed);
         let old_seed = self.config.get().seed;
-        self.config
-            .publish(|c| c.settings == settings, || ChaosConfig { settings, seed });
+        self.config.publish(
+            |c| c.settings == settings,
+            || ChaosConfig { settings, seed },
+        );
         if seed != old_seed {
             self.calls.store(0, Ordering::Relaxed);
             notes.push("the chaos draws start again from call 0 with the new seed".to_owned());
@@ -511,7 +513,9 @@ impl<'a> ChaosCall<'a> {
     /// Waits out an injected latency; then the call goes on, or ends with
     /// the error it drew too.
     pub async fn wait(&self, delay: Delay) -> Result<(), Error> {
-        tokio::time::sleep(delay.latency).await;
+        // Boxed: a tokio sleep is large, and only an injected call needs one;
+        // kept in place, it would grow the future of every call.
+        Box::pin(tokio::time::sleep(delay.latency)).await;
         delay.error.map_or(Ok(()), Err)
     }
 }
