@@ -115,7 +115,7 @@ pub enum Error {
     RetryExhausted(Box<Exhausted>),
 
     /// A chaos spec failed the call on purpose (see
-    /// [`chaos`](crate::chaos)): what is inside `#[chaos]` did not run.
+    /// [`chaos`](mod@crate::chaos)): what is inside `#[chaos]` did not run.
     ///
     /// It stands for the dependency failing: a retry around it tries again,
     /// a breaker around it counts a failure, and a fallback with the default
