@@ -280,7 +280,7 @@ impl Mechanism for RateLimiter {
         if now.settings.algorithm == Algorithm::TokenBucket && now.interval_ns != old_interval {
             // The permits spent, counted in the new interval: what is owed
             // beyond now stays owed.
-            let at = nanos(self.origin.elapsed());
+            let at = self.now_ns();
             let _ = self
                 .word
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
@@ -313,23 +313,39 @@ impl RateLimiter {
         if !c.settings.enabled {
             return Ok(Taken::NOW);
         }
-        let now = self.origin.elapsed();
-        match c.settings.algorithm {
+        let now = self.now_ns();
+        let max_wait = nanos(max_wait);
+        let taken = match c.settings.algorithm {
             Algorithm::FixedWindow => self.fixed_window(c, now, max_wait),
-            Algorithm::TokenBucket => self.token_bucket(c, nanos(now), max_wait),
+            Algorithm::TokenBucket => self.token_bucket(c, now, max_wait),
+        };
+        // Durations are made once, here: the decision itself is integers.
+        match taken {
+            Ok((wait, tat, interval_ns)) => Ok(Taken {
+                wait: Duration::from_nanos(wait),
+                tat,
+                interval_ns,
+            }),
+            Err(wait) => Err(Duration::from_nanos(wait)),
         }
     }
 
-    fn fixed_window(
-        &self,
-        c: &Config,
-        now: Duration,
-        max_wait: Duration,
-    ) -> Result<Taken, Duration> {
-        let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+    /// Nanoseconds since `origin`, on tokio's clock (paused in tests).
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        let d = Instant::now().saturating_duration_since(self.origin);
+        d.as_secs()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::from(d.subsec_nanos()))
+    }
+
+    /// `Ok((wait, 0, 0))` for a permit due in `wait` ns, or `Err(wait)`
+    /// for how long until one would be; all in ns since `origin`.
+    fn fixed_window(&self, c: &Config, now: u64, max_wait: u64) -> Result<(u64, u64, u64), u64> {
+        let now_ms = now / 1_000_000;
         let limit = u64::from(c.settings.limit_for_period);
         let period = c.period_ms;
-        let mut outcome = Err(Duration::ZERO);
+        let mut outcome = Err(0);
         let _ = self
             .word
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
@@ -350,45 +366,34 @@ impl RateLimiter {
                     }
                 }
                 // Permit `taken` is due when its window starts.
-                let due = Duration::from_millis(
-                    start.saturating_add((taken / limit).saturating_mul(period)),
-                );
-                let wait = due.saturating_sub(now);
+                let due_ms = start.saturating_add((taken / limit).saturating_mul(period));
+                let wait = due_ms.saturating_mul(1_000_000).saturating_sub(now);
                 if wait > max_wait || taken == COUNT_MASK {
                     outcome = Err(wait);
                     return None;
                 }
-                outcome = Ok(Taken {
-                    wait,
-                    tat: 0,
-                    interval_ns: 0,
-                });
+                outcome = Ok((wait, 0, 0));
                 Some((start << COUNT_BITS) | (taken + 1))
             });
         outcome
     }
 
-    fn token_bucket(&self, c: &Config, now: u64, max_wait: Duration) -> Result<Taken, Duration> {
-        let max_wait = nanos(max_wait);
-        let mut outcome = Err(Duration::ZERO);
+    /// As [`fixed_window`](Self::fixed_window): `Ok((wait, tat, interval))`
+    /// with the arrival time the permit moved the bucket to.
+    fn token_bucket(&self, c: &Config, now: u64, max_wait: u64) -> Result<(u64, u64, u64), u64> {
+        let mut outcome = Err(0);
         let _ = self
             .word
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
-                let next = tat.max(now).saturating_add(c.interval_ns);
+                let from = tat.max(now);
                 // How far this permit lies beyond the burst the bucket allows.
-                let wait = tat
-                    .max(now)
-                    .saturating_sub(now)
-                    .saturating_sub(c.tolerance_ns);
+                let wait = (from - now).saturating_sub(c.tolerance_ns);
                 if wait > max_wait {
-                    outcome = Err(Duration::from_nanos(wait));
+                    outcome = Err(wait);
                     return None;
                 }
-                outcome = Ok(Taken {
-                    wait: Duration::from_nanos(wait),
-                    tat: next,
-                    interval_ns: c.interval_ns,
-                });
+                let next = from.saturating_add(c.interval_ns);
+                outcome = Ok((wait, next, c.interval_ns));
                 Some(next)
             });
         outcome
