@@ -8,6 +8,9 @@
 //! fn's error type.
 
 use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use crate::error::Error;
 use crate::spec::Verdict;
@@ -54,8 +57,64 @@ pub(crate) fn classify<T, E>(
 
 /// A call's outcome as the innermost step of a chain: its error is the
 /// body's. What the handles' `call` methods run.
-pub(crate) async fn lifted<T, E>(call: impl Future<Output = Result<T, E>>) -> Result<T, Fail<E>> {
-    call.await.map_err(Fail::Body)
+pub(crate) fn lifted<F: Future>(call: F) -> Lifted<F> {
+    Lifted { call }
+}
+
+pin_project_lite::pin_project! {
+    /// [`lifted`]'s future: a named type, so that a handle's call does not
+    /// nest one more state machine per layer.
+    pub(crate) struct Lifted<F> {
+        #[pin]
+        call: F,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A chain's outcome as a handle's `call` returns it: a resilience error
+    /// becomes the caller's `E` through its `From<Error>`. Named, so that a
+    /// handle's `call` is no state machine of its own around its layer's.
+    pub(crate) struct Lowered<F, E> {
+        #[pin]
+        chain: F,
+        error: PhantomData<fn() -> E>,
+    }
+}
+
+/// [`Lowered`] around `chain`.
+pub(crate) fn lowered<F, E>(chain: F) -> Lowered<F, E> {
+    Lowered {
+        chain,
+        error: PhantomData,
+    }
+}
+
+impl<F, T, E> Future for Lowered<F, E>
+where
+    F: Future<Output = Result<T, Fail<E>>>,
+    E: From<Error>,
+{
+    type Output = Result<T, E>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project()
+            .chain
+            .poll(cx)
+            .map(|r| r.map_err(|fail| fail.into_error(E::from)))
+    }
+}
+
+impl<F, T, E> Future for Lifted<F>
+where
+    F: Future<Output = Result<T, E>>,
+{
+    type Output = Result<T, Fail<E>>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().call.poll(cx).map(|r| r.map_err(Fail::Body))
+    }
 }
 
 /// The return type of an annotated fn.

@@ -253,20 +253,21 @@ impl<S: CircuitBreakerSpec> CircuitBreakerHandle<S> {
 
     /// Runs `f` if the breaker permits, and records its outcome as the spec
     /// classifies it.
-    pub async fn call<T, E, F, Fut>(&self, f: F) -> Result<T, E>
+    pub fn call<T, E, F, Fut>(
+        &self,
+        f: F,
+    ) -> impl Future<Output = Result<T, E>> + use<'_, S, T, E, F, Fut>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         S::Classifier: Classify<T, E>,
         E: From<Error>,
     {
-        run(
+        crate::outcome::lowered(run(
             ops::<S, T, E>(),
             Some(CallInstance::Borrowed(&self.inner)),
             || crate::outcome::lifted(f()),
-        )
-        .await
-        .map_err(|fail| fail.into_error(E::from))
+        ))
     }
 
     /// The state now.

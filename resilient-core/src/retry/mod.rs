@@ -390,20 +390,21 @@ impl<S: RetrySpec> RetryHandle<S> {
 
     /// Calls `f` and awaits its future, again after each failure, as the
     /// spec's settings say (see the [module docs](self)).
-    pub async fn call<T, E, F, Fut>(&self, mut f: F) -> Result<T, E>
+    pub fn call<T, E, F, Fut>(
+        &self,
+        mut f: F,
+    ) -> impl Future<Output = Result<T, E>> + use<'_, S, T, E, F, Fut>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         S::Classifier: Classify<T, E>,
         E: From<Error> + Exhaustion<S::Exhausted>,
     {
-        run(
+        crate::outcome::lowered(run(
             ops::<S, T, E>().judged_by(By::<S::Classifier>::new()),
             Some(CallInstance::Borrowed(&self.inner)),
-            || crate::outcome::lifted(f()),
-        )
-        .await
-        .map_err(|fail| fail.into_error(E::from))
+            move || crate::outcome::lifted(f()),
+        ))
     }
 }
 

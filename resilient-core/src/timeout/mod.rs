@@ -199,7 +199,10 @@ impl<S: TimeoutSpec> TimeoutHandle<S> {
 
     /// Runs `f`, and gives up on it with [`Error::Timeout`] when it takes
     /// longer than the spec's `duration`, counted from its first wait.
-    pub async fn call<T, E, F, Fut>(&self, f: F) -> Result<T, E>
+    pub fn call<T, E, F, Fut>(
+        &self,
+        f: F,
+    ) -> impl Future<Output = Result<T, E>> + use<'_, S, T, E, F, Fut>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -209,15 +212,13 @@ impl<S: TimeoutSpec> TimeoutHandle<S> {
             const { &Key::of::<S>() },
             Some(CallInstance::Borrowed(&self.inner)),
         );
-        run(&call, crate::outcome::lifted(f()))
-            .await
-            .map_err(|fail| fail.into_error(E::from))
+        crate::outcome::lowered(run(call, crate::outcome::lifted(f())))
     }
 }
 
 /// One call under `timeout`: what a handle's `call` runs, from the same
 /// pieces as the code `#[timeout]` expands to.
-async fn run<T, E, Fut>(call: &TimeoutCall<'_>, fut: Fut) -> Result<T, Fail<E>>
+async fn run<T, E, Fut>(call: TimeoutCall<'_>, fut: Fut) -> Result<T, Fail<E>>
 where
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
