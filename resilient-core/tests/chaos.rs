@@ -27,14 +27,6 @@ enum TestError {
     Resilience(#[from] Error),
 }
 
-fn float(x: f64) -> Value {
-    Value::Float(x)
-}
-
-fn boolean(b: bool) -> Value {
-    Value::Bool(b)
-}
-
 fn counts<S: ChaosSpec>(registry: &Registry) -> Result<ChaosCounts, Error> {
     registry.sync_scope(|| S::get().map(|h| h.counts()))
 }

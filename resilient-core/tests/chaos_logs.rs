@@ -9,7 +9,6 @@ mod support;
 use support::*;
 
 use resilient_core::chaos::ChaosCounts;
-use resilient_core::settings::Value;
 use resilient_core::{chaos, ChaosSpec, Error, Registry};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -18,14 +17,6 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 enum TestError {
     #[error(transparent)]
     Resilience(#[from] Error),
-}
-
-fn float(x: f64) -> Value {
-    Value::Float(x)
-}
-
-fn boolean(b: bool) -> Value {
-    Value::Bool(b)
 }
 
 fn counts<S: ChaosSpec>(registry: &Registry) -> Result<ChaosCounts, Error> {

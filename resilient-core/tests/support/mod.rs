@@ -18,6 +18,16 @@ pub fn int(v: i128) -> Value {
     Value::Int(v)
 }
 
+/// A number value.
+pub fn float(x: f64) -> Value {
+    Value::Float(x)
+}
+
+/// A boolean value.
+pub fn boolean(b: bool) -> Value {
+    Value::Bool(b)
+}
+
 /// A table of `pairs`.
 pub fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
