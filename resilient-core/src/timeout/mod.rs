@@ -212,16 +212,20 @@ impl<S: TimeoutSpec> TimeoutHandle<S> {
             const { &Key::of::<S>() },
             Some(CallInstance::Borrowed(&self.inner)),
         );
-        crate::outcome::lowered(run(call, crate::outcome::lifted(f())))
+        // `f` is called in `run`, when the call is first polled: a future
+        // made and dropped unpolled runs none of it.
+        crate::outcome::lowered(run(call, move || crate::outcome::lifted(f())))
     }
 }
 
 /// One call under `timeout`: what a handle's `call` runs, from the same
 /// pieces as the code `#[timeout]` expands to.
-async fn run<T, E, Fut>(call: TimeoutCall<'_>, fut: Fut) -> Result<T, Fail<E>>
+async fn run<T, E, F, Fut>(call: TimeoutCall<'_>, f: F) -> Result<T, Fail<E>>
 where
+    F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
 {
+    let fut = f();
     let timer = match call.enter() {
         Ok(timer) => timer,
         Err(e) => return Err(Fail::Resilience(e)),
