@@ -8,7 +8,7 @@ use support::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use resilient_core::{
-    CircuitBreakerSpec, ConcurrencyLimitSpec, Error, RateLimiterSpec, Registry, RetrySpec, Spec,
+    CircuitBreakerSpec, ConcurrencyLimitSpec, Error, RateLimiterSpec, Registry, RetrySpec,
     TimeoutSpec,
 };
 
