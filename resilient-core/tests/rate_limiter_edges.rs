@@ -139,3 +139,21 @@ async fn a_huge_max_wait_never_panics() {
         assert_eq!(start.elapsed(), Duration::from_secs(1), "{kind}");
     }
 }
+
+/// A fixed window due beyond what u64 nanoseconds hold (584 years): the
+/// wait is exact, so a `max_wait` shorter than it rejects with the true
+/// wait, as one past u64 nanoseconds does too.
+#[tokio::test(start_paused = true)]
+async fn a_window_due_past_584_years_is_weighed_exactly() {
+    let thousand_years = Duration::from_secs(1000 * 31_557_600);
+    for max_wait in ["500y", "600y"] {
+        let h = limiter("fixed_window", 1, "1000y", max_wait);
+        h.acquire().await.expect("first");
+        match h.acquire().await {
+            Err(Error::RateLimitExceeded { retry_after, .. }) => {
+                assert_eq!(retry_after, thousand_years, "max_wait {max_wait}");
+            }
+            other => panic!("max_wait {max_wait}: {other:?}"),
+        }
+    }
+}

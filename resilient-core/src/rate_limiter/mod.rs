@@ -241,6 +241,27 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// A fixed window due at `due_ms`, past what u64 nanoseconds hold: whether
+/// its wait from `now` (ns) is longer than `max_wait`, and the wait in ns.
+#[cold]
+fn far(due_ms: u64, now: u64, max_wait: Duration) -> (bool, u128) {
+    let wait = (u128::from(due_ms) * 1_000_000).saturating_sub(u128::from(now));
+    (wait > max_wait.as_nanos(), wait)
+}
+
+/// `ns` nanoseconds as a Duration, exactly (past u64 nanoseconds too).
+#[inline]
+fn from_nanos(ns: u128) -> Duration {
+    match u64::try_from(ns) {
+        Ok(ns) => Duration::from_nanos(ns),
+        Err(_) => {
+            let secs = u64::try_from(ns / 1_000_000_000).unwrap_or(u64::MAX);
+            let sub = u32::try_from(ns % 1_000_000_000).unwrap_or(0);
+            Duration::new(secs, sub)
+        }
+    }
+}
+
 impl Sealed for RateLimiter {}
 
 impl Mechanism for RateLimiter {
@@ -314,19 +335,27 @@ impl RateLimiter {
             return Ok(Taken::NOW);
         }
         let now = self.now_ns();
-        let max_wait = nanos(max_wait);
-        let taken = match c.settings.algorithm {
-            Algorithm::FixedWindow => self.fixed_window(c, now, max_wait),
-            Algorithm::TokenBucket => self.token_bucket(c, now, max_wait),
-        };
         // Durations are made once, here: the decision itself is integers.
-        match taken {
-            Ok((wait, tat, interval_ns)) => Ok(Taken {
-                wait: Duration::from_nanos(wait),
-                tat,
-                interval_ns,
-            }),
-            Err(wait) => Err(Duration::from_nanos(wait)),
+        match c.settings.algorithm {
+            // Exact: a window can be due beyond what u64 nanoseconds hold
+            // (584 years), and `max_wait` can be longer too.
+            Algorithm::FixedWindow => match self.fixed_window(c, now, max_wait) {
+                Ok(wait) => Ok(Taken {
+                    wait: from_nanos(wait),
+                    tat: 0,
+                    interval_ns: 0,
+                }),
+                Err(wait) => Err(from_nanos(wait)),
+            },
+            // A bucket's waits fit: its period is at most 584 years.
+            Algorithm::TokenBucket => match self.token_bucket(c, now, nanos(max_wait)) {
+                Ok((wait, tat, interval_ns)) => Ok(Taken {
+                    wait: Duration::from_nanos(wait),
+                    tat,
+                    interval_ns,
+                }),
+                Err(wait) => Err(Duration::from_nanos(wait)),
+            },
         }
     }
 
@@ -339,10 +368,11 @@ impl RateLimiter {
             .saturating_add(u64::from(d.subsec_nanos()))
     }
 
-    /// `Ok((wait, 0, 0))` for a permit due in `wait` ns, or `Err(wait)`
-    /// for how long until one would be; all in ns since `origin`.
-    fn fixed_window(&self, c: &Config, now: u64, max_wait: u64) -> Result<(u64, u64, u64), u64> {
+    /// `Ok(wait)` for a permit due in `wait` ns, or `Err(wait)` for how
+    /// long until one would be; `now` in ns since `origin`.
+    fn fixed_window(&self, c: &Config, now: u64, max_wait: Duration) -> Result<u128, u128> {
         let now_ms = now / 1_000_000;
+        let max_wait_ns = nanos(max_wait);
         let limit = u64::from(c.settings.limit_for_period);
         let period = c.period_ms;
         let mut outcome = Err(0);
@@ -367,19 +397,30 @@ impl RateLimiter {
                 }
                 // Permit `taken` is due when its window starts.
                 let due_ms = start.saturating_add((taken / limit).saturating_mul(period));
-                let wait = due_ms.saturating_mul(1_000_000).saturating_sub(now);
-                if wait > max_wait || taken == COUNT_MASK {
+                let late = match due_ms.checked_mul(1_000_000) {
+                    // Exact in u64: a `max_wait` past u64 nanoseconds
+                    // (saturated) is longer than any such wait.
+                    Some(due) => {
+                        let wait = due.saturating_sub(now);
+                        (wait > max_wait_ns, u128::from(wait))
+                    }
+                    // Due beyond 584 years: weighed in u128.
+                    None => far(due_ms, now, max_wait),
+                };
+                let (late, wait) = late;
+                if late || taken == COUNT_MASK {
                     outcome = Err(wait);
                     return None;
                 }
-                outcome = Ok((wait, 0, 0));
+                outcome = Ok(wait);
                 Some((start << COUNT_BITS) | (taken + 1))
             });
         outcome
     }
 
-    /// As [`fixed_window`](Self::fixed_window): `Ok((wait, tat, interval))`
-    /// with the arrival time the permit moved the bucket to.
+    /// As [`fixed_window`](Self::fixed_window), in u64 nanoseconds:
+    /// `Ok((wait, tat, interval))` with the arrival time the permit moved
+    /// the bucket to.
     fn token_bucket(&self, c: &Config, now: u64, max_wait: u64) -> Result<(u64, u64, u64), u64> {
         let mut outcome = Err(0);
         let _ = self
