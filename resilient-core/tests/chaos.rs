@@ -81,9 +81,11 @@ async fn a_seed_injects_into_the_same_calls_on_every_run() -> TestResult {
     let before = SEEDED_BODY.load(Ordering::Relaxed);
     let (first, first_counts) = injected_calls(section(), 10_000).await?;
     let (second, second_counts) = injected_calls(section(), 10_000).await?;
-    assert_eq!(first.len(), SEEDED_INJECTED);
-    // Binomial(10 000, 0.3): mean 3000, standard deviation about 46.
+    // Binomial(10 000, 0.3): mean 3000, standard deviation about 46. Checked
+    // first: a generator that no longer draws at the rate fails here, one
+    // that draws at the rate but otherwise fails only the exact figure.
     assert!((2800..=3200).contains(&first.len()), "{}", first.len());
+    assert_eq!(first.len(), SEEDED_INJECTED);
     let first: BTreeSet<u64> = first.into_iter().collect();
     let second: BTreeSet<u64> = second.into_iter().collect();
     assert_eq!(first, second);
@@ -165,6 +167,10 @@ async fn slow() -> Result<(), TestError> {
 }
 
 fn slow_registry(latency: &str) -> Registry {
+    slow_failing_registry(latency, 0.0)
+}
+
+fn slow_failing_registry(latency: &str, error_rate: f64) -> Registry {
     build(
         Registry::builder().spec::<Limit>().spec::<Slow>(),
         vec![
@@ -175,6 +181,7 @@ fn slow_registry(latency: &str) -> Registry {
                     ("enabled", boolean(true)),
                     ("latency_rate", float(1.0)),
                     ("latency", s(latency)),
+                    ("error_rate", float(error_rate)),
                 ]),
             ),
         ],
@@ -203,6 +210,35 @@ async fn injected_latency_below_a_timeout_times_out() -> TestResult {
     registry.scope(slow()).await?;
     assert_eq!(started.elapsed(), Duration::from_millis(40));
     assert_eq!(SLOW_BODY.load(Ordering::Relaxed) - before, 1);
+    Ok(())
+}
+
+/// A call that draws a latency and an error gets the error after the wait:
+/// counted then, and not at all when a timeout outside ends the wait first.
+#[tokio::test(start_paused = true)]
+async fn an_error_drawn_with_a_latency_counts_only_when_delivered() -> TestResult {
+    let registry = slow_failing_registry("1s", 1.0);
+    let out = registry.scope(slow()).await;
+    assert!(
+        matches!(out, Err(TestError::Resilience(Error::Timeout { .. }))),
+        "{out:?}"
+    );
+    let c = counts::<Slow>(&registry)?;
+    assert_eq!((c.calls, c.latency_injected, c.errors_injected), (1, 1, 0));
+
+    let registry = slow_failing_registry("40ms", 1.0);
+    let started = tokio::time::Instant::now();
+    let out = registry.scope(slow()).await;
+    assert!(
+        matches!(
+            out,
+            Err(TestError::Resilience(Error::Injected { call: 0, .. }))
+        ),
+        "{out:?}"
+    );
+    assert_eq!(started.elapsed(), Duration::from_millis(40));
+    let c = counts::<Slow>(&registry)?;
+    assert_eq!((c.calls, c.latency_injected, c.errors_injected), (1, 1, 1));
     Ok(())
 }
 
@@ -491,5 +527,56 @@ fn every_problem_of_a_chaos_section_is_reported_at_once() -> TestResult {
         problems[0].to_string().contains("error_rate"),
         "{problems:#?}"
     );
+    Ok(())
+}
+
+// ------------------------------------------------------------- a new seed
+
+#[derive(ChaosSpec)]
+#[spec("chaos.reseeded")]
+struct Reseeded;
+
+#[chaos(Reseeded)]
+async fn reseeded() -> Result<(), TestError> {
+    Ok(())
+}
+
+/// The index of the call that got the injected error.
+async fn injected_index(registry: &Registry) -> Result<u64, String> {
+    match registry.scope(reseeded()).await {
+        Err(TestError::Resilience(Error::Injected { call, .. })) => Ok(call),
+        other => Err(format!("expected an injected error, got {other:?}")),
+    }
+}
+
+/// A reload that changes the seed starts the draws at call 0; one that
+/// changes another setting goes on from the index reached.
+#[tokio::test]
+async fn a_new_seed_starts_the_draws_at_call_0() -> TestResult {
+    let section = |seed: i128, latency_rate: f64| {
+        table([
+            ("enabled", boolean(true)),
+            ("error_rate", float(1.0)),
+            ("latency_rate", float(latency_rate)),
+            ("latency", s("1ms")),
+            ("seed", int(seed)),
+        ])
+    };
+    let registry = registry::<Reseeded>(section(1, 0.0));
+    for expected in 0..3 {
+        assert_eq!(injected_index(&registry).await?, expected);
+    }
+    let reload = |seed, latency_rate| {
+        registry
+            .reload(&root(vec![("chaos.reseeded", section(seed, latency_rate))]))
+            .map_err(|problems| format!("reload refused: {problems:?}"))
+    };
+    reload(2, 0.0)?;
+    assert_eq!(counts::<Reseeded>(&registry)?.calls, 0);
+    assert_eq!(injected_index(&registry).await?, 0);
+    assert_eq!(injected_index(&registry).await?, 1);
+    // The same seed, another setting: the index goes on.
+    reload(2, 0.5)?;
+    assert_eq!(counts::<Reseeded>(&registry)?.calls, 2);
     Ok(())
 }

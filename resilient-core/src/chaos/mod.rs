@@ -161,8 +161,8 @@ impl ChaosSettings {
         let latency_rate = s.float("latency_rate", Some(0.0), RATE_RULE, rate);
         let error_rate = s.float("error_rate", Some(0.0), RATE_RULE, rate);
         let latency = match s.duration("latency", false) {
-            Some(Some(d)) if d.is_zero() => {
-                s.invalid("latency", "must be > 0");
+            Some(Some(d)) if d.is_zero() && latency_rate.is_some_and(|r| r > 0.0) => {
+                s.invalid("latency", "must be > 0 when `latency_rate` > 0");
                 None
             }
             Some(Some(d)) => Some(d),
@@ -194,11 +194,16 @@ impl ChaosSettings {
     }
 }
 
-/// The settings a chaos spec runs with, and the seed its draws start from.
+/// The settings a chaos spec runs with, the seed its draws start from, and
+/// the index of the next call's draws. The index lives with the seed: a
+/// call draws its index and its seed from the same version, so a reload
+/// that changes the seed (and starts a new index at 0) can neither skip nor
+/// repeat an index of either seed; versions of one seed share one index.
 #[derive(Debug)]
 struct ChaosConfig {
     settings: ChaosSettings,
     seed: u64,
+    calls: Arc<AtomicU64>,
 }
 
 /// Whether injection is on: all a disabled call reads.
@@ -242,8 +247,6 @@ pub struct Chaos {
     config: Versions<ChaosConfig>,
     /// The seed used when the settings set none: drawn once, when built.
     drawn_seed: u64,
-    /// The index of the next call's draws.
-    calls: AtomicU64,
     latency_injected: AtomicU64,
     errors_injected: AtomicU64,
     telemetry: Telemetry,
@@ -269,9 +272,9 @@ impl Mechanism for Chaos {
             config: Versions::new(ChaosConfig {
                 seed: settings.seed.unwrap_or(drawn_seed),
                 settings,
+                calls: Arc::new(AtomicU64::new(0)),
             }),
             drawn_seed,
-            calls: AtomicU64::new(0),
             latency_injected: AtomicU64::new(0),
             errors_injected: AtomicU64::new(0),
             telemetry,
@@ -284,15 +287,21 @@ impl Mechanism for Chaos {
     fn reconfigure(&self, settings: ChaosSettings) -> Vec<String> {
         let mut notes = Vec::new();
         let seed = settings.seed.unwrap_or(self.drawn_seed);
-        let old_seed = self.config.get().seed;
+        let old = self.config.get();
+        let calls = if seed == old.seed {
+            Arc::clone(&old.calls)
+        } else {
+            notes.push("the chaos draws start again from call 0 with the new seed".to_owned());
+            Arc::new(AtomicU64::new(0))
+        };
         self.config.publish(
             |c| c.settings == settings,
-            || ChaosConfig { settings, seed },
+            || ChaosConfig {
+                settings,
+                seed,
+                calls,
+            },
         );
-        if seed != old_seed {
-            self.calls.store(0, Ordering::Relaxed);
-            notes.push("the chaos draws start again from call 0 with the new seed".to_owned());
-        }
         notes
     }
 
@@ -347,7 +356,7 @@ impl Chaos {
     /// What the spec has injected so far.
     fn counts(&self) -> ChaosCounts {
         ChaosCounts {
-            calls: self.calls.load(Ordering::Relaxed),
+            calls: self.config.get().calls.load(Ordering::Relaxed),
             latency_injected: self.latency_injected.load(Ordering::Relaxed),
             errors_injected: self.errors_injected.load(Ordering::Relaxed),
         }
@@ -357,7 +366,7 @@ impl Chaos {
     #[inline(never)]
     fn draw(&self, spec: &'static str, config: &ChaosConfig) -> Step {
         let s = &config.settings;
-        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        let call = config.calls.fetch_add(1, Ordering::Relaxed);
         let base = call.wrapping_mul(2);
         let delay = under(splitmix64(config.seed, base), s.latency_rate);
         let fail = under(splitmix64(config.seed, base.wrapping_add(1)), s.error_rate);
@@ -366,8 +375,12 @@ impl Chaos {
             self.injected(Fault::Latency, call, s.latency);
         }
         let error = fail.then(|| {
-            self.errors_injected.fetch_add(1, Ordering::Relaxed);
-            self.injected(Fault::Error, call, s.latency);
+            // A delayed call's error is counted when it is delivered, after
+            // the wait: a call cancelled during it (by a timeout outside)
+            // never fails with it.
+            if !delay {
+                self.errored(call, s.latency);
+            }
             Error::Injected { spec, call }
         });
         if delay {
@@ -378,6 +391,12 @@ impl Chaos {
         } else {
             Step::Ready(error.map_or(Ok(()), Err))
         }
+    }
+
+    /// An injected error delivered to call `call`: counted and told.
+    fn errored(&self, call: u64, latency: Duration) {
+        self.errors_injected.fetch_add(1, Ordering::Relaxed);
+        self.injected(Fault::Error, call, latency);
     }
 
     /// Telemetry of one injection: the counter, the listeners, a DEBUG line.
@@ -516,7 +535,16 @@ impl<'a> ChaosCall<'a> {
         // Boxed: a tokio sleep is large, and only an injected call needs one;
         // kept in place, it would grow the future of every call.
         Box::pin(tokio::time::sleep(delay.latency)).await;
-        delay.error.map_or(Ok(()), Err)
+        match delay.error {
+            None => Ok(()),
+            Some(error) => {
+                // Counted now that it is delivered (see `Chaos::draw`).
+                if let (Some(chaos), Error::Injected { call, .. }) = (&self.instance, &error) {
+                    chaos.errored(*call, delay.latency);
+                }
+                Err(error)
+            }
+        }
     }
 }
 
