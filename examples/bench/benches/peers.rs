@@ -36,6 +36,12 @@ struct Timeout;
 #[spec("bench.limit")]
 struct Limit;
 
+/// The same cap as [`Limit`], `type = "adaptive"`: the limit starts there
+/// and moves with latency (it stays there: the op never queues).
+#[derive(ConcurrencyLimitSpec)]
+#[spec("bench.adaptive_limit")]
+struct AdaptiveLimit;
+
 /// The breaker the contention group shares between tasks, one spec per
 /// window kind.
 #[derive(CircuitBreakerSpec)]
@@ -93,6 +99,11 @@ async fn timeout_only() -> Result<u32, Failed> {
     Ok(black_box(1))
 }
 
+#[concurrency_limit(AdaptiveLimit)]
+async fn adaptive_limit_only() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
 #[circuit_breakable(ContendedRing)]
 async fn contended_ring() -> Result<u32, Failed> {
     Ok(black_box(1))
@@ -139,6 +150,14 @@ fn registry(kind: &str) -> Registry {
             ("retry", retry),
             ("timeout", table([("duration", Value::Str("1s".into()))])),
             ("limit", table([("limit", Value::Int(LIMIT as i128))])),
+            (
+                "adaptive_limit",
+                table([
+                    ("type", Value::Str("adaptive".into())),
+                    ("max", Value::Int(LIMIT as i128)),
+                    ("initial", Value::Int(LIMIT as i128)),
+                ]),
+            ),
             ("contended_ring", breaker_settings("ring_buffer")),
             ("contended_striped", breaker_settings("striped_approx")),
         ]),
@@ -148,6 +167,7 @@ fn registry(kind: &str) -> Registry {
         .spec::<Retry>()
         .spec::<Timeout>()
         .spec::<Limit>()
+        .spec::<AdaptiveLimit>()
         .spec::<ContendedRing>()
         .spec::<ContendedStriped>()
         .build(&root)
@@ -537,6 +557,62 @@ fn breaker_tasks(c: &mut Criterion) {
     g.finish();
 }
 
+/// `#[concurrency_limit]` alone, fixed beside adaptive (same cap, `reject`),
+/// installed registry: on a current-thread runtime, then from 64 tasks on 1
+/// and on 2 worker threads (wall time per call, as in the breaker's group).
+/// The adaptive limit reads the clock twice per call and adds its sample to
+/// one shared word; the fixed one does neither.
+fn concurrency_success(c: &mut Criterion) {
+    install();
+    let rt = current_thread();
+    assert!(rt.block_on(limit_only()).is_ok(), "fixed: the first call failed");
+    assert!(
+        rt.block_on(adaptive_limit_only()).is_ok(),
+        "adaptive: the first call failed"
+    );
+    let mut g = c.benchmark_group("concurrency limit success");
+    g.bench_function("fixed #[concurrency_limit], current thread", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(limit_only().await.is_ok()) });
+    });
+    g.bench_function("adaptive #[concurrency_limit], current thread", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { black_box(adaptive_limit_only().await.is_ok()) });
+    });
+    g.throughput(Throughput::Elements(1));
+    for workers in [1, 2] {
+        let rt = match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_time()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => panic!("{e}"),
+        };
+        let on = format!("{workers} worker{}", if workers == 1 { "" } else { "s" });
+        g.bench_function(format!("fixed #[concurrency_limit], 64 tasks, {on}"), |bench| {
+            bench.iter_custom(|iters| {
+                spread_over_tasks(&rt, iters, || async {
+                    black_box(limit_only().await.is_ok());
+                })
+            });
+        });
+        g.bench_function(
+            format!("adaptive #[concurrency_limit], 64 tasks, {on}"),
+            |bench| {
+                bench.iter_custom(|iters| {
+                    spread_over_tasks(&rt, iters, || async {
+                        black_box(adaptive_limit_only().await.is_ok());
+                    })
+                });
+            },
+        );
+    }
+    g.finish();
+}
+
 /// What one clock read costs: tokio's `Instant::now` (what the time-based
 /// window, the rate limiters and slow-call timing read), std's, and the
 /// kernel's coarse monotonic clock, a candidate for a cheaper read.
@@ -572,6 +648,7 @@ criterion_group!(
     retry_success,
     stack_success,
     breaker_tasks,
+    concurrency_success,
     reload::reload
 );
 criterion_main!(benches);

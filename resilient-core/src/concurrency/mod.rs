@@ -1,4 +1,6 @@
-//! Concurrency limit: at most `limit` calls of a spec run at once.
+//! Concurrency limit: at most `limit` calls of a spec run at once, or, with
+//! `type = "adaptive"`, as many as the calls' latency shows the dependency
+//! serves without a queue (see [`adaptive`]).
 //!
 //! ```
 //! use resilient_core::ConcurrencyLimitSpec;
@@ -24,6 +26,15 @@
 //! freeing a place is a compare-and-swap and a subtraction, with no lock. A
 //! `block` limiter is tokio's fair semaphore; a call that finds a free place
 //! takes it at once, and only a call that must wait allocates its wait.
+//!
+//! An adaptive limit (`type = "adaptive"`) takes its places the same way,
+//! against a limit that one call per window recomputes from the calls'
+//! latency; a `block` limiter's semaphore is resized when it moves, as a
+//! reload resizes it. A fixed limit pays nothing for it: no clock read and
+//! no atomic beyond those above.
+
+pub mod adaptive;
+mod estimate;
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -33,7 +44,10 @@ use std::time::Duration;
 
 use metrics::Gauge;
 use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::time::Instant;
 
+use self::adaptive::{Adaptive, AdaptiveSettings, Measured};
+use self::estimate::Why;
 use crate::error::Error;
 use crate::outcome::Fail;
 use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
@@ -92,43 +106,107 @@ pub enum Policy {
     },
 }
 
-/// The settings of one concurrency limit spec.
-///
-/// | key | default | rule |
-/// |---|---|---|
-/// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
-/// | `limit` | required | whole number in 1..=536870911: calls that may run at once |
-/// | `policy` | `"reject"` | `"reject"` (fail at once when full) or `"block"` (wait for a permit) |
-/// | `max_wait` | none | duration > 0, with `policy = "block"` only: how long to wait before failing |
+/// What every concurrency limit has, fixed or adaptive: its switch, its
+/// policy, and its limit as one number (a fixed limit's `limit`, an
+/// adaptive limit's `max`). Part of [`LimiterSettings`], which holds the
+/// rest; what [`ConcurrencyLimitHandle::settings`] returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ConcurrencyLimitSettings {
     /// `false` turns the spec into a pass-through.
     pub enabled: bool,
-    /// Calls that may run at once.
+    /// Calls that may run at once: `limit`, or with `type = "adaptive"` its
+    /// `max` (the limit in force is [`ConcurrencyLimitHandle::limit`]).
     pub limit: u32,
     /// What a call does when every permit is taken.
     #[cfg_attr(feature = "serde", serde(flatten))]
     pub policy: Policy,
 }
 
-impl Tag for ConcurrencyLimitSettings {}
+impl ConcurrencyLimitSettings {
+    /// Reads and validates a concurrency limit section (of either `type`),
+    /// recording every problem found; the part every type has.
+    pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        LimiterSettings::read(s).map(|l| l.common)
+    }
+}
+
+/// The settings of one concurrency limit spec, read from its section.
+///
+/// | key | default | rule |
+/// |---|---|---|
+/// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
+/// | `type` | `"fixed"` | `"fixed"` (`limit` calls at once) or `"adaptive"` (a limit found from latency, between `min` and `max`, with keys of its own: see the adaptive limit) |
+/// | `limit` | required with `type = "fixed"` | whole number in 1..=536870911: calls that may run at once |
+/// | `policy` | `"reject"` | `"reject"` (fail at once when full) or `"block"` (wait for a permit) |
+/// | `max_wait` | none | duration > 0, with `policy = "block"` only: how long to wait before failing |
+///
+/// The keys of one type are problems under the other: `limit` with
+/// `type = "adaptive"`, `min` with `type = "fixed"`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LimiterSettings {
+    /// The switch, the policy, and the limit as one number.
+    pub common: ConcurrencyLimitSettings,
+    /// `type = "adaptive"`: how the limit is found; `None` for a fixed
+    /// limit.
+    pub adaptive: Option<AdaptiveSettings>,
+}
+
+impl Tag for LimiterSettings {}
 
 /// The largest limit tokio's semaphore holds.
 const LIMIT_MAX: u64 = (u32::MAX >> 3) as u64;
 
-impl ConcurrencyLimitSettings {
+/// Reports `key` as a key of the other type, if it is there.
+fn other_type(s: &mut Section<'_>, key: &'static str, rule: &str) {
+    if s.present(key) {
+        s.invalid(key, rule);
+    }
+}
+
+impl LimiterSettings {
     /// Reads and validates a concurrency limit section, recording every
     /// problem found.
     pub fn read(s: &mut Section<'_>) -> Option<Self> {
-        s.alias("max_concurrent_calls", "limit", |_| {
-            "the same number of calls at once under this project's name".into()
-        });
         s.alias("max_wait_duration", "max_wait", |_| {
             "`max_wait` applies with `policy = \"block\"` only: Resilience4j's `max_wait_duration` is `policy = \"block\"` with `max_wait`, and its `0` is the default `policy = \"reject\"`".into()
         });
         let enabled = s.bool("enabled", true);
-        let limit = s.int("limit", None, 1, LIMIT_MAX);
+        let kind = s.choice("type", &["fixed", "adaptive"], "fixed");
+        // `Some(None)`: a fixed limit; the outer `None`: a problem.
+        let (limit, adaptive) = match kind {
+            // The type itself is wrong (reported): leave the keys of both
+            // types alone.
+            None => {
+                s.has("limit");
+                for key in adaptive::KEYS {
+                    s.present(key);
+                }
+                (None, None)
+            }
+            Some("adaptive") => {
+                other_type(
+                    s,
+                    "limit",
+                    "is not used by `type = \"adaptive\"`, whose limit moves between `min` and `max`; remove it (the cap is `max`), or set `type = \"fixed\"`",
+                );
+                let adaptive = AdaptiveSettings::read(s);
+                (adaptive.map(|a| u64::from(a.max)), adaptive.map(Some))
+            }
+            Some(_) => {
+                s.alias("max_concurrent_calls", "limit", |_| {
+                    "the same number of calls at once under this project's name".into()
+                });
+                for key in adaptive::KEYS {
+                    other_type(
+                        s,
+                        key,
+                        "is not used by `type = \"fixed\"` (the default); remove it, or set `type = \"adaptive\"`",
+                    );
+                }
+                (s.int("limit", None, 1, LIMIT_MAX), Some(None))
+            }
+        };
         let policy = s.choice("policy", &["reject", "block"], "reject");
         let max_wait = s.duration("max_wait", false);
         let policy = match (policy?, max_wait) {
@@ -153,10 +231,53 @@ impl ConcurrencyLimitSettings {
             },
         };
         Some(Self {
-            enabled: enabled?,
-            limit: u32::try_from(limit?).ok()?,
-            policy,
+            common: ConcurrencyLimitSettings {
+                enabled: enabled?,
+                limit: u32::try_from(limit?).ok()?,
+                policy,
+            },
+            adaptive: adaptive?,
         })
+    }
+
+    /// The limit a call starts under, before anything is measured.
+    fn initial(&self) -> u32 {
+        self.adaptive.map_or(self.common.limit, |a| a.initial)
+    }
+}
+
+/// As the section is written: `type` with its own keys, then the policy.
+#[cfg(feature = "serde")]
+impl serde::Serialize for LimiterSettings {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        enum Type<'a> {
+            Fixed { limit: u32 },
+            Adaptive(&'a AdaptiveSettings),
+        }
+        #[derive(serde::Serialize)]
+        struct Written<'a> {
+            enabled: bool,
+            #[serde(flatten)]
+            kind: Type<'a>,
+            #[serde(flatten)]
+            policy: &'a Policy,
+        }
+        let kind = match &self.adaptive {
+            None => Type::Fixed {
+                limit: self.common.limit,
+            },
+            Some(a) => Type::Adaptive(a),
+        };
+        serde::Serialize::serialize(
+            &Written {
+                enabled: self.common.enabled,
+                kind,
+                policy: &self.common.policy,
+            },
+            s,
+        )
     }
 }
 
@@ -165,7 +286,7 @@ impl ConcurrencyLimitSettings {
 /// [`ConcurrencyLimitHandle`].
 #[derive(Debug)]
 pub struct Limiter {
-    config: Versions<ConcurrencyLimitSettings>,
+    config: Versions<LimiterSettings>,
     telemetry: Telemetry,
     /// `block`: the places, and the queue of waiters.
     semaphore: Semaphore,
@@ -179,6 +300,9 @@ pub struct Limiter {
     /// `reject`: the places taken.
     taken: AtomicU32,
     in_use: OnceLock<Gauge>,
+    limit_gauge: OnceLock<Gauge>,
+    /// `type = "adaptive"`: the limit in force and its measurements.
+    adaptive: Adaptive,
 }
 
 /// A concurrency limit's places, in its part of the
@@ -189,8 +313,12 @@ pub struct Limiter {
 pub struct Places {
     /// Places held now.
     pub permits_in_use: u32,
-    /// Places in all.
+    /// Places in all: the limit in force (where an adaptive limit stands).
     pub permits_limit: u32,
+    /// An adaptive limit's last measurements; `None` for a fixed limit, or
+    /// before its first window closed.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub adaptive: Option<Measured>,
 }
 
 impl Sealed for Limiter {}
@@ -203,35 +331,80 @@ impl Mechanism for Limiter {
         Outcome::Rejected,
         Outcome::Cancelled,
     ];
-    type Settings = ConcurrencyLimitSettings;
+    type Settings = LimiterSettings;
 
-    fn read(section: &mut Section<'_>) -> Option<ConcurrencyLimitSettings> {
-        ConcurrencyLimitSettings::read(section)
+    fn read(section: &mut Section<'_>) -> Option<LimiterSettings> {
+        LimiterSettings::read(section)
     }
 
-    fn build(settings: ConcurrencyLimitSettings, telemetry: Telemetry) -> Self {
+    fn build(settings: LimiterSettings, telemetry: Telemetry) -> Self {
         Limiter::new(settings, telemetry)
     }
 
-    fn reconfigure(&self, settings: ConcurrencyLimitSettings) -> Vec<String> {
+    fn reconfigure(&self, settings: LimiterSettings) -> Vec<String> {
         let was = *self.config.get();
-        self.resize(settings.limit);
-        self.config.publish(|c| *c == settings, || settings);
+        let mut notes = Vec::new();
+        let limit = {
+            // Held while the limit and the settings change: a window that
+            // closes meanwhile sees both before or both after.
+            let mut estimator = self.adaptive.lock();
+            let limit = match (was.adaptive, settings.adaptive) {
+                (_, None) => {
+                    if was.adaptive.is_some() {
+                        notes.push(format!(
+                            "`type` is now \"fixed\": the limit is `limit` ({}), and the adaptive limit's measurements are dropped",
+                            settings.common.limit
+                        ));
+                    }
+                    settings.common.limit
+                }
+                (Some(old), Some(new)) => {
+                    let before = estimator.limit();
+                    estimator.clamp(new.bounds());
+                    let kept = estimator.limit();
+                    if kept != before {
+                        notes.push(format!(
+                            "the adaptive limit {before} is outside `min`..=`max` ({}..={}): it is now {kept}, its measurements kept",
+                            new.min, new.max
+                        ));
+                    } else if old.initial != new.initial {
+                        notes.push(format!(
+                            "`initial` applies when a limit becomes adaptive: the running limit {kept} is kept, with its measurements"
+                        ));
+                    }
+                    kept
+                }
+                (None, Some(new)) => {
+                    self.adaptive
+                        .restart(&mut estimator, new.initial, new.window, self.in_use());
+                    notes.push(format!(
+                        "`type` is now \"adaptive\": the limit starts at `initial` ({}) and is measured afresh",
+                        new.initial
+                    ));
+                    new.initial
+                }
+            };
+            self.adaptive.set_current(limit);
+            self.resize(limit);
+            self.config.publish(|c| *c == settings, || settings);
+            limit
+        };
+        self.set_limit_gauge(limit);
         let policy = |p: Policy| match p {
             Policy::Reject => "reject",
             Policy::Block { .. } => "block",
         };
-        if policy(was.policy) == policy(settings.policy) {
-            return Vec::new();
+        if policy(was.common.policy) != policy(settings.common.policy) {
+            notes.push(format!(
+                "`policy` is now \"{}\": the calls in flight under \"{}\" keep their places there, and are not counted against the limit until they end",
+                policy(settings.common.policy),
+                policy(was.common.policy)
+            ));
         }
-        vec![format!(
-            "`policy` is now \"{}\": the calls in flight under \"{}\" keep their places there, and are not counted against the limit until they end",
-            policy(settings.policy),
-            policy(was.policy)
-        )]
+        notes
     }
 
-    fn settings(&self) -> &ConcurrencyLimitSettings {
+    fn settings(&self) -> &LimiterSettings {
         self.config.get()
     }
 
@@ -243,6 +416,11 @@ impl Mechanism for Limiter {
         Some(Arc::new(Places {
             permits_in_use: self.in_use(),
             permits_limit: self.limit(),
+            adaptive: if self.config.get().adaptive.is_some() {
+                self.adaptive.measured()
+            } else {
+                None
+            },
         }))
     }
 
@@ -261,14 +439,63 @@ struct Place<'a> {
     kind: Kind,
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Kind {
+/// What a place holds, in one word beside the limiter: what was taken (the
+/// low two bits), whether the call is an adaptive limit's sample (the next
+/// bit), and for a sample that waited for its place, how long (µs, the
+/// bits above). One scalar, as the plain enum it replaced, so that a fixed
+/// limit's place is built, returned and matched as cheaply as before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Kind(u32);
+
+impl Kind {
     /// The limiter is disabled: nothing was taken.
-    Free,
+    const FREE: Kind = Kind(0);
     /// A place of a `reject` limiter's counter.
-    Counted,
+    const COUNTED: Kind = Kind(1);
     /// A permit of a `block` limiter's semaphore.
-    Queued,
+    const QUEUED: Kind = Kind(2);
+    const TAKEN: u32 = 0b11;
+    const SAMPLED: u32 = 0b100;
+    const WAITED_SHIFT: u32 = 3;
+
+    /// Whether a counter's place was taken.
+    #[inline(always)]
+    fn counted(self) -> bool {
+        self.0 & Self::TAKEN == Self::COUNTED.0
+    }
+
+    /// Whether a semaphore's permit was taken.
+    #[inline(always)]
+    fn queued(self) -> bool {
+        self.0 & Self::TAKEN == Self::QUEUED.0
+    }
+
+    /// Whether the call is an adaptive limit's sample.
+    #[inline(always)]
+    fn sampled(self) -> bool {
+        self.0 & Self::SAMPLED != 0
+    }
+
+    /// The same place, a sample that waited `waited` µs for it; no sample
+    /// if that does not fit (a wait of about nine minutes or more).
+    fn sample(self, waited: u64) -> Kind {
+        match u32::try_from(waited) {
+            Ok(w) if w <= u32::MAX >> Self::WAITED_SHIFT => {
+                Kind((self.0 & Self::TAKEN) | Self::SAMPLED | (w << Self::WAITED_SHIFT))
+            }
+            _ => self.unsampled(),
+        }
+    }
+
+    /// For a sample: how long the call waited for its place, in µs.
+    fn waited(self) -> u32 {
+        self.0 >> Self::WAITED_SHIFT
+    }
+
+    /// The same place, no sample.
+    fn unsampled(self) -> Kind {
+        Kind(self.0 & Self::TAKEN)
+    }
 }
 
 impl<'a> Place<'a> {
@@ -283,7 +510,13 @@ impl<'a> Place<'a> {
     /// A semaphore permit, as a place.
     fn queued(limiter: &'a Limiter, permit: SemaphorePermit<'a>) -> Self {
         permit.forget();
-        Self::new(limiter, Kind::Queued)
+        Self::new(limiter, Kind::QUEUED)
+    }
+
+    /// Whether the call is an adaptive limit's sample.
+    #[inline(always)]
+    fn sampled(&self) -> bool {
+        self.kind.sampled()
     }
 }
 
@@ -293,39 +526,54 @@ impl Drop for Place<'_> {
         // Counted out before it is freed: the gauge never shows more places
         // than the limit.
         self.limiter.held(false);
-        match self.kind {
-            Kind::Free => {}
-            Kind::Counted => {
-                self.limiter.taken.fetch_sub(1, Ordering::Release);
-            }
-            Kind::Queued => self.limiter.give_back(),
+        if self.kind.counted() {
+            self.limiter.taken.fetch_sub(1, Ordering::Release);
+        } else if self.kind.queued() {
+            self.limiter.give_back();
         }
     }
 }
 
 impl Limiter {
-    pub(crate) fn new(settings: ConcurrencyLimitSettings, telemetry: Telemetry) -> Self {
+    pub(crate) fn new(settings: LimiterSettings, telemetry: Telemetry) -> Self {
+        let limit = settings.initial();
+        let window = settings.adaptive.map_or(Duration::ZERO, |a| a.window);
         let limiter = Self {
             telemetry,
-            semaphore: Semaphore::new(settings.limit as usize),
-            semaphore_limit: AtomicU32::new(settings.limit),
+            semaphore: Semaphore::new(limit as usize),
+            semaphore_limit: AtomicU32::new(limit),
             debt: AtomicU32::new(0),
             taken: AtomicU32::new(0),
             config: Versions::new(settings),
             in_use: OnceLock::new(),
+            limit_gauge: OnceLock::new(),
+            adaptive: Adaptive::new(limit, window),
         };
         limiter.register_meters();
         limiter
     }
 
-    /// Registers the in-use gauge once metrics are switched on, set to the
-    /// places held now.
+    /// Registers the gauges once metrics are switched on, set to the places
+    /// held and the limit now.
     fn register_meters(&self) {
         if self.telemetry.metrics_on() {
             let gauge = self
                 .in_use
                 .get_or_init(|| self.telemetry.gauge("resilient_concurrency_in_use"));
             gauge.set(f64::from(self.in_use()));
+            let limit = self
+                .limit_gauge
+                .get_or_init(|| self.telemetry.gauge("resilient_concurrency_limit"));
+            limit.set(f64::from(self.limit()));
+        }
+    }
+
+    /// The limit moved to `limit`: its gauge.
+    fn set_limit_gauge(&self, limit: u32) {
+        if self.telemetry.metrics_on() {
+            if let Some(gauge) = self.limit_gauge.get() {
+                gauge.set(f64::from(limit));
+            }
         }
     }
 
@@ -380,21 +628,25 @@ impl Limiter {
         }
     }
 
-    /// A place if one is free now.
+    /// A place if one is free now; a call through it is an adaptive
+    /// limit's sample if `settings` are adaptive.
     #[inline]
-    fn try_take(&self, settings: &ConcurrencyLimitSettings) -> Option<Place<'_>> {
-        if !settings.enabled {
-            return Some(Place::new(self, Kind::Free));
+    fn try_take(&self, settings: &LimiterSettings) -> Option<Place<'_>> {
+        if !settings.common.enabled {
+            return Some(Place::new(self, Kind::FREE));
         }
-        match settings.policy {
+        if settings.adaptive.is_some() {
+            return self.try_take_sampled(settings.common.policy);
+        }
+        match settings.common.policy {
             Policy::Reject => {
-                let limit = settings.limit;
+                let limit = settings.common.limit;
                 self.taken
                     .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
                         (n < limit).then_some(n + 1)
                     })
                     .ok()
-                    .map(|_| Place::new(self, Kind::Counted))
+                    .map(|_| Place::new(self, Kind::COUNTED))
             }
             Policy::Block { .. } => self
                 .semaphore
@@ -404,13 +656,61 @@ impl Limiter {
         }
     }
 
+    /// [`try_take`](Self::try_take) for an adaptive limit, apart so that a
+    /// fixed limit's stays as small as it was: against the limit in force,
+    /// counting the places held for the window's peak.
+    #[inline(never)]
+    fn try_take_sampled(&self, policy: Policy) -> Option<Place<'_>> {
+        match policy {
+            Policy::Reject => {
+                let limit = self.adaptive.current();
+                let before = self
+                    .taken
+                    .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
+                        (n < limit).then_some(n + 1)
+                    })
+                    .ok()?;
+                let place = Place::new(self, Kind::COUNTED.sample(0));
+                self.adaptive.held(before + 1);
+                Some(place)
+            }
+            Policy::Block { .. } => {
+                let permit = self.semaphore.try_acquire().ok()?;
+                let mut place = Place::queued(self, permit);
+                place.kind = place.kind.sample(0);
+                self.adaptive.held(self.in_use());
+                Some(place)
+            }
+        }
+    }
+
+    /// When a call under `settings` started, if it is timed: for the
+    /// telemetry (metrics on), and always for an adaptive limit's sample.
+    #[inline(always)]
+    fn start(&self, settings: &LimiterSettings) -> Option<Instant> {
+        if settings.adaptive.is_some() {
+            Some(Instant::now())
+        } else {
+            self.telemetry.start()
+        }
+    }
+
+    /// The limit in force under `settings`.
+    #[inline]
+    fn limit_of(&self, settings: &LimiterSettings) -> u32 {
+        match settings.adaptive {
+            None => settings.common.limit,
+            Some(_) => self.adaptive.current(),
+        }
+    }
+
     pub(crate) fn limit(&self) -> u32 {
-        self.config.get().limit
+        self.limit_of(self.config.get())
     }
 
     pub(crate) fn in_use(&self) -> u32 {
         let settings = self.config.get();
-        match settings.policy {
+        match settings.common.policy {
             Policy::Reject => self.taken.load(Ordering::Acquire),
             Policy::Block { .. } => {
                 let free = u32::try_from(self.semaphore.available_permits()).unwrap_or(u32::MAX);
@@ -451,14 +751,18 @@ impl Limiter {
     async fn when_full(
         &self,
         spec: &'static str,
-        settings: &ConcurrencyLimitSettings,
+        settings: &LimiterSettings,
     ) -> Result<Place<'_>, Error> {
-        match settings.policy {
-            Policy::Reject => Err(Self::reached(spec, settings.limit)),
+        let limit = self.limit_of(settings);
+        match settings.common.policy {
+            Policy::Reject => Err(Self::reached(spec, limit)),
             // Boxed: the wait's future (a semaphore queue entry and a timer)
             // would otherwise widen every call's future, and only a call
             // that must wait pays for it.
-            Policy::Block { max_wait } => Box::pin(self.wait(spec, settings.limit, max_wait)).await,
+            Policy::Block { max_wait } => {
+                let sampled = settings.adaptive.is_some();
+                Box::pin(self.wait(spec, limit, max_wait, sampled)).await
+            }
         }
     }
 
@@ -468,6 +772,7 @@ impl Limiter {
         spec: &'static str,
         limit: u32,
         max_wait: Option<Duration>,
+        sampled: bool,
     ) -> Result<Place<'_>, Error> {
         let permit = match max_wait {
             None => self.semaphore.acquire().await.ok(),
@@ -476,9 +781,74 @@ impl Limiter {
                 .ok()
                 .and_then(Result::ok),
         };
-        permit
+        let mut place = permit
             .map(|permit| Place::queued(self, permit))
-            .ok_or_else(|| Self::reached(spec, limit))
+            .ok_or_else(|| Self::reached(spec, limit))?;
+        if sampled {
+            place.kind = place.kind.sample(0);
+            self.adaptive.held(self.in_use());
+        }
+        Ok(place)
+    }
+
+    /// A sampled call ended with `success` or not: timed from `started`
+    /// (what its `Held` kept), its place taken `waited` µs after that; the
+    /// time since `started` if the telemetry times calls.
+    #[inline]
+    fn sampled_end(&self, started: Instant, waited: u32, success: bool) -> Option<Duration> {
+        let now = Instant::now();
+        let from = self
+            .adaptive
+            .since_origin(started)
+            .saturating_add(u64::from(waited) * 1_000);
+        if self
+            .adaptive
+            .sample(from, self.adaptive.since_origin(now), success)
+        {
+            self.close_window(now);
+        }
+        self.telemetry
+            .timed()
+            .then(|| now.saturating_duration_since(started))
+    }
+
+    /// Closes the adaptive limit's window, due at `now`, unless another
+    /// call is closing it: the next limit, published.
+    #[cold]
+    fn close_window(&self, now: Instant) {
+        let Some(mut estimator) = self.adaptive.try_lock() else {
+            return;
+        };
+        let Some(settings) = self.config.get().adaptive else {
+            return;
+        };
+        let Some((latency, peak, censored)) =
+            self.adaptive
+                .close(&mut estimator, now, settings.window, self.in_use())
+        else {
+            return;
+        };
+        let was = estimator.limit();
+        let why = estimator.update(latency, peak, censored, settings.bounds());
+        self.adaptive.set_slow(estimator.slow(settings.tolerance));
+        let limit = estimator.limit();
+        if limit != was {
+            self.adaptive.set_current(limit);
+            self.resize(limit);
+            self.set_limit_gauge(limit);
+        }
+        if (limit != was || why == Why::Rebased) && self.telemetry.logging() {
+            let (spec, path) = (self.telemetry.spec, self.telemetry.path);
+            let baseline = estimator.baseline().unwrap_or(latency);
+            tracing::debug!(
+                target: "resilient::concurrency",
+                spec, path, limit, was, latency_us = latency, baseline_us = baseline,
+                "adaptive limit {was} -> {limit}: window mean {:?} against baseline {:?} ({})",
+                Duration::from_micros(latency),
+                Duration::from_micros(baseline),
+                why.words()
+            );
+        }
     }
 }
 
@@ -505,34 +875,59 @@ pub struct ConcurrencyPermit<'a> {
     _place: Place<'a>,
 }
 
+impl<'a> ConcurrencyPermit<'a> {
+    /// `place`, held by a caller whose outcome the limiter never learns:
+    /// no sample of an adaptive limit.
+    fn new(mut place: Place<'a>) -> Self {
+        place.kind = place.kind.unsampled();
+        Self { _place: place }
+    }
+}
+
 impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
-    /// The spec's validated settings, as running now.
+    /// The spec's validated settings, as running now: the switch, the
+    /// policy and the limit as one number (with `type = "adaptive"`, its
+    /// `max`; see [`adaptive`](Self::adaptive) for the rest).
     pub fn settings(&self) -> &ConcurrencyLimitSettings {
-        self.inner.config.get()
+        &self.inner.config.get().common
+    }
+
+    /// The adaptive limit's settings, as running now; `None` for a fixed
+    /// limit.
+    pub fn adaptive(&self) -> Option<&AdaptiveSettings> {
+        self.inner.config.get().adaptive.as_ref()
+    }
+
+    /// The limit in force now: `limit`, or where an adaptive limit stands.
+    pub fn limit(&self) -> u32 {
+        self.inner.limit()
     }
 
     /// A place if one is free now, whatever the policy. A call that finds
-    /// none is counted as rejected, as the attribute's is.
+    /// none is counted as rejected, as the attribute's is. A permit is no
+    /// sample of an adaptive limit (its outcome is not known): the limit
+    /// learns from calls through [`call`](Self::call) and the attribute.
     pub fn try_acquire(&self) -> Option<ConcurrencyPermit<'_>> {
         let settings = self.inner.config.get();
         match self.inner.try_take(settings) {
-            Some(place) => Some(ConcurrencyPermit { _place: place }),
+            Some(place) => Some(ConcurrencyPermit::new(place)),
             None => {
-                self.inner.rejected(settings.limit);
+                self.inner.rejected(self.inner.limit_of(settings));
                 None
             }
         }
     }
 
     /// A place as the policy says: at once or fail (`reject`), or after
-    /// waiting (`block`, at most `max_wait`).
+    /// waiting (`block`, at most `max_wait`). No sample of an adaptive
+    /// limit, as [`try_acquire`](Self::try_acquire).
     ///
     /// # Errors
     ///
     /// [`Error::ConcurrencyLimitReached`] when no place could be had.
     pub async fn acquire(&self) -> Result<ConcurrencyPermit<'_>, Error> {
         match self.inner.acquire(S::NAME).await {
-            Ok(place) => Ok(ConcurrencyPermit { _place: place }),
+            Ok(place) => Ok(ConcurrencyPermit::new(place)),
             Err(e) => {
                 if let Error::ConcurrencyLimitReached { limit, .. } = e {
                     self.inner.rejected(limit);
@@ -552,7 +947,8 @@ impl<S: ConcurrencyLimitSpec> ConcurrencyLimitHandle<S> {
         self.inner.limit().saturating_sub(self.inner.in_use())
     }
 
-    /// Runs `f` holding a place for the whole life of its future.
+    /// Runs `f` holding a place for the whole life of its future; with
+    /// `type = "adaptive"`, its latency and outcome are a sample.
     pub async fn call<T, E, F, Fut>(&self, f: F) -> Result<T, E>
     where
         F: FnOnce() -> Fut,
@@ -592,15 +988,18 @@ pub struct LimitCall<'a> {
 #[doc(hidden)]
 pub struct Full<'a> {
     telemetry: &'a Telemetry,
-    settings: &'a ConcurrencyLimitSettings,
-    started: Option<tokio::time::Instant>,
+    settings: &'a LimiterSettings,
+    started: Option<Instant>,
 }
 
-/// A place taken, held until the call ends or is dropped.
+/// A place taken, held until the call ends or is dropped. `started` is
+/// when the call entered, if it is timed: for the telemetry (metrics on),
+/// and always for an adaptive limit's sample (which starts `waited` µs
+/// later, when the place was taken).
 #[doc(hidden)]
 pub struct Held<'a> {
     place: Place<'a>,
-    started: Option<tokio::time::Instant>,
+    started: Option<Instant>,
 }
 
 impl<'a> LimitCall<'a> {
@@ -621,13 +1020,14 @@ impl<'a> LimitCall<'a> {
         };
         let limiter = &**instance;
         let settings = limiter.config.get();
-        let started = limiter.telemetry.start();
+        let started = limiter.start(settings);
         match limiter.try_take(settings) {
             Some(place) => Enter::Ready(Ok(Held::new(started, place))),
-            None => match settings.policy {
+            None => match settings.common.policy {
                 Policy::Reject => {
-                    limiter.rejected(settings.limit);
-                    Enter::Ready(Err(Limiter::reached(self.key.name, settings.limit)))
+                    let limit = limiter.limit_of(settings);
+                    limiter.rejected(limit);
+                    Enter::Ready(Err(Limiter::reached(self.key.name, limit)))
                 }
                 Policy::Block { .. } => Enter::Wait(Full {
                     telemetry: &limiter.telemetry,
@@ -649,9 +1049,27 @@ impl<'a> LimitCall<'a> {
         // Counted from here on: as held, or as rejected.
         let started = full.started.take();
         match result {
-            Ok(place) => Ok(Held::new(started, place)),
+            Ok(mut place) => {
+                let started = if place.sampled() {
+                    // The sample starts now, with the place; the telemetry's
+                    // time from the call's entry, if it is timed.
+                    let now = Instant::now();
+                    match started {
+                        None => Some(now),
+                        Some(at) => {
+                            let waited = now.saturating_duration_since(at).as_micros();
+                            place.kind =
+                                place.kind.sample(u64::try_from(waited).unwrap_or(u64::MAX));
+                            Some(at)
+                        }
+                    }
+                } else {
+                    started
+                };
+                Ok(Held::new(started, place))
+            }
             Err(e) => {
-                limiter.rejected(full.settings.limit);
+                limiter.rejected(limiter.limit_of(full.settings));
                 Err(e)
             }
         }
@@ -670,7 +1088,7 @@ impl Drop for Full<'_> {
 
 impl<'a> Held<'a> {
     #[inline(always)]
-    fn new(started: Option<tokio::time::Instant>, place: Place<'a>) -> Self {
+    fn new(started: Option<Instant>, place: Place<'a>) -> Self {
         Self { place, started }
     }
 
@@ -678,10 +1096,23 @@ impl<'a> Held<'a> {
     /// is dropped, with the layer's block.
     #[inline(always)]
     pub fn exit<T, E>(&mut self, outcome: Result<T, Fail<E>>) -> Result<T, Fail<E>> {
-        self.place
-            .limiter
-            .telemetry
-            .done(outcome, self.started.take())
+        let limiter = self.place.limiter;
+        let started = self.started.take();
+        // A sample is always timed: an untimed call (a fixed limit, metrics
+        // off) goes straight on, as it did before samples existed.
+        if let Some(at) = started {
+            if self.place.sampled() {
+                let took = limiter.sampled_end(at, self.place.kind.waited(), outcome.is_ok());
+                let ended = if outcome.is_ok() {
+                    Outcome::Success
+                } else {
+                    Outcome::Failure
+                };
+                limiter.telemetry.ended(ended, took);
+                return outcome;
+            }
+        }
+        limiter.telemetry.done(outcome, started)
     }
 }
 
@@ -690,10 +1121,14 @@ impl Drop for Held<'_> {
     fn drop(&mut self) {
         // Still timed: dropped before its outcome.
         if let Some(at) = self.started.take() {
-            self.place
-                .limiter
-                .telemetry
-                .ended(Outcome::Cancelled, Some(at.elapsed()));
+            let limiter = self.place.limiter;
+            let took = if self.place.sampled() {
+                // A cancelled call: a sample only if it was already slow.
+                limiter.sampled_end(at, self.place.kind.waited(), false)
+            } else {
+                Some(at.elapsed())
+            };
+            limiter.telemetry.ended(Outcome::Cancelled, took);
         }
     }
 }

@@ -14,6 +14,7 @@
 //! | `resilient::circuit_breaker` | WARN | the breaker opens (or is forced open) |
 //! | `resilient::circuit_breaker` | INFO | it moves to half-open, closes, or is disabled |
 //! | `resilient::circuit_breaker`, `resilient::rate_limiter`, `resilient::concurrency` | DEBUG | each rejected call |
+//! | `resilient::concurrency` | DEBUG | an adaptive limit moved, or took a new baseline: the old and new limit, the window's mean latency, the baseline, and why |
 //! | same | WARN | rejections, at most once per spec per 10 s: how many since the last such line |
 //! | `resilient::timeout` | INFO | a call timed out |
 //! | `resilient::fallback` | DEBUG | a fallback answered a failure |
@@ -43,6 +44,7 @@
 //! | `resilient_circuit_breaker_transitions_total` | counter | `to` = `closed`, `open`, `half_open`, `forced_open`, `disabled` | each state change |
 //! | `resilient_circuit_breaker_state` | gauge | | 0 closed, 1 half-open, 2 open, 3 forced open, 4 disabled |
 //! | `resilient_concurrency_in_use` | gauge | | places held now |
+//! | `resilient_concurrency_limit` | gauge | | the limit in force: `limit`, or where an adaptive limit stands |
 //! | `resilient_fallbacks_total` | counter | `function` (instead of `spec` and `path`) | a fallback answered a failure (the global metrics switch) |
 //! | `resilient_reloads_total` | counter | `result` = `applied`, `rejected` (instead of `spec` and `path`) | a reload ended (the global metrics switch) |
 //!

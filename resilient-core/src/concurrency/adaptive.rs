@@ -1,0 +1,457 @@
+//! An adaptive concurrency limit (`type = "adaptive"`): the limit is found
+//! from the latency of the calls it lets through, between `min` and `max`.
+//!
+//! ```toml
+//! [resilient.concurrency.reviews]
+//! type = "adaptive"
+//! max = 200             # never more calls at once than this
+//! min = 4               # never fewer places than this (default 1)
+//! initial = 20          # the limit before anything is measured (default `min`)
+//! window = "1s"         # how long latency is sampled between two updates
+//! tolerance = 1.1       # how much slower than the baseline still counts as uncongested
+//! ```
+//!
+//! # The algorithm, and why this one
+//!
+//! The peers this follows are Netflix's concurrency-limits (Vegas, its
+//! default Gradient2, and AIMD, which it advises for clients) and Envoy's
+//! adaptive concurrency filter (a gradient with a headroom of the square
+//! root of the limit). All compare the latency of recent calls with a
+//! latency taken as the dependency's best (the baseline, their "minRTT" or
+//! "long RTT"), and differ in where that baseline comes from. That is also
+//! where their users' complaints come from:
+//!
+//! - Vegas keeps the lowest latency seen (reset only now and then). One
+//!   unusually fast window
+//!   (a burst of cache hits, an error page) leaves every later window
+//!   looking congested, and the limit goes to its minimum and stays there
+//!   after the load is gone ("stuck at 1").
+//! - Gradient2 uses a long exponential average instead. Under sustained
+//!   overload that average climbs to the overloaded latency, the gradient
+//!   returns to 1, and the limit grows again while the dependency is still
+//!   queueing (a drift fixed more than once in its history).
+//! - Envoy measures its minimum by pinning concurrency to a few calls
+//!   (3 by default) for a while, periodically: the calls beyond those are
+//!   rejected meanwhile (503s), and the instances of a fleet must be
+//!   jittered apart.
+//! - AIMD needs an explicit drop signal (a timeout, a 429), which a
+//!   function's latency alone does not give; it suits clients that see
+//!   their dependency's rejections.
+//!
+//! This limit is a gradient, as Gradient2 and Envoy (a latency ratio, not a
+//! step per window as Vegas or AIMD), with a baseline measured from live
+//! traffic and only from it:
+//!
+//! - **The baseline** is the lowest *mean* latency of the last 10 windows.
+//!   A mean over a window is robust to single fast calls; the lowest of ten
+//!   forgets a stale value after ten windows, so no past measurement can
+//!   hold the limit down for longer.
+//! - **A window slower than `baseline × tolerance` lowers the limit** by the
+//!   gradient `baseline / latency` (at most by half), aiming at the knee:
+//!   the calls it held at once times the gradient, where latency would be
+//!   the baseline again. It aims 10 % under it, so that the next window
+//!   runs without a queue and measures the baseline there, from the calls
+//!   the limit admits anyway: no pinning, no extra rejection.
+//! - **A limit saturated for 10 windows without a decrease** is probed:
+//!   80 % of it for one window. If the dependency was queueing, that
+//!   window is faster, the baseline drops, and the windows back at the
+//!   full limit are seen slower: the limit comes down to where the queue
+//!   ends. A limit that started far above the knee, where every call was
+//!   already slow, is found this way.
+//! - **A decrease that does not lower latency** (the next window is still
+//!   slow, and not faster by at least half the share taken off) shows that
+//!   the latency is not this limiter's queue: the dependency became slower
+//!   for everyone. The baseline is then taken again from that window, and
+//!   the limit kept, instead of being driven down to `min` (the Vegas
+//!   complaint). The same holds at `min`, where the limit cannot come
+//!   down. Not so when most of a window's samples were cut short (see
+//!   below): a caller's timeout makes a queueing dependency look equally
+//!   slow at any concurrency, and such windows keep lowering the limit, as
+//!   AIMD backs off on drops.
+//! - **Growth**: a window within the tolerance whose calls used at least
+//!   half the limit raises it. Below the knee last found, by up to the
+//!   square root of the limit (Envoy's headroom), back to the knee; above
+//!   it, as far as latency leaves room: calls beyond the knee queue, so the
+//!   calls in flight times `tolerance × baseline / latency` is where latency
+//!   would reach the tolerance. At least one call, so that a dependency
+//!   that grew is found; at most the square root. Before any decrease, by
+//!   the square root. A limit that was not half used neither grows nor
+//!   shrinks (Gradient2's rule): a lightly loaded limit learns nothing
+//!   about itself. So a limit set at twice the calls in flight or more
+//!   never binds and never learns that the dependency queues: set
+//!   `initial` no higher than the load expected.
+//!
+//! With a dependency whose latency grows once more than K calls run at once,
+//! the limit cycles between about 0.8·K (after a decrease) and
+//! `tolerance`·K plus a call (`tests/adaptive_limit.rs` measures it).
+//!
+//! # What a call contributes
+//!
+//! The latency of a call is measured from when it took its place (a call
+//! that waited for one, under `policy = "block"`, does not count its wait)
+//! to its outcome, on tokio's clock. Only calls that took their place in the
+//! current window are its samples: a call admitted under the previous
+//! limit says nothing about this one (Envoy's filter came to discard such
+//! samples too).
+//!
+//! - A success is a sample.
+//! - A failure (the body's error, or a resilience error inside the limit
+//!   such as a timeout) and a call dropped before its outcome (cancelled)
+//!   are samples only when they took longer than `baseline × tolerance`:
+//!   such a call shows the dependency is slow, and its time is a lower
+//!   bound of its latency (a window where most samples are such calls is
+//!   *censored*). A fast failure or an early cancellation shows nothing
+//!   about its speed, and is never taken as a fast success. Before the
+//!   first window has closed there is no baseline, and none counts.
+//! - A permit taken through the handle (`try_acquire`, `acquire`) holds a
+//!   place but is no sample: its outcome is unknown.
+//!
+//! A window closes on the first sample after it has lasted `window` and
+//! holds at least 10 samples (or as soon as it holds 32768). The call that
+//! closes it computes the next limit; the others never wait for it. A
+//! latency is counted in microseconds, at most about 71 minutes per call.
+//!
+//! # Cost
+//!
+//! An adaptive limit reads tokio's clock when a call enters (before it
+//! takes its place, as the metrics' timing does) and when it ends, and adds
+//! its sample to one shared word; a fixed limit does neither (README's
+//! Benchmarks has the figures).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::estimate::{Bounds, Estimator};
+use super::LIMIT_MAX;
+use crate::settings::Section;
+
+/// The settings of an adaptive limit (`type = "adaptive"`).
+///
+/// | key | default | rule |
+/// |---|---|---|
+/// | `max` | required | whole number in 1..=536870911: never more calls at once than this, whatever latency says |
+/// | `min` | `1` | whole number in 1..=536870911, ≤ `max`: never fewer places than this |
+/// | `initial` | `min` | whole number in `min`..=`max`: the limit before any window is measured |
+/// | `window` | `"1s"` | duration > 0: how long latency is sampled before the limit is updated (longer while it holds fewer than 10 samples) |
+/// | `tolerance` | `1.1` | number > 1 and ≤ 10: how many times its baseline a window's mean latency may be and still count as uncongested |
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct AdaptiveSettings {
+    /// Never fewer places than this.
+    pub min: u32,
+    /// Never more calls at once than this.
+    pub max: u32,
+    /// The limit before any window is measured.
+    pub initial: u32,
+    /// How long latency is sampled between two updates.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::settings::ser::duration")
+    )]
+    pub window: Duration,
+    /// How many times its baseline a window's mean latency may be and
+    /// still count as uncongested.
+    pub tolerance: f64,
+}
+
+/// The keys of an adaptive limit, which a fixed one does not take.
+pub(super) const KEYS: [&str; 5] = ["max", "min", "initial", "window", "tolerance"];
+
+/// The rule of `tolerance`.
+const TOLERANCE: &str = "must be a number > 1 and ≤ 10 (1.1: a window may be 10 % slower than the baseline before the limit comes down)";
+
+impl AdaptiveSettings {
+    /// Reads and validates the keys of `type = "adaptive"`, recording
+    /// every problem found.
+    pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        s.alias("max_concurrent_calls", "max", |_| {
+            "with `type = \"adaptive\"`, the cap on calls at once is `max`".into()
+        });
+        s.alias("max_limit", "max", |_| {
+            "the same cap under this project's name".into()
+        });
+        s.alias("max_concurrency", "max", |_| {
+            "the same cap under this project's name".into()
+        });
+        s.alias("min_limit", "min", |_| {
+            "the same floor under this project's name".into()
+        });
+        s.alias("initial_limit", "initial", |_| {
+            "the same start under this project's name".into()
+        });
+        let max = s.int("max", None, 1, LIMIT_MAX);
+        let min = s.int("min", Some(1), 1, LIMIT_MAX);
+        let initial = s.int("initial", Some(min.unwrap_or(1)), 1, LIMIT_MAX);
+        let window = match s.duration("window", false) {
+            Some(Some(d)) if d.is_zero() => {
+                s.invalid("window", "must be > 0");
+                None
+            }
+            Some(other) => other,
+            None => Some(Duration::from_secs(1)),
+        };
+        let tolerance = s.float("tolerance", Some(1.1), TOLERANCE, |t| t > 1.0 && t <= 10.0);
+        let (max, min, initial) = (max?, min?, initial?);
+        if min > max {
+            s.invalid("min", format!("must be ≤ `max` ({max})"));
+            return None;
+        }
+        if initial < min {
+            s.invalid("initial", format!("must be ≥ `min` ({min})"));
+            return None;
+        }
+        if initial > max {
+            s.invalid("initial", format!("must be ≤ `max` ({max})"));
+            return None;
+        }
+        Some(Self {
+            min: u32::try_from(min).ok()?,
+            max: u32::try_from(max).ok()?,
+            initial: u32::try_from(initial).ok()?,
+            window: window?,
+            tolerance: tolerance?,
+        })
+    }
+
+    pub(super) fn bounds(&self) -> Bounds {
+        Bounds {
+            min: self.min,
+            max: self.max,
+            tolerance: self.tolerance,
+        }
+    }
+}
+
+/// An adaptive limit's measurements, in its part of the
+/// [`Snapshot`](crate::Snapshot): what the limit was last computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Measured {
+    /// The lowest mean latency of the last windows: the dependency's best.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::settings::ser::duration")
+    )]
+    pub baseline: Duration,
+    /// The mean latency of the last window.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::settings::ser::duration")
+    )]
+    pub latency: Duration,
+    /// Windows measured since the limit became adaptive.
+    pub windows: u64,
+}
+
+/// Samples a window needs before it may close.
+const WINDOW_MIN_SAMPLES: u64 = 10;
+/// Samples at which a window closes whatever its age.
+const WINDOW_MAX_SAMPLES: u64 = 1 << 15;
+/// Samples beyond which a sample is dropped rather than risk the count
+/// overflowing its bits (only reachable if thousands of calls end in the
+/// instant a full window closes).
+const WINDOW_SAFE_SAMPLES: u64 = 60_000;
+/// The bits of the window word that count its samples; the rest sum their
+/// latencies, in µs. With at most 65535 samples of at most `u32::MAX` µs
+/// each, the sum fits the 48 bits above.
+const COUNT_BITS: u32 = 16;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+
+/// One atomic on a cache line of its own: written by every call's end, read
+/// by none of the others' admissions.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Line<T>(T);
+
+/// The running state of an adaptive limit. Present in every limiter (a
+/// reload may switch the type); touched by calls only while the type is
+/// adaptive.
+#[derive(Debug)]
+pub(super) struct Adaptive {
+    /// The limit in force: what admissions compare with.
+    current: Line<AtomicU32>,
+    /// The current window's samples: their count in the low
+    /// [`COUNT_BITS`], the sum of their latencies (µs) above.
+    samples: Line<AtomicU64>,
+    /// The most calls held at once in the current window.
+    peak: Line<AtomicU32>,
+    /// When the current window started, in ns since `origin`: a call that
+    /// took its place before is no sample of it.
+    window_start: AtomicU64,
+    /// When the current window may close, in ns since `origin`.
+    closes_at: AtomicU64,
+    /// The latency (µs) above which a call that did not succeed counts.
+    slow: AtomicU64,
+    /// The current window's samples that were calls which did not succeed.
+    censored: AtomicU64,
+    origin: Instant,
+    estimator: Mutex<Estimator>,
+}
+
+/// `d` in whole ns, saturated.
+fn nanos(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
+}
+
+impl Adaptive {
+    /// The state of a limit starting at `initial`, its first window
+    /// `window` long from now.
+    pub(super) fn new(initial: u32, window: Duration) -> Self {
+        Self {
+            current: Line(AtomicU32::new(initial)),
+            samples: Line(AtomicU64::new(0)),
+            peak: Line(AtomicU32::new(0)),
+            window_start: AtomicU64::new(0),
+            closes_at: AtomicU64::new(nanos(window)),
+            slow: AtomicU64::new(u64::MAX),
+            censored: AtomicU64::new(0),
+            origin: Instant::now(),
+            estimator: Mutex::new(Estimator::new(initial)),
+        }
+    }
+
+    /// The estimator, for the one thread that updates the limit (or a
+    /// reload, or the snapshot).
+    pub(super) fn lock(&self) -> MutexGuard<'_, Estimator> {
+        self.estimator
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The estimator if no other thread holds it.
+    pub(super) fn try_lock(&self) -> Option<MutexGuard<'_, Estimator>> {
+        match self.estimator.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// The limit in force.
+    #[inline]
+    pub(super) fn current(&self) -> u32 {
+        self.current.0.load(Ordering::Acquire)
+    }
+
+    /// Puts `limit` in force, for the admissions from now on.
+    pub(super) fn set_current(&self, limit: u32) {
+        self.current.0.store(limit, Ordering::Release);
+    }
+
+    /// `at`, in ns since the origin: what a call's times are compared in,
+    /// as plain numbers.
+    #[inline]
+    pub(super) fn since_origin(&self, at: Instant) -> u64 {
+        nanos(at.saturating_duration_since(self.origin))
+    }
+
+    /// A call holds a place, with `held` places held in all (its own
+    /// included).
+    #[inline]
+    pub(super) fn held(&self, held: u32) {
+        // A load first: the common case writes nothing.
+        if held > self.peak.0.load(Ordering::Relaxed) {
+            self.peak.0.fetch_max(held, Ordering::Relaxed);
+        }
+    }
+
+    /// A call that took its place at `from` ended at `now` (both in ns
+    /// since the origin; its outcome a success or not): whether the window
+    /// is due to close.
+    #[inline]
+    pub(super) fn sample(&self, from: u64, now: u64, success: bool) -> bool {
+        if from < self.window_start.load(Ordering::Acquire) {
+            // Admitted under the previous window's limit.
+            return false;
+        }
+        let micros = (now.saturating_sub(from) / 1_000).min(u64::from(u32::MAX));
+        if !success && micros <= self.slow.load(Ordering::Relaxed) {
+            return false;
+        }
+        let add = (micros << COUNT_BITS) | 1;
+        let before = self.samples.0.fetch_add(add, Ordering::AcqRel);
+        let count = (before & COUNT_MASK) + 1;
+        if count > WINDOW_SAFE_SAMPLES {
+            self.samples.0.fetch_sub(add, Ordering::AcqRel);
+            return false;
+        }
+        if !success {
+            self.censored.fetch_add(1, Ordering::Relaxed);
+        }
+        count >= WINDOW_MAX_SAMPLES
+            || (count >= WINDOW_MIN_SAMPLES && now >= self.closes_at.load(Ordering::Acquire))
+    }
+
+    /// Closes the window at `now` if it is still due (another thread may
+    /// have closed it meanwhile): its mean latency (µs), its peak, and
+    /// whether most of its samples did not succeed; with the next window
+    /// started, `window` long, its peak from `held` places.
+    /// Called with the estimator locked, which keeps closes apart.
+    pub(super) fn close(
+        &self,
+        _locked: &mut Estimator,
+        now: Instant,
+        window: Duration,
+        held: u32,
+    ) -> Option<(u64, u32, bool)> {
+        let now = self.since_origin(now);
+        let count = self.samples.0.load(Ordering::Acquire) & COUNT_MASK;
+        let due = count >= WINDOW_MAX_SAMPLES
+            || (count >= WINDOW_MIN_SAMPLES && now >= self.closes_at.load(Ordering::Acquire));
+        if !due {
+            return None;
+        }
+        // Started first: a call that ends from now on and took its place
+        // before is no sample of the next window.
+        self.window_start.store(now, Ordering::Release);
+        self.closes_at
+            .store(now.saturating_add(nanos(window)), Ordering::Release);
+        let word = self.samples.0.swap(0, Ordering::AcqRel);
+        let peak = self.peak.0.swap(held, Ordering::Relaxed);
+        let censored = self.censored.swap(0, Ordering::Relaxed);
+        let count = word & COUNT_MASK;
+        let sum = word >> COUNT_BITS;
+        (count > 0).then(|| (sum / count, peak, censored * 2 > count))
+    }
+
+    /// After an update: the latency above which a failure counts.
+    pub(super) fn set_slow(&self, slow: u64) {
+        self.slow.store(slow, Ordering::Relaxed);
+    }
+
+    /// Starts measuring afresh at `now`, from `initial` (a reload switched
+    /// the type to adaptive).
+    pub(super) fn restart(
+        &self,
+        estimator: &mut Estimator,
+        initial: u32,
+        window: Duration,
+        held: u32,
+    ) {
+        *estimator = Estimator::new(initial);
+        let now = self.since_origin(Instant::now());
+        self.window_start.store(now, Ordering::Release);
+        self.closes_at
+            .store(now.saturating_add(nanos(window)), Ordering::Release);
+        self.samples.0.store(0, Ordering::Release);
+        self.censored.store(0, Ordering::Relaxed);
+        self.peak.0.store(held, Ordering::Relaxed);
+        self.slow.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    /// What the limit was last computed from, if a window closed.
+    pub(super) fn measured(&self) -> Option<Measured> {
+        let e = self.lock();
+        Some(Measured {
+            baseline: Duration::from_micros(e.baseline()?),
+            latency: Duration::from_micros(e.latency()?),
+            windows: e.windows(),
+        })
+    }
+}
