@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use resilient_core::circuit_breaker::Metrics;
 use resilient_core::hedging::{HedgingCounts, HedgingSettings, OnFailure};
 use resilient_core::settings::Value;
 use resilient_core::telemetry::Event;
 use resilient_core::{
-    concurrency_limit, hedged, timeout, ConcurrencyLimitSpec, Error, HedgingSpec, Registry,
-    TimeoutSpec,
+    circuit_breakable, concurrency_limit, hedged, timeout, CircuitBreakerSpec,
+    ConcurrencyLimitSpec, Error, HedgingSpec, Registry, TimeoutSpec,
 };
 use tokio::time::Instant;
 
@@ -250,6 +251,18 @@ async fn max_hedged_attempts_bounds_the_attempts_running_at_once() -> TestResult
     Ok(())
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_zero_delay_starts_every_attempt_at_once() -> TestResult {
+    let registry = registry::<Bounded>(section("0s", 3));
+    let replica = Replica::new(&[ok(1000), ok(500), ok(800)]);
+    // All four start at 0 ms; the second (500 ms) wins.
+    assert_eq!(registry.scope(bounded(replica.clone())).await?, 1);
+    assert_eq!(replica.starts(), [0, 0, 0, 0]);
+    assert_eq!(replica.elapsed_ms(), 500);
+    assert_eq!((replica.peak(), replica.counts()), (4, (4, 1, 3)));
+    Ok(())
+}
+
 // ------------------------------------------------------------------ failure
 
 #[derive(HedgingSpec)]
@@ -372,6 +385,69 @@ async fn a_limit_outside_takes_one_permit_per_call_and_inside_one_per_attempt() 
     Ok(())
 }
 
+// ------------------------------------------------- a breaker, outside or in
+
+#[derive(CircuitBreakerSpec)]
+#[spec("hedging.breaker.outside")]
+struct OutsideBreaker;
+
+#[derive(CircuitBreakerSpec)]
+#[spec("hedging.breaker.inside")]
+struct InsideBreaker;
+
+#[circuit_breakable(OutsideBreaker)]
+#[hedged(Limited)]
+async fn breaker_outside(replica: Replica) -> Result<usize, TestError> {
+    replica.call().await
+}
+
+#[hedged(Limited)]
+#[circuit_breakable(InsideBreaker)]
+async fn breaker_inside(replica: Replica) -> Result<usize, TestError> {
+    replica.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_outside_counts_the_call_and_inside_each_attempt() -> TestResult {
+    let breaker = || {
+        table([
+            ("failure_rate_threshold", int(100)),
+            ("minimum_required_calls", int(10)),
+            ("wait_duration_in_open_state", s("10s")),
+            ("permitted_calls_in_half_open_state", int(1)),
+            ("count_based", table([("window_size", int(10))])),
+        ])
+    };
+    let registry = build(
+        Registry::builder()
+            .spec::<OutsideBreaker>()
+            .spec::<InsideBreaker>()
+            .spec::<Limited>(),
+        vec![
+            ("hedging.breaker.outside", breaker()),
+            ("hedging.breaker.inside", breaker()),
+            ("hedging.limited", section("100ms", 1)),
+        ],
+    );
+    // The first attempt succeeds at 1 s; the hedge, started at 100 ms,
+    // fails at 150 ms. Both ways the call returns the first's value.
+    let outside = Replica::new(&[ok(1000), fail(50)]);
+    assert_eq!(registry.scope(breaker_outside(outside.clone())).await?, 0);
+    let inside = Replica::new(&[ok(1000), fail(50)]);
+    assert_eq!(registry.scope(breaker_inside(inside.clone())).await?, 0);
+    let metrics = |m: Metrics| (m.window.total, m.window.failures);
+    let (o, i) = registry.sync_scope(|| -> Result<_, Error> {
+        Ok((
+            metrics(OutsideBreaker::get()?.metrics()),
+            metrics(InsideBreaker::get()?.metrics()),
+        ))
+    })?;
+    // Outside: one call, a success. Inside: two attempts, one failed.
+    assert_eq!(o, (1, 0));
+    assert_eq!(i, (2, 1));
+    Ok(())
+}
+
 // -------------------------------------------------- a timeout, outside or in
 
 #[derive(TimeoutSpec)]
@@ -467,6 +543,95 @@ async fn no_hedge_starts_once_the_budget_is_empty() -> TestResult {
     let c = counts::<Budgeted>(&registry)?;
     assert_eq!((c.hedges_started, c.hedges_refused_by_budget), (2, 3));
     assert_eq!(c.budget_tokens, Some(0.0));
+    Ok(())
+}
+
+// ------------------------------------------------------- handle, telemetry
+
+#[derive(HedgingSpec)]
+#[spec("hedging.observed")]
+struct Observed;
+
+#[hedged(Observed)]
+async fn observed(replica: Replica) -> Result<usize, TestError> {
+    replica.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_handle_hedges_a_closure_as_the_attribute_does() -> TestResult {
+    let registry = registry::<Observed>(section("100ms", 1));
+    let replica = Replica::new(&[ok(1000), ok(50)]);
+    let handle = registry.sync_scope(Observed::get)?;
+    let out = handle
+        .call(|| {
+            let r = replica.clone();
+            async move { r.call().await }
+        })
+        .await?;
+    assert_eq!(out, 1);
+    assert_eq!(replica.elapsed_ms(), 150);
+    assert_eq!(replica.counts(), (2, 1, 1));
+    assert_eq!(handle.counts().attempts_cancelled, 1);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_are_counted_by_outcome_and_each_hedge_logged_at_debug() -> TestResult {
+    let meters = support::capture::Meters::default();
+    let capture = support::capture::Capture::default();
+    let _subscriber = tracing::subscriber::set_default(capture.clone());
+    let section = with(
+        section("100ms", 2),
+        "telemetry",
+        table([("metrics", table([("enabled", Value::Bool(true))]))]),
+    );
+    let registry = metrics::with_local_recorder(&meters, || registry::<Observed>(section));
+    // A fast call (no hedge); a slow first beaten by a hedge; a failure
+    // that hedges at once, then a success.
+    for script in [
+        &[ok(10)][..],
+        &[ok(1000), ok(50)][..],
+        &[fail(20), ok(30)][..],
+    ] {
+        registry.scope(observed(Replica::new(script))).await?;
+    }
+    let c = counts::<Observed>(&registry)?;
+    assert_eq!(
+        (
+            c.attempts_started,
+            c.hedges_started,
+            c.attempts_won,
+            c.attempts_failed,
+            c.attempts_cancelled
+        ),
+        (5, 2, 3, 1, 1)
+    );
+    let counter = |outcome| {
+        meters.counter(
+            "resilient_hedging_attempts_total",
+            &[
+                ("spec", "Observed"),
+                ("path", "hedging.observed"),
+                ("outcome", outcome),
+            ],
+        )
+    };
+    assert_eq!(counter("started"), Some(5));
+    assert_eq!(counter("won"), Some(3));
+    assert_eq!(counter("failed"), Some(1));
+    assert_eq!(counter("cancelled"), Some(1));
+    let lines = capture.at("resilient::hedging", tracing::Level::DEBUG);
+    assert_eq!(lines.len(), 2, "one DEBUG line per hedge: {lines:?}");
+    assert_eq!(lines[0].fields["attempt"], "2");
+    assert!(lines[1].message.contains("at once"), "{lines:?}");
+    // The snapshot shows the handle's counts.
+    let snapshot = registry.snapshot();
+    let shown = snapshot
+        .specs
+        .iter()
+        .find_map(|s| s.status::<HedgingCounts>())
+        .ok_or("no hedging counts in the snapshot")?;
+    assert_eq!(*shown, c);
     Ok(())
 }
 

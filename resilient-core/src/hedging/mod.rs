@@ -174,10 +174,14 @@ pub enum OnFailure {
 /// | key | default | rule |
 /// |---|---|---|
 /// | `enabled` | `true` | `false` makes the spec a pass-through: one attempt (still validated) |
-/// | `delay` | required | duration ≥ 0: how long the latest attempt runs before the next starts (`"0s"`: all at once) |
-/// | `max_hedged_attempts` | `1` | whole number in `0..=10`: attempts **after** the first (`1` = at most 2 at once) |
-/// | `on_failure` | `"hedge_at_once"` | `"hedge_at_once"` (a failed attempt starts the next one now) or `"wait"` (the next keeps its schedule) |
-/// | `hedging_budget.*` | none | the retry budget's keys and rules: each hedged attempt takes a token |
+/// | `delay` | required | duration ≥ 0: how long the latest attempt runs before the next starts; `"0s"` starts them all at once |
+/// | `max_hedged_attempts` | `1` | whole number in 0..=10: attempts **after** the first (`1` = at most 2 side by side); a larger number is a startup error, not saturated |
+/// | `on_failure` | `"hedge_at_once"` | `"hedge_at_once"`: a failed attempt starts the next one now; `"wait"`: the next keeps its schedule |
+/// | `hedging_budget.enabled` | `true` | the budget exists only if the table does |
+/// | `hedging_budget.ratio` | `0.1` | number ≥ 0: tokens returned by each call with an accepted success |
+/// | `hedging_budget.tokens_max` | `100` | whole number ≥ 1 |
+/// | `hedging_budget.tokens_initial` | `10` (or `tokens_max` if smaller) | whole number ≤ `tokens_max` |
+/// | `hedging_budget.min_tokens_per_second` | `0.0` | number ≥ 0: steady refill |
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
@@ -808,6 +812,10 @@ where
             return self.hedge(delay, HedgeReason::Failure, first, hedges);
         }
         if more {
+            // `"0s"`: every attempt at once, without a timer's tick between.
+            if wait.is_zero() {
+                return self.hedge(delay, HedgeReason::Delay, first, hedges);
+            }
             if delay.is_none() {
                 delay.set(Some(tokio::time::sleep(wait)));
             }
