@@ -15,7 +15,8 @@ use std::time::Duration;
 use resilient_core::chaos::{ChaosCounts, ChaosSettings};
 use resilient_core::settings::Value;
 use resilient_core::{
-    chaos, retryable, timeout, ChaosSpec, Error, Registry, RetrySpec, TimeoutSpec,
+    chaos, retryable, timeout, ChaosSpec, Error, Registry, RegistryBuilder, RetrySpec, Spec,
+    TimeoutSpec,
 };
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -32,6 +33,29 @@ fn float(x: f64) -> Value {
 
 fn boolean(b: bool) -> Value {
     Value::Bool(b)
+}
+
+/// `section` with its spec's log lines off. Only the test that reads the
+/// log lines logs: tracing caches, per log line, whether any subscriber
+/// listens, and a line first met on another test's thread while this file's
+/// capturing subscriber was being set could be cached as unheard.
+fn quiet(section: Value) -> Value {
+    with(
+        section,
+        "telemetry",
+        table([("logging", table([("enabled", boolean(false))]))]),
+    )
+}
+
+/// A registry for spec `S` alone, its log lines off.
+fn registry<S: Spec>(section: Value) -> Registry {
+    support::registry::<S>(quiet(section))
+}
+
+/// A registry built with `builder` from `sections`, their log lines off.
+fn build(builder: RegistryBuilder, sections: Vec<(&str, Value)>) -> Registry {
+    let sections = sections.into_iter().map(|(p, v)| (p, quiet(v))).collect();
+    support::build(builder, sections)
 }
 
 fn counts<S: ChaosSpec>(registry: &Registry) -> Result<ChaosCounts, Error> {
@@ -424,7 +448,7 @@ fn calls_from_two_threads_are_each_injected_or_not_once() -> TestResult {
     assert_eq!(c.errors_injected, injected);
     // Whichever call took which index, the indices taken are 0..6400: the
     // total is the one the same seed gives on one thread.
-    let one_thread = support::registry::<Threads>(table([
+    let one_thread = crate::registry::<Threads>(table([
         ("enabled", boolean(true)),
         ("error_rate", float(0.3)),
         ("seed", int(99)),
@@ -528,7 +552,8 @@ async fn each_injection_is_counted_by_fault_and_logged_at_debug() -> TestResult 
             table([("metrics", table([("enabled", boolean(true))]))]),
         ),
     ]);
-    let registry = metrics::with_local_recorder(&meters, || registry::<Observed>(section));
+    // Logging on: the spec's own section, not `quiet`.
+    let registry = metrics::with_local_recorder(&meters, || support::registry::<Observed>(section));
     for _ in 0..200 {
         let _ = registry.scope(observed()).await;
     }
