@@ -327,6 +327,57 @@ async fn when_every_attempt_fails_the_last_failure_is_returned() -> TestResult {
     Ok(())
 }
 
+// ----------------------------------------------------------- classification
+
+/// Classified by the spec itself: an `Ok(0)` is a failure (as a client's
+/// `Ok` for a 503 would be), and an error is ignored (as a 404 would be:
+/// another attempt would not change it).
+#[derive(HedgingSpec)]
+#[spec("hedging.classified", classify = custom)]
+struct Classified;
+
+impl resilient_core::Classify<usize, TestError> for Classified {
+    fn classify(outcome: &Result<usize, TestError>) -> resilient_core::Verdict {
+        match outcome {
+            Ok(0) => resilient_core::Verdict::Failure,
+            Ok(_) => resilient_core::Verdict::Success,
+            Err(_) => resilient_core::Verdict::Ignore,
+        }
+    }
+}
+
+#[hedged(Classified)]
+async fn classified(replica: Replica) -> Result<usize, TestError> {
+    replica.call().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_spec_classification_decides_what_is_accepted() -> TestResult {
+    let slow = registry::<Classified>(section("100ms", 1));
+    // `Ok(0)` at 50 ms is a failure: the hedge starts at once and its
+    // `Ok(1)` is accepted at 80 ms.
+    let replica = Replica::new(&[ok(50), ok(30)]);
+    assert_eq!(slow.scope(classified(replica.clone())).await?, 1);
+    assert_eq!(replica.starts(), [0, 50]);
+    assert_eq!(replica.elapsed_ms(), 80);
+    // An ignored error is returned at once: the hedge started at 10 ms is
+    // dropped when the first attempt's error comes at 50 ms.
+    let registry = registry::<Classified>(section("10ms", 1));
+    let replica = Replica::new(&[fail(50), ok(1000)]);
+    match registry.scope(classified(replica.clone())).await {
+        Err(TestError::Replica(0)) => {}
+        other => return Err(format!("expected attempt 0's error, got {other:?}").into()),
+    }
+    assert_eq!(replica.elapsed_ms(), 50);
+    assert_eq!(replica.counts(), (2, 1, 1));
+    let c = counts::<Classified>(&registry)?;
+    assert_eq!(
+        (c.attempts_won, c.attempts_failed, c.attempts_cancelled),
+        (1, 0, 1)
+    );
+    Ok(())
+}
+
 // ------------------------------------------- a concurrency limit, outside or in
 
 #[derive(ConcurrencyLimitSpec)]
