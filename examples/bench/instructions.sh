@@ -3,14 +3,16 @@
 # where wall time on a shared machine moves by several percent between runs.
 # Builds a small program (release, the success path of each attribute alone
 # and of the four-attribute stack, as the bench's "stack success path"; a
-# bare fn without attributes; a chaos spec left disabled, its default), runs
+# bare fn without attributes; a chaos spec left disabled, its default; a
+# hedging spec whose first attempt succeeds at once, so no hedge starts), runs
 # each stack N and 2N times and prints (Ir(2N) - Ir(N)) / N, which leaves out
 # the start-up; then the size of each stack's future in bytes.
 #
 # Usage: examples/bench/instructions.sh [CHECKOUT] [N]
 #   CHECKOUT: the resilient checkout to measure (default: this one), so that
 #             two commits compare in one run; N: calls (default 20000).
-# Needs valgrind.
+# Needs valgrind. Builds in CARGO_TARGET_DIR when it is set (so that the
+# dependencies are built once), else in a temporary directory.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 root=$(cd "${1:-$here}" && pwd)
@@ -41,8 +43,8 @@ use std::hint::black_box;
 
 use resilient_core::settings::Value;
 use resilient_core::{
-    chaos, circuit_breakable, concurrency_limit, retryable, timeout, ChaosSpec,
-    CircuitBreakerSpec, ConcurrencyLimitSpec, Registry, RetrySpec, TimeoutSpec,
+    chaos, circuit_breakable, concurrency_limit, hedged, retryable, timeout, ChaosSpec,
+    CircuitBreakerSpec, ConcurrencyLimitSpec, HedgingSpec, Registry, RetrySpec, TimeoutSpec,
 };
 
 #[derive(CircuitBreakerSpec)] #[spec("bench.breaker")] struct Breaker;
@@ -50,6 +52,7 @@ use resilient_core::{
 #[derive(TimeoutSpec)] #[spec("bench.timeout")] struct Timeout;
 #[derive(ConcurrencyLimitSpec)] #[spec("bench.limit")] struct Limit;
 #[derive(ChaosSpec)] #[spec("bench.chaos")] struct Chaos;
+#[derive(HedgingSpec)] #[spec("bench.hedging")] struct Hedging;
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
@@ -62,6 +65,7 @@ async fn four() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[concurrency_limit(Limit)] async fn limit() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[timeout(Timeout)] async fn timeout() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[chaos(Chaos)] async fn chaos() -> Result<u32, Failed> { Ok(black_box(1)) }
+#[hedged(Hedging)] async fn hedged() -> Result<u32, Failed> { Ok(black_box(1)) }
 async fn bare() -> Result<u32, Failed> { Ok(black_box(1)) }
 
 fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
@@ -73,11 +77,11 @@ fn main() {
     let which = args.next().unwrap_or_default();
     if which == "sizes" {
         println!(
-            "four {} retry {} breaker {} limit {} timeout {} chaos {} bare {}",
+            "four {} retry {} breaker {} limit {} timeout {} chaos {} hedged {} bare {}",
             std::mem::size_of_val(&four()), std::mem::size_of_val(&retry()),
             std::mem::size_of_val(&breaker()), std::mem::size_of_val(&limit()),
             std::mem::size_of_val(&timeout()), std::mem::size_of_val(&chaos()),
-            std::mem::size_of_val(&bare()),
+            std::mem::size_of_val(&hedged()), std::mem::size_of_val(&bare()),
         );
         return;
     }
@@ -98,9 +102,12 @@ fn main() {
         // Disabled, as it ships: rates set, `enabled` left out.
         ("chaos", table([("error_rate", Value::Float(0.5)), ("latency_rate", Value::Float(0.5)),
             ("latency", s("1s"))])),
+        // A second attempt after 100 ms: the calls here answer at once.
+        ("hedging", table([("delay", s("100ms")), ("max_hedged_attempts", Value::Int(1))])),
     ]))]);
     let registry = Registry::builder()
         .spec::<Retry>().spec::<Breaker>().spec::<Timeout>().spec::<Limit>().spec::<Chaos>()
+        .spec::<Hedging>()
         .build(&root);
     match registry.map(|r| r.install()) {
         Ok(Ok(())) => {}
@@ -116,6 +123,7 @@ fn main() {
                 "limit" => limit().await,
                 "timeout" => timeout().await,
                 "chaos" => chaos().await,
+                "hedged" => hedged().await,
                 "bare" => bare().await,
                 other => panic!("unknown stack {other}"),
             };
@@ -125,13 +133,14 @@ fn main() {
 }
 RS
 echo "building against $root ..." >&2
-cargo build -q --release --manifest-path "$work/Cargo.toml" --target-dir "$work/target"
-bin="$work/target/release/percall"
+target=${CARGO_TARGET_DIR:-$work/target}
+cargo build -q --release --manifest-path "$work/Cargo.toml" --target-dir "$target"
+bin="$target/release/percall"
 ir() { # ir STACK CALLS: instructions of the whole run
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
     awk '/Collected/ {print $4}'
 }
-for stack in bare four retry breaker limit timeout chaos; do
+for stack in bare four retry breaker limit timeout chaos hedged; do
   a=$(ir "$stack" "$n")
   b=$(ir "$stack" $((2 * n)))
   echo "$stack: $(( (b - a) / n )) instructions per call"

@@ -13,6 +13,7 @@
 //! | `#[rate_limited(Spec)]` | `RateLimiterSpec` | [`rate_limiter`] |
 //! | `#[fallback(method = "name(args)")]` | none | [`fallback`](mod@fallback) |
 //! | `#[chaos(Spec)]` | `ChaosSpec` | [`chaos`](mod@chaos) |
+//! | `#[hedged(Spec)]` | `HedgingSpec` | [`hedging`] |
 //!
 //! ```
 //! use resilient_core::{retryable, RetrySpec};
@@ -173,6 +174,7 @@ pub mod circuit_breaker;
 pub mod concurrency;
 mod error;
 pub mod fallback;
+pub mod hedging;
 pub mod http;
 mod outcome;
 pub mod rate_limiter;
@@ -191,6 +193,7 @@ pub use chaos::{ChaosHandle, ChaosSpec};
 pub use circuit_breaker::{CircuitBreakerHandle, CircuitBreakerSpec, Permit};
 pub use concurrency::{ConcurrencyLimitHandle, ConcurrencyLimitSpec, ConcurrencyPermit};
 pub use error::{BoxError, Error, Exhausted, FailedValue, GaveUp, Unconfigured};
+pub use hedging::{HedgingHandle, HedgingSpec};
 pub use rate_limiter::{RateLimiterHandle, RateLimiterSpec};
 pub use registry::{
     AlreadyInstalled, DefaultGuard, Mechanism, Registry, RegistryBuilder, Reloaded, Snapshot, Spec,
@@ -273,6 +276,20 @@ pub use resilient_macros::chaos;
 
 /// Declares a chaos spec: `#[derive(ChaosSpec)] #[spec("resilient.chaos.pet")]`.
 pub use resilient_macros::ChaosSpec;
+
+/// Starts another attempt of an `async fn` beside a slow one and returns the
+/// first accepted outcome: `#[hedged(PetHedging)]`.
+///
+/// Each attempt runs the body with fresh clones of the owned arguments, as
+/// under `#[retryable]`, inside the fn's own future; the attempts that lose
+/// are dropped. Hedge only calls that are safe to run twice (idempotent);
+/// see [`hedging`].
+pub use resilient_macros::hedged;
+
+/// Declares a hedging spec:
+/// `#[derive(HedgingSpec)] #[spec("resilient.hedging.pet")]`, with
+/// `classify = ..` as a retry spec takes it.
+pub use resilient_macros::HedgingSpec;
 
 /// Declares a retry spec: `#[derive(RetrySpec)] #[spec("resilient.retry.pet")]`.
 ///

@@ -18,6 +18,8 @@ pub use crate::fallback::{
     Answer, FallbackArity, FallbackErrorParam, FallbackFit, FallbackFn, FallbackOn, FallbackOutput,
     FallbackParam, FallbackParams, FallbackPathParam, FallbackReceiver, NewFit,
 };
+use crate::hedging::HedgeCall;
+pub use crate::hedging::{unarmed as hedge_unarmed, HedgeStep, Hedges, Hedging, HedgingSpec};
 pub use crate::http::Http;
 pub use crate::outcome::{Fail, ResultType};
 use crate::rate_limiter::RateCall;
@@ -155,6 +157,66 @@ where
     let ops = crate::circuit_breaker::ops::<S, T, E>();
     let instance = crate::registry::lookup(ops.key);
     BreakerCall::new(ops, instance)
+}
+
+/// The hedging spec `S` for a fn returning `R`; see [`retry_ops`].
+#[inline(always)]
+pub fn hedge_ops<S, R, T, E>() -> HedgeOf<S, T, E>
+where
+    S: HedgingSpec,
+    R: ResultType<Ok = T, Err = E>,
+    S::Classifier: Classify<T, E>,
+{
+    HedgeOf(PhantomData)
+}
+
+/// Hedging spec `S` for `Result<T, E>`, its bounds checked.
+pub struct HedgeOf<S, T, E>(PhantomData<Marker<S, T, E>>);
+
+/// Starts a call under the hedging spec of `S`; the generated code then
+/// starts its attempts in a loop of its own. Its bound is [`hedge_ops`]'s,
+/// reported once with it.
+#[inline(always)]
+pub fn hedge<S, T, E>(
+    _: HedgeOf<S, T, E>,
+) -> HedgeCall<'static, T, E, impl Fn(&Result<T, E>) -> Verdict + Copy>
+where
+    S: HedgingSpec,
+    S::Classifier: Classify<T, E>,
+{
+    let ops = crate::hedging::ops::<S, T, E>();
+    let instance = crate::registry::lookup(ops.key);
+    HedgeCall::start(ops, instance)
+}
+
+/// An argument that hedging passes to each attempt.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be passed to each hedged attempt",
+    label = "this argument is not `Clone`",
+    note = "`#[hedged]` runs the body once per attempt with a fresh clone of each owned argument: implement `Clone` for `{Self}`, or take it by shared reference (`&{Self}`)"
+)]
+pub trait HedgeArg: Clone {}
+
+impl<T: Clone> HedgeArg for T {}
+
+/// A fresh clone of an argument, for one hedged attempt.
+pub fn hedge_arg<T: HedgeArg>(arg: &T) -> T {
+    arg.clone()
+}
+
+/// A receiver taken by value that hedging clones for each attempt.
+#[diagnostic::on_unimplemented(
+    message = "`#[hedged]` needs a fresh receiver for each attempt, and `{Self}` is not `Clone`",
+    label = "the receiver is taken by value here",
+    note = "take `&self` (each attempt borrows the receiver), or `self: Arc<Self>` (each attempt gets a clone of the `Arc`), or implement `Clone` for `{Self}`"
+)]
+pub trait HedgeReceiver: Clone {}
+
+impl<T: Clone> HedgeReceiver for T {}
+
+/// A fresh clone of the receiver, for one hedged attempt.
+pub fn hedge_receiver<T: HedgeReceiver>(receiver: &T) -> T {
+    receiver.clone()
 }
 
 /// Where a spec without classification lives: its name, path, type and

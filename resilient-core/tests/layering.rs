@@ -137,6 +137,8 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("fallback", 4),
             // The rate limiter answers calls as the concurrency limit does.
             ("rate_limiter", 5),
+            // Hedging takes its budget from retry's bucket.
+            ("hedging", 5),
             // What generated code names, and the crate root.
             ("private", 6),
             ("__private", 6),

@@ -1,5 +1,7 @@
 //! The success path allocates nothing: a counting global allocator watches
-//! calls through a breaker and a retry, imperative and annotated.
+//! calls through a breaker and a retry, imperative and annotated, and a
+//! hedged call whose first attempt wins (at once, or after waiting, which
+//! arms the hedge's delay).
 
 #![allow(clippy::expect_used)] // a test that panics on an unexpected outcome is the point
 #![allow(unsafe_code)] // a counting global allocator; it only forwards to `System`
@@ -9,8 +11,9 @@ use std::cell::Cell;
 
 use resilient_core::settings::Value;
 use resilient_core::{
-    circuit_breakable, concurrency_limit, rate_limited, retryable, timeout, CircuitBreakerSpec,
-    ConcurrencyLimitSpec, RateLimiterSpec, Registry, RetrySpec, TimeoutSpec,
+    circuit_breakable, concurrency_limit, hedged, rate_limited, retryable, timeout,
+    CircuitBreakerSpec, ConcurrencyLimitSpec, HedgingSpec, RateLimiterSpec, Registry, RetrySpec,
+    TimeoutSpec,
 };
 
 struct Counting;
@@ -63,6 +66,10 @@ struct Concurrency;
 #[spec("alloc.rate")]
 struct Rate;
 
+#[derive(HedgingSpec)]
+#[spec("alloc.hedging")]
+struct Hedge;
+
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 struct Failed(#[from] resilient_core::Error);
@@ -78,6 +85,15 @@ async fn limited(x: u64) -> Result<u64, Failed> {
 #[retryable(Retry)]
 async fn annotated(x: u64) -> Result<u64, Failed> {
     Ok(x + 1)
+}
+
+#[hedged(Hedge)]
+async fn hedged(x: u64, wait: bool) -> Result<u64, Failed> {
+    if wait {
+        // Pending once: the hedge's delay is armed, then the attempt wins.
+        tokio::task::yield_now().await;
+    }
+    Ok(x + 3)
 }
 
 fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
@@ -104,6 +120,7 @@ fn registry(kind: &str) -> Registry {
             ("retry", retry),
             ("timeout", table([("duration", Value::Str("1s".into()))])),
             ("concurrency", table([("limit", Value::Int(4))])),
+            ("hedging", table([("delay", Value::Str("1s".into()))])),
             (
                 "rate",
                 table([
@@ -120,6 +137,7 @@ fn registry(kind: &str) -> Registry {
         .spec::<Timeout>()
         .spec::<Concurrency>()
         .spec::<Rate>()
+        .spec::<Hedge>()
         .build(&root)
         .expect("valid")
 }
@@ -138,6 +156,7 @@ fn successful_calls_allocate_nothing() {
             // Warm up: thread-locals and the like may allocate once.
             let _ = annotated(0).await;
             let _ = limited(0).await;
+            let _ = hedged(0, true).await;
             breaker.try_acquire().expect("closed").success();
 
             let before = allocations();
@@ -150,12 +169,13 @@ fn successful_calls_allocate_nothing() {
                 assert_eq!(n, i);
                 assert_eq!(annotated(i).await.expect("ok"), i + 1);
                 assert_eq!(limited(i).await.expect("ok"), i + 2);
+                assert_eq!(hedged(i, i % 2 == 0).await.expect("ok"), i + 3);
             }
             allocations() - before
         }));
         assert_eq!(
             allocated, 0,
-            "{kind}: {allocated} allocations in 4000 successful calls"
+            "{kind}: {allocated} allocations in 5000 successful calls"
         );
     }
 }

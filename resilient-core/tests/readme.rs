@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use resilient_core::circuit_breaker::CircuitBreakerSettings;
 use resilient_core::concurrency::ConcurrencyLimitSettings;
+use resilient_core::hedging::HedgingSettings;
 use resilient_core::rate_limiter::RateLimiterSettings;
 use resilient_core::retry::RetrySettings;
 use resilient_core::settings::{accepted_keys, Section, Value};
@@ -142,6 +143,14 @@ fn retry_keys_are_one_set() {
             let _ = RetrySettings::read(s);
         },
     );
+}
+
+#[test]
+fn hedging_keys_are_one_set() {
+    let probe = table(&[("hedging_budget", table(&[]))]);
+    check(include_str!("../src/hedging/mod.rs"), ALL, &[probe], |s| {
+        let _ = HedgingSettings::read(s);
+    });
 }
 
 #[test]

@@ -86,6 +86,7 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
             }
             (Kind::ConcurrencyLimit, _) => ("a value", "limit = 10".to_owned(), String::new()),
             (Kind::Chaos, _) => ("a value", "error_rate = 0.1".to_owned(), String::new()),
+            (Kind::Hedging, _) => ("a value", "delay = \"100ms\"".to_owned(), String::new()),
             (Kind::RateLimiter | Kind::Fallback, _) => {
                 ("a value", "limit_for_period = 100".to_owned(), String::new())
             }

@@ -72,6 +72,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
                 // one for the whole call.
                 Kind::Timeout => "; for a limit on the whole call across a retry's attempts, set the retry spec's own `timeout` key and keep one `#[timeout]` for each attempt (below `#[retryable]`)",
                 Kind::Retry => "; for more attempts, raise the spec's `attempts`",
+                Kind::Hedging => "; for more attempts side by side, raise the spec's `max_hedged_attempts`",
                 _ => "",
             };
             errors.push(syn::Error::new_spanned(

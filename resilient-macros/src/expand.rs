@@ -334,7 +334,15 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
         })
         .flatten()
         .collect();
-    // Arguments the body needs afresh for each attempt.
+    // Arguments the body needs afresh for each attempt, cloned by the fn
+    // whose message names the attribute that asks for them (retry's when
+    // both do).
+    let retried = layers.iter().any(|l| l.kind == Kind::Retry);
+    let (clone_arg, clone_receiver) = if retried {
+        (quote!(clone_arg), quote!(clone_receiver))
+    } else {
+        (quote!(hedge_arg), quote!(hedge_receiver))
+    };
     let mut rebind = Vec::new();
     let mut owned_self = None;
     let mut self_mut = None;
@@ -360,7 +368,7 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
                                 .then(|| quote!(#[allow(unused_variables)]));
                             rebind.push(quote_spanned! {span=>
                                 #allow
-                                let #m #name = #p::clone_arg(&#name);
+                                let #m #name = #p::#clone_arg(&#name);
                             });
                         }
                         Pat::Wild(_) => {}
@@ -375,7 +383,7 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
                                 subpat: None,
                             });
                             rebind.push(quote_spanned! {span=>
-                                let #inner = #p::clone_arg(&#outer);
+                                let #inner = #p::#clone_arg(&#outer);
                             });
                         }
                     }
@@ -400,7 +408,7 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
         // reported there.
         let this = Ident::new("self", receiver_span);
         rebind.push(quote_spanned! {receiver_span=>
-            let #self_mut #self_ident = #p::clone_receiver(&#this);
+            let #self_mut #self_ident = #p::#clone_receiver(&#this);
         });
     }
     // The return type, for the layers' bounds (errors about it point at it).
@@ -412,7 +420,14 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
     // the arguments for each attempt; the originals stay in the fn. Inside
     // a timeout, its await is bounded by the timer.
     let typed = quote!(: #ret);
-    let timed = layers.iter().any(|l| l.kind == Kind::Timeout);
+    // Whether the body is inside a `#[timeout]` whose block it can leave:
+    // not when a `#[hedged]` lies between them, which runs the body in an
+    // attempt of its own (bounded as a whole; see `nest`).
+    let timed = layers.iter().fold(false, |timed, l| match l.kind {
+        Kind::Hedging => false,
+        Kind::Timeout => true,
+        _ => timed,
+    });
     // A `return` of the fn's type that never runs, first in the body: the
     // block's output is then known before the body is checked, so a type
     // error in the body is reported in the body (at `name` in `Ok(name)`,
@@ -515,7 +530,14 @@ fn nest(layers: &[Layer], cx: &Context, timed: bool, body: TokenStream) -> Token
     match layers.split_first() {
         None => body,
         Some((outer, rest)) => {
-            let inner_timed = timed || outer.kind == Kind::Timeout;
+            // Hedging runs what is inside it as attempts of their own (async
+            // blocks), which a timeout outside bounds as a whole: no await
+            // inside them can leave the timeout's block.
+            let inner_timed = match outer.kind {
+                Kind::Hedging => false,
+                Kind::Timeout => true,
+                _ => timed,
+            };
             layer::call(outer, cx, timed, nest(rest, cx, inner_timed, body))
         }
     }

@@ -93,6 +93,19 @@ pub fn derive_chaos_spec(input: TokenStream) -> TokenStream {
     spec_derive::expand(spec_derive::SpecKind::Chaos, input.into()).into()
 }
 
+/// Starts more attempts beside a slow one; the first accepted outcome wins.
+/// See `resilient_core::hedging`.
+#[proc_macro_attribute]
+pub fn hedged(attr: TokenStream, item: TokenStream) -> TokenStream {
+    chain::expand(model::Kind::Hedging, attr.into(), item.into()).into()
+}
+
+/// Declares a hedging spec. See `resilient_core::HedgingSpec`.
+#[proc_macro_derive(HedgingSpec, attributes(spec))]
+pub fn derive_hedging_spec(input: TokenStream) -> TokenStream {
+    spec_derive::expand(spec_derive::SpecKind::Hedging, input.into()).into()
+}
+
 /// Declares a retry spec. See `resilient_core::RetrySpec`.
 #[proc_macro_derive(RetrySpec, attributes(spec))]
 pub fn derive_retry_spec(input: TokenStream) -> TokenStream {

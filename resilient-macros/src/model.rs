@@ -75,10 +75,11 @@ pub(crate) enum Kind {
     RateLimiter,
     Fallback,
     Chaos,
+    Hedging,
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    const ALL: [Kind; 8] = [
         Kind::Retry,
         Kind::CircuitBreaker,
         Kind::Timeout,
@@ -86,6 +87,7 @@ impl Kind {
         Kind::RateLimiter,
         Kind::Fallback,
         Kind::Chaos,
+        Kind::Hedging,
     ];
 
     pub(crate) fn attr_name(self) -> &'static str {
@@ -97,6 +99,7 @@ impl Kind {
             Kind::RateLimiter => "rate_limited",
             Kind::Fallback => "fallback",
             Kind::Chaos => "chaos",
+            Kind::Hedging => "hedged",
         }
     }
 
@@ -108,6 +111,7 @@ impl Kind {
             Kind::ConcurrencyLimit => "ConcurrencyLimitSpec",
             Kind::RateLimiter => "RateLimiterSpec",
             Kind::Chaos => "ChaosSpec",
+            Kind::Hedging => "HedgingSpec",
             Kind::Fallback => "",
         }
     }
@@ -120,6 +124,7 @@ impl Kind {
             Kind::ConcurrencyLimit => "Reviews",
             Kind::RateLimiter => "PetRate",
             Kind::Chaos => "PetChaos",
+            Kind::Hedging => "PetHedging",
             Kind::Fallback => "",
         }
     }
@@ -133,6 +138,7 @@ impl Kind {
             Kind::ConcurrencyLimit => "resilient.concurrency.reviews",
             Kind::RateLimiter => "resilient.ratelimiter.pet",
             Kind::Chaos => "resilient.chaos.pet",
+            Kind::Hedging => "resilient.hedging.pet",
             Kind::Fallback => "",
         }
     }
@@ -141,7 +147,7 @@ impl Kind {
     /// body must be callable again with fresh arguments.
     pub(crate) fn calls_again(self) -> bool {
         match self {
-            Kind::Retry => true,
+            Kind::Retry | Kind::Hedging => true,
             Kind::CircuitBreaker
             | Kind::Timeout
             | Kind::ConcurrencyLimit

@@ -20,6 +20,7 @@ pub(crate) enum SpecKind {
     ConcurrencyLimit,
     RateLimiter,
     Chaos,
+    Hedging,
 }
 
 impl SpecKind {
@@ -31,6 +32,7 @@ impl SpecKind {
             SpecKind::ConcurrencyLimit => "ConcurrencyLimitSpec",
             SpecKind::RateLimiter => "RateLimiterSpec",
             SpecKind::Chaos => "ChaosSpec",
+            SpecKind::Hedging => "HedgingSpec",
         }
     }
 
@@ -42,12 +44,16 @@ impl SpecKind {
             SpecKind::ConcurrencyLimit => "resilient.concurrency.reviews",
             SpecKind::RateLimiter => "resilient.ratelimiter.pet",
             SpecKind::Chaos => "resilient.chaos.pet",
+            SpecKind::Hedging => "resilient.hedging.pet",
         }
     }
 
     /// Whether the spec classifies outcomes (and so takes `classify`).
     fn classifies(self) -> bool {
-        matches!(self, SpecKind::Retry | SpecKind::CircuitBreaker)
+        matches!(
+            self,
+            SpecKind::Retry | SpecKind::CircuitBreaker | SpecKind::Hedging
+        )
     }
 }
 
@@ -359,12 +365,16 @@ fn check_option(kind: SpecKind, key: &Ident) -> syn::Result<()> {
         SpecKind::Retry => {
             "accepted after the path: `classify = custom` and `exhausted = last_failure`".to_owned()
         }
-        SpecKind::CircuitBreaker => "accepted after the path: `classify = custom`".to_owned(),
+        SpecKind::CircuitBreaker | SpecKind::Hedging => {
+            "accepted after the path: `classify = custom`".to_owned()
+        }
         _ => format!("a `{derive}` takes only its config path, so remove `{name}`"),
     };
     let message = match name.as_str() {
         "classify" if !kind.classifies() => {
-            format!("`classify` applies to retry and circuit breaker specs only; {options}")
+            format!(
+                "`classify` applies to retry, circuit breaker and hedging specs only; {options}"
+            )
         }
         "exhausted" if !matches!(kind, SpecKind::Retry) => {
             format!("`exhausted` applies to retry specs only; {options}")
@@ -373,7 +383,7 @@ fn check_option(kind: SpecKind, key: &Ident) -> syn::Result<()> {
         _ => {
             let names: &[&str] = match kind {
                 SpecKind::Retry => &["classify", "exhausted"],
-                SpecKind::CircuitBreaker => &["classify"],
+                SpecKind::CircuitBreaker | SpecKind::Hedging => &["classify"],
                 _ => &[],
             };
             match crate::diag::did_you_mean(&name, names) {
@@ -474,6 +484,7 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
         SpecKind::ConcurrencyLimit => quote!(#p::Limiter),
         SpecKind::RateLimiter => quote!(#p::RateLimiter),
         SpecKind::Chaos => quote!(#p::Chaos),
+        SpecKind::Hedging => quote!(#p::Hedging),
     };
     let classifier = match &spec.classify {
         Classification::AllErrors => quote!(#p::AllErrors),
@@ -505,6 +516,11 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
         SpecKind::ConcurrencyLimit => quote!(impl #p::ConcurrencyLimitSpec for #ident {}),
         SpecKind::RateLimiter => quote!(impl #p::RateLimiterSpec for #ident {}),
         SpecKind::Chaos => quote!(impl #p::ChaosSpec for #ident {}),
+        SpecKind::Hedging => quote! {
+            impl #p::HedgingSpec for #ident {
+                type Classifier = #classifier;
+            }
+        },
     };
     // Only a spec declared with `classify = custom` may implement `Classify`
     // for itself: for any other spec such an impl would never be used, and

@@ -75,7 +75,7 @@
 //! }
 //! ```
 
-mod budget;
+pub(crate) mod budget;
 mod exhausted;
 mod settings;
 
@@ -91,6 +91,7 @@ use tokio::time::Instant;
 pub use exhausted::{
     Exhaustion, IntoBoxError, Kept, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX,
 };
+pub(crate) use settings::read_budget;
 pub use settings::{Backoff, BudgetSettings, Jitter, RetrySettings};
 
 use crate::error::{Error, GaveUp};

@@ -234,44 +234,7 @@ impl RetrySettings {
             }
             other => other,
         };
-        let budget = s.table("retry_budget", |b| {
-            b.alias("max_tokens", "tokens_max", |_| {
-                "the same bucket size under this project's name".into()
-            });
-            b.alias("initial_tokens", "tokens_initial", |_| {
-                "the same start under this project's name".into()
-            });
-            let enabled = b.bool("enabled", true);
-            let ratio = b.float("ratio", Some(0.1), "must be a number ≥ 0", |r| r >= 0.0);
-            let max = b.int("tokens_max", Some(100), 1, u64::from(u32::MAX));
-            // The default start is 10 tokens, or a full bucket if it is smaller.
-            let default_initial = max.map_or(10, |max| max.min(10));
-            let initial = b.int(
-                "tokens_initial",
-                Some(default_initial),
-                0,
-                u64::from(u32::MAX),
-            );
-            let per_second = b.float(
-                "min_tokens_per_second",
-                Some(0.0),
-                "must be a number ≥ 0",
-                |r| r >= 0.0,
-            );
-            if let (Some(max), Some(initial)) = (max, initial) {
-                if initial > max {
-                    b.invalid("tokens_initial", format!("must be ≤ `tokens_max` ({max})"));
-                    return None;
-                }
-            }
-            let settings = BudgetSettings {
-                ratio: ratio?,
-                tokens_max: u32::try_from(max?).ok()?,
-                tokens_initial: u32::try_from(initial?).ok()?,
-                min_tokens_per_second: per_second?,
-            };
-            Some(enabled?.then_some(settings))
-        });
+        let budget = s.table("retry_budget", read_budget);
         Some(Self {
             enabled: enabled?,
             delay: delay?,
@@ -389,4 +352,46 @@ fn attempts_note(found: &Value) -> String {
     format!(
         "`attempts` counts the retries after the first call, where `max_attempts` (Resilience4j, Spring Retry) counts every call, the first included: `max_attempts = {calls}` is `attempts = {retries}`"
     )
+}
+
+/// Reads a budget table (`retry_budget`, and `hedging_budget` of a hedging
+/// spec: one bucket, one set of keys and rules): `Some(None)` when it says
+/// `enabled = false`.
+pub(crate) fn read_budget(b: &mut Section<'_>) -> Option<Option<BudgetSettings>> {
+    b.alias("max_tokens", "tokens_max", |_| {
+        "the same bucket size under this project's name".into()
+    });
+    b.alias("initial_tokens", "tokens_initial", |_| {
+        "the same start under this project's name".into()
+    });
+    let enabled = b.bool("enabled", true);
+    let ratio = b.float("ratio", Some(0.1), "must be a number ≥ 0", |r| r >= 0.0);
+    let max = b.int("tokens_max", Some(100), 1, u64::from(u32::MAX));
+    // The default start is 10 tokens, or a full bucket if it is smaller.
+    let default_initial = max.map_or(10, |max| max.min(10));
+    let initial = b.int(
+        "tokens_initial",
+        Some(default_initial),
+        0,
+        u64::from(u32::MAX),
+    );
+    let per_second = b.float(
+        "min_tokens_per_second",
+        Some(0.0),
+        "must be a number ≥ 0",
+        |r| r >= 0.0,
+    );
+    if let (Some(max), Some(initial)) = (max, initial) {
+        if initial > max {
+            b.invalid("tokens_initial", format!("must be ≤ `tokens_max` ({max})"));
+            return None;
+        }
+    }
+    let settings = BudgetSettings {
+        ratio: ratio?,
+        tokens_max: u32::try_from(max?).ok()?,
+        tokens_initial: u32::try_from(initial?).ok()?,
+        min_tokens_per_second: per_second?,
+    };
+    Some(enabled?.then_some(settings))
 }

@@ -50,6 +50,19 @@ pub enum Event {
         /// The call's index among the calls the spec drew for.
         call: u64,
     },
+    /// A hedging spec started another attempt of a call beside the ones
+    /// running.
+    Hedged {
+        /// The hedging spec's name.
+        spec: &'static str,
+        /// Its config path.
+        path: &'static str,
+        /// The attempt's number in its call: 2 for the first hedge.
+        attempt: u32,
+        /// `true` when a failed attempt started it at once, `false` when the
+        /// delay did.
+        after_failure: bool,
+    },
     /// A circuit breaker changed state.
     StateTransition {
         /// The breaker spec's name.

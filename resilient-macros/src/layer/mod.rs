@@ -3,6 +3,7 @@
 mod chaos;
 mod circuit_breaker;
 mod fallback;
+mod hedging;
 mod limits;
 mod retry;
 
@@ -90,6 +91,7 @@ pub(crate) fn call(layer: &Layer, cx: &Context, timed: bool, inner: TokenStream)
         }
         Kind::RateLimiter => limits::limit(layer, "rate_limited", "rate_spec", timed, inner),
         Kind::Chaos => chaos::call(layer, timed, inner),
+        Kind::Hedging => hedging::call(layer, ret, timed, inner),
         Kind::Fallback => inner,
     }
 }
