@@ -95,7 +95,7 @@ impl SpecKind {
     message = "`{Self}` is not a chaos spec",
     label = "`#[chaos]` needs a type declared with `#[derive(ChaosSpec)]`",
     note = "declare one with `#[derive(ChaosSpec)] #[spec(\"resilient.chaos.name\")] pub struct Name;`",
-    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`, `ChaosSpec` with `#[chaos]`"
+    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`, `ChaosSpec` with `#[chaos]`, `HedgingSpec` with `#[hedged]`"
 )]
 pub trait ChaosSpec: Spec<Mechanism = Chaos> + Sized {
     /// The spec's shared instance, from the registry in use.

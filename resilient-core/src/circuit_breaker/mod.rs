@@ -161,7 +161,7 @@ impl Mechanism for Breaker {
     message = "`{Self}` is not a circuit breaker spec",
     label = "`#[circuit_breakable]` needs a type declared with `#[derive(CircuitBreakerSpec)]`",
     note = "declare one with `#[derive(CircuitBreakerSpec)] #[spec(\"resilient.circuitbreaker.name\")] pub struct Name;`",
-    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
+    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`, `ChaosSpec` with `#[chaos]`, `HedgingSpec` with `#[hedged]`"
 )]
 pub trait CircuitBreakerSpec: Spec<Mechanism = Breaker> + Sized {
     /// The type whose [`Classify`] implementations decide what a failure is,

@@ -65,7 +65,7 @@ impl SpecKind {
     message = "`{Self}` is not a concurrency limit spec",
     label = "`#[concurrency_limit]` needs a type declared with `#[derive(ConcurrencyLimitSpec)]`",
     note = "declare one with `#[derive(ConcurrencyLimitSpec)] #[spec(\"resilient.concurrency.name\")] pub struct Name;`",
-    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
+    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`, `ChaosSpec` with `#[chaos]`, `HedgingSpec` with `#[hedged]`"
 )]
 pub trait ConcurrencyLimitSpec: Spec<Mechanism = Limiter> + Sized {
     /// The spec's shared limiter, from the registry in use.

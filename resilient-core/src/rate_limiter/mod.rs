@@ -60,7 +60,7 @@ impl SpecKind {
     message = "`{Self}` is not a rate limiter spec",
     label = "`#[rate_limited]` needs a type declared with `#[derive(RateLimiterSpec)]`",
     note = "declare one with `#[derive(RateLimiterSpec)] #[spec(\"resilient.ratelimiter.name\")] pub struct Name;`",
-    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
+    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`, `ChaosSpec` with `#[chaos]`, `HedgingSpec` with `#[hedged]`"
 )]
 pub trait RateLimiterSpec: Spec<Mechanism = RateLimiter> + Sized {
     /// The spec's shared limiter, from the registry in use.

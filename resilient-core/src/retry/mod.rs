@@ -121,7 +121,7 @@ impl SpecKind {
     message = "`{Self}` is not a retry spec",
     label = "`#[retryable]` needs a type declared with `#[derive(RetrySpec)]`",
     note = "declare one with `#[derive(RetrySpec)] #[spec(\"resilient.retry.name\")] pub struct Name;`",
-    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
+    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`, `ChaosSpec` with `#[chaos]`, `HedgingSpec` with `#[hedged]`"
 )]
 pub trait RetrySpec: Spec<Mechanism = Retry> + Sized {
     /// The type whose [`Classify`] implementations decide what a failure is,

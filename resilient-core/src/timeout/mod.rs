@@ -53,7 +53,7 @@ impl SpecKind {
     message = "`{Self}` is not a timeout spec",
     label = "`#[timeout]` needs a type declared with `#[derive(TimeoutSpec)]`",
     note = "declare one with `#[derive(TimeoutSpec)] #[spec(\"resilient.timeout.name\")] pub struct Name;`",
-    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`"
+    note = "each spec kind goes with its own attribute: `RetrySpec` with `#[retryable]`, `CircuitBreakerSpec` with `#[circuit_breakable]`, `TimeoutSpec` with `#[timeout]`, `ConcurrencyLimitSpec` with `#[concurrency_limit]`, `RateLimiterSpec` with `#[rate_limited]`, `ChaosSpec` with `#[chaos]`, `HedgingSpec` with `#[hedged]`"
 )]
 pub trait TimeoutSpec: Spec<Mechanism = Timeout> + Sized {
     /// The spec's shared instance, from the registry in use.
