@@ -4,9 +4,8 @@
 //! rule of `RetrySettings::read` is checked through the `ConfigError` it gives.
 //!
 //! Every test names the specs it builds with `Registry::builder().spec::<X>()`,
-//! so it needs no section for the other specs of this file. Only
-//! `init_validates_every_linked_spec_and_installs_once` calls `init`, with a
-//! valid section for every spec declared here.
+//! so it needs no section for the other specs of this file. `init`, which
+//! installs for the process, is tested in `init.rs`, a binary of its own.
 
 mod support;
 use support::*;
@@ -996,46 +995,3 @@ async fn values_given_as_strings_are_accepted() -> TestResult {
 // ---------------------------------------------------------------------------
 // init: the only test that calls it
 // ---------------------------------------------------------------------------
-
-#[test]
-fn init_validates_every_linked_spec_and_installs_once() -> TestResult {
-    // Without a builder, every spec linked into this binary is validated.
-    let partial = r#"
-        [resilient.retry.pet]
-        delay = "100ms"
-        attempts = 2
-
-        [resilient.retry.order]
-        delay = "100ms"
-        attempts = 2
-    "#;
-    let Err(err) = resilient_config::init(&config(partial)) else {
-        panic!("init must reject a configuration without StockRetry's section");
-    };
-    check(
-        only(&err),
-        "StockRetry",
-        "resilient.retry.stock",
-        "",
-        "has no section",
-        None,
-    );
-
-    // Valid sections for every spec declared in this file.
-    let valid = format!("{partial}\n[resilient.retry.stock]\ndelay = \"1s\"\nattempts = 7\n");
-    resilient_config::init(&config(&valid))?;
-
-    // The installed registry answers outside any scope.
-    assert_eq!(PetRetry::get()?.settings(), &minimal());
-    assert_eq!(StockRetry::get()?.settings().attempts, 7);
-
-    // A second init is refused, with no problems listed.
-    let Err(err) = resilient_config::init(&config(&valid)) else {
-        panic!("a second init must fail");
-    };
-    assert!(matches!(err, ConfigError::AlreadyInstalled(_)), "{err:?}");
-    assert!(err.problems().is_empty());
-    assert!(err.to_string().contains("already installed"), "{err}");
-    assert!(err.source().is_some());
-    Ok(())
-}
