@@ -8,7 +8,7 @@ use std::pin::Pin;
 pub use inventory;
 
 use crate::chaos::ChaosCall;
-pub use crate::chaos::{Chaos, ChaosSpec, Step as ChaosStep};
+pub use crate::chaos::{Chaos, ChaosSpec, Go as ChaosGo, Step as ChaosStep};
 use crate::circuit_breaker::BreakerCall;
 pub use crate::circuit_breaker::{Breaker, CircuitBreakerSpec};
 use crate::concurrency::LimitCall;

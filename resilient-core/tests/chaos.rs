@@ -580,3 +580,118 @@ async fn a_new_seed_starts_the_draws_at_call_0() -> TestResult {
     assert_eq!(counts::<Reseeded>(&registry)?.calls, 2);
     Ok(())
 }
+
+// ------------------------------------------------- a replaced outcome
+
+#[derive(RetrySpec)]
+#[spec("chaos.judged_retry", classify = custom)]
+struct JudgedRetry;
+
+/// A status of 500 or more is a failure, as an HTTP classifier says.
+impl resilient_core::Classify<u16, TestError> for JudgedRetry {
+    fn classify(outcome: &Result<u16, TestError>) -> resilient_core::Verdict {
+        match outcome {
+            Ok(status) if *status < 500 => resilient_core::Verdict::Success,
+            _ => resilient_core::Verdict::Failure,
+        }
+    }
+}
+
+#[derive(ChaosSpec)]
+#[spec("chaos.replacing")]
+struct Replacing;
+
+static REPLACED_BODY: AtomicU64 = AtomicU64::new(0);
+
+/// What a failing dependency answers: a 503, for the classifier to judge.
+fn unavailable() -> Result<u16, TestError> {
+    Ok(503)
+}
+
+#[retryable(JudgedRetry)]
+#[chaos(Replacing, outcome = unavailable)]
+async fn judged() -> Result<u16, TestError> {
+    REPLACED_BODY.fetch_add(1, Ordering::Relaxed);
+    Ok(200)
+}
+
+fn judged_registry(outcome_rate: f64, seed: i128) -> Registry {
+    build(
+        Registry::builder()
+            .spec::<JudgedRetry>()
+            .spec::<Replacing>(),
+        vec![
+            (
+                "chaos.judged_retry",
+                table([("delay", s("1ms")), ("attempts", int(2))]),
+            ),
+            (
+                "chaos.replacing",
+                table([
+                    ("enabled", boolean(true)),
+                    ("outcome_rate", float(outcome_rate)),
+                    ("seed", int(seed)),
+                ]),
+            ),
+        ],
+    )
+}
+
+/// A replaced outcome is judged by the spec's own classifier outside, as
+/// the body's would be: the retry sees three 503s and gives up, and the
+/// body never runs.
+#[tokio::test(start_paused = true)]
+async fn a_replaced_outcome_is_judged_by_the_classifier_outside() -> TestResult {
+    let before = REPLACED_BODY.load(Ordering::Relaxed);
+    let registry = judged_registry(1.0, 1);
+    let out = registry.scope(judged()).await;
+    match out {
+        Err(TestError::Resilience(Error::RetryExhausted(gave_up))) => {
+            assert_eq!(gave_up.calls, 3, "{gave_up:?}");
+        }
+        other => return Err(format!("expected the retry to give up, got {other:?}").into()),
+    }
+    assert_eq!(REPLACED_BODY.load(Ordering::Relaxed) - before, 0);
+    let c = counts::<Replacing>(&registry)?;
+    assert_eq!((c.calls, c.outcomes_injected, c.errors_injected), (3, 3, 0));
+    Ok(())
+}
+
+#[derive(ChaosSpec)]
+#[spec("chaos.replacing_once")]
+struct ReplacingOnce;
+
+#[chaos(ReplacingOnce, outcome = unavailable)]
+async fn judged_once() -> Result<u16, TestError> {
+    Ok(200)
+}
+
+/// Replaced outcomes observed at rate 0.3 over 10 000 calls with seed
+/// 20 240 611, from the outcome draws' own stream.
+const REPLACED: u64 = 3046;
+
+#[tokio::test]
+async fn a_seed_replaces_the_same_share_on_every_run() -> TestResult {
+    let mut replaced = Vec::new();
+    for _ in 0..2 {
+        let registry = registry::<ReplacingOnce>(table([
+            ("enabled", boolean(true)),
+            ("outcome_rate", float(0.3)),
+            ("seed", int(20_240_611)),
+        ]));
+        let mut n = 0;
+        for _ in 0..10_000 {
+            if matches!(registry.scope(judged_once()).await, Ok(503)) {
+                n += 1;
+            }
+        }
+        let c = counts::<ReplacingOnce>(&registry)?;
+        assert_eq!((c.calls, c.outcomes_injected), (10_000, n));
+        replaced.push(n);
+    }
+    // Binomial(10 000, 0.3), as for the errors; then the exact figure.
+    assert!((2800..=3200).contains(&replaced[0]), "{replaced:?}");
+    assert_eq!(replaced[0], replaced[1]);
+    assert_eq!(replaced[0], REPLACED);
+    Ok(())
+}

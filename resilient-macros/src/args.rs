@@ -8,7 +8,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::{LitStr, Path, Token};
 
 use crate::diag::{meta, Errors};
-use crate::model::{FallbackArgs, FallbackOn, Func, Kind};
+use crate::model::{FallbackArgs, FallbackOn, Func, Kind, LayerArgs};
 
 /// Reads an annotated fn: attributes, visibility and signature, and the
 /// body as one brace-delimited group, unparsed.
@@ -397,4 +397,67 @@ fn parse_reference(lit: &LitStr) -> syn::Result<(Path, Vec<syn::Ident>)> {
         })
         .collect();
     Ok((path, args))
+}
+
+/// What may follow the spec in `#[chaos(PetChaos, ..)]`.
+#[derive(FromMeta)]
+struct ChaosMeta {
+    outcome: Option<OutcomeFn>,
+}
+
+/// `outcome = unavailable`: the path of a fn with no arguments that
+/// returns the annotated fn's output.
+struct OutcomeFn(Path);
+
+const OUTCOME_TAKES: &str = "`outcome` takes the path of a fn with no arguments that returns the annotated fn's output, such as `outcome = unavailable`";
+
+impl FromMeta for OutcomeFn {
+    fn from_expr(expr: &syn::Expr) -> darling::Result<Self> {
+        match meta::ungroup(expr) {
+            syn::Expr::Path(p) if p.qself.is_none() => Ok(Self(p.path.clone())),
+            _ => Err(darling::Error::custom(OUTCOME_TAKES).with_span(expr)),
+        }
+    }
+}
+
+/// Parses `#[chaos(Spec)]` or `#[chaos(Spec, outcome = path)]`: the spec
+/// as every attribute reads it, then the options with darling. The keys are
+/// checked first, with the sentence that settings go in the config section.
+pub(crate) fn parse_chaos(tokens: TokenStream, span: Span) -> syn::Result<LayerArgs> {
+    let mut spec_tokens = TokenStream::new();
+    let mut rest = tokens.into_iter();
+    for tt in rest.by_ref() {
+        if matches!(&tt, proc_macro2::TokenTree::Punct(p) if p.as_char() == ',') {
+            break;
+        }
+        spec_tokens.extend([tt]);
+    }
+    let spec = parse_spec(Kind::Chaos, spec_tokens, span)?;
+    let rest: TokenStream = rest.collect();
+    let items =
+        (|input: ParseStream<'_>| meta::parse_items(input, &meta::Syntax::SYN)).parse2(rest)?;
+    let mut errors = Errors::default();
+    let mut known = Vec::new();
+    for item in items {
+        match meta::key(&item) {
+            Some(key) if key == "outcome" && known.is_empty() => known.push(item),
+            Some(key) if key == "outcome" => errors.push(syn::Error::new(
+                key.span(),
+                "`outcome` is given more than once; keep one",
+            )),
+            Some(key) => errors.push(syn::Error::new(
+                key.span(),
+                format!(
+                    "`#[chaos]` takes only `outcome = ..` after the spec, not `{key}`: rates, latency and the seed go in the spec's config section, such as `{key} = ..` under `[resilient.chaos.pet]`"
+                ),
+            )),
+            None => errors.push(syn::Error::new(span, OUTCOME_TAKES)),
+        }
+    }
+    errors.finish()?;
+    let options = ChaosMeta::from_list(&known).map_err(syn::Error::from)?;
+    Ok(LayerArgs::Chaos {
+        spec,
+        outcome: options.outcome.map(|o| o.0),
+    })
 }

@@ -17,6 +17,7 @@ use crate::{args, expand};
 fn parse_args(kind: Kind, tokens: TokenStream, span: Span) -> syn::Result<LayerArgs> {
     match kind {
         Kind::Fallback => args::parse_fallback(tokens, span).map(LayerArgs::Fallback),
+        Kind::Chaos => args::parse_chaos(tokens, span),
         _ => args::parse_spec(kind, tokens, span).map(LayerArgs::Spec),
     }
 }

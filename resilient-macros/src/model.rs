@@ -174,6 +174,9 @@ pub(crate) struct Layer {
 pub(crate) enum LayerArgs {
     /// The spec type of a mechanism: `#[retryable(PetRetry)]`.
     Spec(Path),
+    /// `#[chaos(PetChaos, outcome = unavailable)]`: the spec, and the fn
+    /// whose output replaces a call's outcome, if named.
+    Chaos { spec: Path, outcome: Option<Path> },
     /// `#[fallback(method = "..", ..)]`.
     Fallback(FallbackArgs),
 }
@@ -182,7 +185,7 @@ impl Layer {
     /// The spec type, for the layers that have one.
     pub(crate) fn spec(&self) -> Option<&Path> {
         match &self.args {
-            LayerArgs::Spec(spec) => Some(spec),
+            LayerArgs::Spec(spec) | LayerArgs::Chaos { spec, .. } => Some(spec),
             LayerArgs::Fallback(_) => None,
         }
     }

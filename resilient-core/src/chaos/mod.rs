@@ -52,7 +52,10 @@
 //! (`error_rate`: the call ends with [`Error::Injected`] without running
 //! what is inside, converted through the fn's `From<resilient_core::Error>`
 //! like every resilience error). Both can fall on one call: it waits, then
-//! fails.
+//! fails. A third, where the attribute names a fn of the annotated fn's
+//! output (`#[chaos(PetChaos, outcome = unavailable)]`): a replaced outcome
+//! (`outcome_rate`: the call returns that fn's output instead of running
+//! what is inside, and the classifiers outside judge it as the body's).
 //!
 //! [`Error::Injected`] is a failure to every mechanism that classifies:
 //! a retry around it tries again, a breaker around it counts a failure (it
@@ -120,6 +123,7 @@ pub trait ChaosSpec: Spec<Mechanism = Chaos> + Sized {
 /// | `latency_rate` | `0.0` | in `0.0..=1.0`: the share of calls that wait `latency` first |
 /// | `latency` | required when `latency_rate` > 0 | duration > 0: how long such a call waits |
 /// | `error_rate` | `0.0` | in `0.0..=1.0`: the share of calls that end with `Error::Injected` |
+/// | `outcome_rate` | `0.0` | in `0.0..=1.0`: the share of calls that return the attribute's `outcome = ..` instead |
 /// | `seed` | drawn when built | whole number ≥ 0: the generator's seed, for runs that choose the same calls |
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -137,6 +141,10 @@ pub struct ChaosSettings {
     pub latency: Duration,
     /// The share of calls that fail with [`Error::Injected`].
     pub error_rate: f64,
+    /// The share of calls whose outcome is replaced by the attribute's
+    /// `outcome = ..` fn, for the classifiers outside to judge (calls of a
+    /// fn whose `#[chaos]` names none draw nothing for it).
+    pub outcome_rate: f64,
     /// The generator's seed, if set.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub seed: Option<u64>,
@@ -160,6 +168,7 @@ impl ChaosSettings {
         let enabled = s.bool("enabled", false);
         let latency_rate = s.float("latency_rate", Some(0.0), RATE_RULE, rate);
         let error_rate = s.float("error_rate", Some(0.0), RATE_RULE, rate);
+        let outcome_rate = s.float("outcome_rate", Some(0.0), RATE_RULE, rate);
         let latency = match s.duration("latency", false) {
             Some(Some(d)) if d.is_zero() && latency_rate.is_some_and(|r| r > 0.0) => {
                 s.invalid("latency", "must be > 0 when `latency_rate` > 0");
@@ -189,6 +198,7 @@ impl ChaosSettings {
             latency_rate: latency_rate?,
             latency: latency?,
             error_rate: error_rate?,
+            outcome_rate: outcome_rate?,
             seed: seed?,
         })
     }
@@ -232,12 +242,14 @@ pub struct ChaosCounts {
     pub latency_injected: u64,
     /// Calls that were failed.
     pub errors_injected: u64,
+    /// Calls whose outcome was replaced by the attribute's `outcome = ..`.
+    pub outcomes_injected: u64,
 }
 
 /// The metric handles of a chaos spec.
 #[derive(Debug)]
 struct ChaosMeters {
-    injected: [Counter; 2],
+    injected: [Counter; 3],
 }
 
 /// The shared instance of one chaos spec: its settings, its draw counter,
@@ -249,6 +261,7 @@ pub struct Chaos {
     drawn_seed: u64,
     latency_injected: AtomicU64,
     errors_injected: AtomicU64,
+    outcomes_injected: AtomicU64,
     telemetry: Telemetry,
     meters: OnceLock<ChaosMeters>,
 }
@@ -277,6 +290,7 @@ impl Mechanism for Chaos {
             drawn_seed,
             latency_injected: AtomicU64::new(0),
             errors_injected: AtomicU64::new(0),
+            outcomes_injected: AtomicU64::new(0),
             telemetry,
             meters: OnceLock::new(),
         };
@@ -345,7 +359,7 @@ impl Chaos {
     fn register_meters(&self) {
         if self.telemetry.metrics_on() {
             self.meters.get_or_init(|| ChaosMeters {
-                injected: [Fault::Latency, Fault::Error].map(|f| {
+                injected: [Fault::Latency, Fault::Error, Fault::Outcome].map(|f| {
                     self.telemetry
                         .counter("resilient_chaos_injected_total", &[("fault", f.label())])
                 }),
@@ -359,12 +373,13 @@ impl Chaos {
             calls: self.config.get().calls.load(Ordering::Relaxed),
             latency_injected: self.latency_injected.load(Ordering::Relaxed),
             errors_injected: self.errors_injected.load(Ordering::Relaxed),
+            outcomes_injected: self.outcomes_injected.load(Ordering::Relaxed),
         }
     }
 
     /// The draws of the next call, for an enabled spec.
     #[inline(never)]
-    fn draw(&self, spec: &'static str, config: &ChaosConfig) -> Step {
+    fn draw(&self, spec: &'static str, config: &ChaosConfig, replaces: bool) -> Step {
         let s = &config.settings;
         let call = config.calls.fetch_add(1, Ordering::Relaxed);
         let base = call.wrapping_mul(2);
@@ -383,14 +398,30 @@ impl Chaos {
             }
             Error::Injected { spec, call }
         });
+        // From a stream of its own (the seed's complement), so that the
+        // latency and error draws of a seed are those without outcomes.
+        let replace =
+            replaces && error.is_none() && under(splitmix64(!config.seed, call), s.outcome_rate);
+        if replace && !delay {
+            self.replaced(call, s.latency);
+        }
+        let go = if replace { Go::Replace } else { Go::Run };
         if delay {
             Step::Wait(Delay {
                 latency: s.latency,
                 error,
+                go,
+                call,
             })
         } else {
-            Step::Ready(error.map_or(Ok(()), Err))
+            Step::Ready(error.map_or(Ok(go), Err))
         }
+    }
+
+    /// An outcome replaced for call `call`: counted and told.
+    fn replaced(&self, call: u64, latency: Duration) {
+        self.outcomes_injected.fetch_add(1, Ordering::Relaxed);
+        self.injected(Fault::Outcome, call, latency);
     }
 
     /// An injected error delivered to call `call`: counted and told.
@@ -425,6 +456,11 @@ impl Chaos {
                     target: "resilient::chaos",
                     spec, path, fault = kind, call,
                     "injected an error into call {call}"
+                ),
+                Fault::Outcome => tracing::debug!(
+                    target: "resilient::chaos",
+                    spec, path, fault = kind, call,
+                    "replaced the outcome of call {call}"
                 ),
             }
         }
@@ -471,12 +507,13 @@ impl<S: ChaosSpec> ChaosHandle<S> {
             const { &Key::of::<S>() },
             Some(CallInstance::Borrowed(&self.inner)),
         );
-        let entered = match call.try_enter() {
+        // A handle has no `outcome = ..`: its calls draw no replaced outcome.
+        let entered = match call.try_enter(false) {
             Step::Ready(r) => r,
             Step::Wait(d) => call.wait(d).await,
         };
         match entered {
-            Ok(()) => f().await,
+            Ok(_) => f().await,
             Err(e) => Err(E::from(e)),
         }
     }
@@ -496,7 +533,7 @@ pub struct ChaosCall<'a> {
 #[doc(hidden)]
 pub enum Step {
     /// At once.
-    Ready(Result<(), Error>),
+    Ready(Result<Go, Error>),
     /// After the injected latency.
     Wait(Delay),
 }
@@ -507,6 +544,19 @@ pub enum Step {
 pub struct Delay {
     latency: Duration,
     error: Option<Error>,
+    go: Go,
+    call: u64,
+}
+
+/// What a call the spec lets through does: run what is inside, or return
+/// the attribute's `outcome = ..` instead.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Go {
+    /// Run what is inside `#[chaos]`.
+    Run,
+    /// Return the `outcome = ..` fn's output instead.
+    Replace,
 }
 
 impl<'a> ChaosCall<'a> {
@@ -517,26 +567,34 @@ impl<'a> ChaosCall<'a> {
 
     /// The call's draws; for a disabled spec, one branch and no draw.
     #[inline(always)]
-    pub fn try_enter(&self) -> Step {
+    pub fn try_enter(&self, replaces: bool) -> Step {
         let Some(instance) = &self.instance else {
             return Step::Ready(Err(self.key.not_configured()));
         };
         let chaos = &**instance;
         let (config, tag) = chaos.config.get_tagged();
         if tag & ENABLED == 0 {
-            return Step::Ready(Ok(()));
+            return Step::Ready(Ok(Go::Run));
         }
-        chaos.draw(self.key.name, config)
+        chaos.draw(self.key.name, config, replaces)
     }
 
     /// Waits out an injected latency; then the call goes on, or ends with
     /// the error it drew too.
-    pub async fn wait(&self, delay: Delay) -> Result<(), Error> {
+    pub async fn wait(&self, delay: Delay) -> Result<Go, Error> {
         // Boxed: a tokio sleep is large, and only an injected call needs one;
         // kept in place, it would grow the future of every call.
         Box::pin(tokio::time::sleep(delay.latency)).await;
         match delay.error {
-            None => Ok(()),
+            None => {
+                if delay.go == Go::Replace {
+                    if let Some(chaos) = &self.instance {
+                        // Counted now that it is delivered (see `Chaos::draw`).
+                        chaos.replaced(delay.call, delay.latency);
+                    }
+                }
+                Ok(delay.go)
+            }
             Some(error) => {
                 // Counted now that it is delivered (see `Chaos::draw`).
                 if let (Some(chaos), Error::Injected { call, .. }) = (&self.instance, &error) {

@@ -223,6 +223,8 @@ pub enum Fault {
     Latency,
     /// The call ended with [`Error::Injected`](crate::Error::Injected).
     Error,
+    /// The call returned the attribute's `outcome = ..` instead of running.
+    Outcome,
 }
 
 impl Fault {
@@ -231,6 +233,7 @@ impl Fault {
         match self {
             Fault::Latency => "latency",
             Fault::Error => "error",
+            Fault::Outcome => "outcome",
         }
     }
 }

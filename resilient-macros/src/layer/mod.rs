@@ -90,7 +90,7 @@ pub(crate) fn call(layer: &Layer, cx: &Context, timed: bool, inner: TokenStream)
             limits::limit(layer, "concurrency_limit", "concurrency_spec", timed, inner)
         }
         Kind::RateLimiter => limits::limit(layer, "rate_limited", "rate_spec", timed, inner),
-        Kind::Chaos => chaos::call(layer, timed, inner),
+        Kind::Chaos => chaos::call(layer, ret, timed, inner),
         Kind::Hedging => hedging::call(layer, ret, timed, inner),
         Kind::Fallback => inner,
     }
