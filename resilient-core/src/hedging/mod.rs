@@ -375,21 +375,16 @@ impl Mechanism for Hedging {
         let mut notes = Vec::new();
         let config = HedgingConfig::of(settings);
         let had_budget = self.config.get().budget.is_some();
-        match (had_budget, &config.budget) {
-            (false, Some(p)) => {
-                self.budget.reset(p);
-                notes.push("a new hedging budget starts with `tokens_initial`".to_owned());
-            }
-            (true, None) => notes.push("the hedging budget is gone".to_owned()),
-            _ => {}
-        }
+        self.budget.before_reload(
+            had_budget,
+            config.budget.as_ref(),
+            "hedging budget",
+            &mut notes,
+        );
         let running = config.settings.clone();
         let (now, _) = self.config.publish(|c| c.settings == running, || config);
-        if let (true, Some(p)) = (had_budget, &now.budget) {
-            if self.budget.cap(p) {
-                notes.push("the budget's tokens were capped at the new `tokens_max`".to_owned());
-            }
-        }
+        self.budget
+            .after_reload(had_budget, now.budget.as_ref(), &mut notes);
         notes
     }
 

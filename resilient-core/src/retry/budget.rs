@@ -87,6 +87,41 @@ impl Budget {
     }
 
     /// Keeps at most `p`'s maximum: `true` if tokens were dropped.
+    /// A reload, before the new settings are published: a budget that
+    /// appears (`had` none, `new` one) is filled first, so no call sees it
+    /// empty; one that goes is said to. `name` is the budget's, for the note.
+    pub(crate) fn before_reload(
+        &self,
+        had: bool,
+        new: Option<&BudgetParams>,
+        name: &str,
+        notes: &mut Vec<String>,
+    ) {
+        match (had, new) {
+            (false, Some(p)) => {
+                self.reset(p);
+                notes.push(format!("a new {name} starts with `tokens_initial`"));
+            }
+            (true, None) => notes.push(format!("the {name} is gone")),
+            _ => {}
+        }
+    }
+
+    /// A reload, after the new settings `now` are published: a budget kept
+    /// holds at most the new `tokens_max`.
+    pub(crate) fn after_reload(
+        &self,
+        had: bool,
+        now: Option<&BudgetParams>,
+        notes: &mut Vec<String>,
+    ) {
+        if let (true, Some(p)) = (had, now) {
+            if self.cap(p) {
+                notes.push("the budget's tokens were capped at the new `tokens_max`".to_owned());
+            }
+        }
+    }
+
     pub(crate) fn cap(&self, p: &BudgetParams) -> bool {
         self.tokens.fetch_min(p.max, Ordering::AcqRel) > p.max
     }
