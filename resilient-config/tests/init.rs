@@ -8,10 +8,8 @@ mod support;
 use support::*;
 
 use std::error::Error;
-use std::time::Duration;
 
 use resilient_config::ConfigError;
-use resilient_core::retry::{Jitter, RetrySettings};
 use resilient_core::RetrySpec;
 
 /// A spec with a section in both configurations.
@@ -28,25 +26,6 @@ pub struct OrderRetry;
 #[derive(RetrySpec)]
 #[spec("resilient.retry.stock")]
 pub struct StockRetry;
-
-/// The settings of a section with only `delay = "100ms"` and `attempts = 2`.
-fn minimal() -> RetrySettings {
-    RetrySettings {
-        enabled: true,
-        delay: Duration::from_millis(100),
-        attempts: 2,
-        delay_step: Duration::ZERO,
-        backoff: None,
-        jitter: Jitter {
-            full: false,
-            ratio: 1.0,
-        },
-        timeout: None,
-        budget: None,
-        retry_call_not_permitted: false,
-        max_hinted_delay: None,
-    }
-}
 
 #[test]
 fn init_validates_every_linked_spec_and_installs_once() -> TestResult {

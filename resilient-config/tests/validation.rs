@@ -63,25 +63,6 @@ async fn pet_settings(config: &config::Config) -> Result<RetrySettings, Box<dyn 
     Ok(settings)
 }
 
-/// The settings of a section with only `delay = "100ms"` and `attempts = 2`.
-fn minimal() -> RetrySettings {
-    RetrySettings {
-        enabled: true,
-        delay: Duration::from_millis(100),
-        attempts: 2,
-        delay_step: Duration::ZERO,
-        backoff: None,
-        jitter: Jitter {
-            full: false,
-            ratio: 1.0,
-        },
-        timeout: None,
-        budget: None,
-        retry_call_not_permitted: false,
-        max_hinted_delay: None,
-    }
-}
-
 const MINIMAL: &str = "delay = \"100ms\"\nattempts = 2";
 
 const WHOLE: &str = "must be a whole number in 0..=4294967295";

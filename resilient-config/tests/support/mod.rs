@@ -91,3 +91,22 @@ pub fn check(
         ),
     }
 }
+
+/// The settings of a section with only `delay = "100ms"` and `attempts = 2`.
+pub fn minimal() -> resilient_core::retry::RetrySettings {
+    resilient_core::retry::RetrySettings {
+        enabled: true,
+        delay: std::time::Duration::from_millis(100),
+        attempts: 2,
+        delay_step: std::time::Duration::ZERO,
+        backoff: None,
+        jitter: resilient_core::retry::Jitter {
+            full: false,
+            ratio: 1.0,
+        },
+        timeout: None,
+        budget: None,
+        retry_call_not_permitted: false,
+        max_hinted_delay: None,
+    }
+}
