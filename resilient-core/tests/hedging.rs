@@ -854,3 +854,48 @@ fn calls_from_two_threads_each_get_one_outcome_and_every_attempt_ends() -> TestR
     assert_eq!(c.attempts_cancelled, cancelled);
     Ok(())
 }
+
+#[derive(HedgingSpec)]
+#[spec("hedging.dropped")]
+struct Dropped;
+
+#[hedged(Dropped)]
+async fn dropped(replica: Replica) -> Result<usize, TestError> {
+    replica.call().await
+}
+
+/// A call dropped while its only attempt has failed and the next waits for
+/// its delay (`on_failure = "wait"`) counts as a cancelled call: no attempt
+/// runs then, and the call still had no outcome.
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_between_attempts_counts_as_cancelled() -> TestResult {
+    let meters = support::capture::Meters::default();
+    let section = with(
+        with(section("100ms", 1), "on_failure", s("wait")),
+        "telemetry",
+        table([("metrics", table([("enabled", Value::Bool(true))]))]),
+    );
+    let registry = metrics::with_local_recorder(&meters, || registry::<Dropped>(section));
+    let replica = Replica::new(&[fail(10), ok(10)]);
+    let call = registry.scope(dropped(replica.clone()));
+    // Dropped at 50 ms: the first attempt failed at 10 ms, the second is
+    // due at 100 ms.
+    let out = tokio::time::timeout(Duration::from_millis(50), call).await;
+    assert!(out.is_err(), "{out:?}");
+    assert_eq!(replica.starts(), [0]);
+    let calls = |outcome| {
+        meters.counter(
+            "resilient_calls_total",
+            &[
+                ("spec", "Dropped"),
+                ("path", "hedging.dropped"),
+                ("kind", "hedging"),
+                ("outcome", outcome),
+            ],
+        )
+    };
+    assert_eq!(calls("cancelled"), Some(1));
+    let c = counts::<Dropped>(&registry)?;
+    assert_eq!((c.attempts_started, c.attempts_failed), (1, 1));
+    Ok(())
+}

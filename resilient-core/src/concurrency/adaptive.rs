@@ -375,10 +375,18 @@ impl Adaptive {
             return false;
         }
         let add = (micros << COUNT_BITS) | 1;
-        let before = self.samples.0.fetch_add(add, Ordering::AcqRel);
-        let count = (before & COUNT_MASK) + 1;
-        if count > WINDOW_SAFE_SAMPLES {
-            self.samples.0.fetch_sub(add, Ordering::AcqRel);
+        // Refused rather than added and taken back: a window closed between
+        // the two would swap the sum out and the take-back would wrap it,
+        // leaving a count no sample can pass and the limit frozen.
+        let mut count = 0;
+        let added = self
+            .samples
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                count = (w & COUNT_MASK) + 1;
+                (count <= WINDOW_SAFE_SAMPLES).then(|| w.wrapping_add(add))
+            });
+        if added.is_err() {
             return false;
         }
         if !success {

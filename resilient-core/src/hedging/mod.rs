@@ -75,8 +75,8 @@
 //! table bounds it: it has the retry budget's keys and rules (`ratio`,
 //! `tokens_max`, `tokens_initial`, `min_tokens_per_second`, `enabled`) and
 //! is the same token bucket. Each hedged attempt (never the first) takes a
-//! token when it starts; each call with an accepted outcome returns `ratio`
-//! of one. When the bucket is empty, no hedge starts: the call goes on with
+//! token when it starts; each call with an accepted success returns
+//! `ratio` of one. When the bucket is empty, no hedge starts: the call goes on with
 //! the attempts it has.
 //!
 //! # Only idempotent calls
@@ -656,6 +656,8 @@ pub struct HedgeCall<'a, T, E, C> {
     last_failure: Option<Result<T, Fail<E>>>,
     /// When the call started, while it is timed and has no outcome yet.
     timed: Option<Instant>,
+    /// Whether the call has its outcome (counted by `done`).
+    ended: bool,
 }
 
 impl<'a, T, E, C> HedgeCall<'a, T, E, C>
@@ -687,6 +689,7 @@ where
             reason: HedgeReason::Delay,
             last_failure: None,
             timed,
+            ended: false,
         }
     }
 
@@ -908,6 +911,7 @@ where
         first.set(None);
         hedges.0.clear();
         let cancelled = u64::from(std::mem::take(&mut self.running));
+        self.ended = true;
         self.last_failure = None;
         let timed = self.timed.take();
         if let Some(h) = self.enabled() {
@@ -964,10 +968,12 @@ enum Judged<T, E> {
 impl<T, E, C> Drop for HedgeCall<'_, T, E, C> {
     fn drop(&mut self) {
         // Dropped before its outcome (a timeout outside, a caller gone, a
-        // panic): the attempts still running are dropped with it.
+        // panic): the attempts still running are dropped with it. A call
+        // that started an attempt is cancelled even while none runs (every
+        // attempt failed and the next waits for its delay).
         let timed = self.timed.take();
         if let Some(h) = self.hedging.as_deref() {
-            if self.config.tag() & ENABLED != 0 && self.running > 0 {
+            if self.config.tag() & ENABLED != 0 && self.started > 0 && !self.ended {
                 h.count(Fate::Cancelled, u64::from(self.running));
                 h.telemetry
                     .ended(Outcome::Cancelled, timed.map(|at| at.elapsed()));
