@@ -354,10 +354,7 @@ impl Mechanism for Hedging {
 
     fn build(settings: HedgingSettings, telemetry: Telemetry) -> Self {
         let config = HedgingConfig::of(settings);
-        let budget = Budget::new();
-        if let Some(p) = &config.budget {
-            budget.reset(p);
-        }
+        let budget = Budget::filled(config.budget.as_ref());
         let hedging = Self {
             config: Versions::new(config),
             budget,
@@ -372,20 +369,14 @@ impl Mechanism for Hedging {
     }
 
     fn reconfigure(&self, settings: HedgingSettings) -> Vec<String> {
-        let mut notes = Vec::new();
         let config = HedgingConfig::of(settings);
-        let had_budget = self.config.get().budget.is_some();
-        self.budget.before_reload(
-            had_budget,
-            config.budget.as_ref(),
-            "hedging budget",
-            &mut notes,
-        );
-        let running = config.settings.clone();
-        let (now, _) = self.config.publish(|c| c.settings == running, || config);
+        let had = self.config.get().budget.is_some();
         self.budget
-            .after_reload(had_budget, now.budget.as_ref(), &mut notes);
-        notes
+            .reload("hedging budget", had, config.budget, || {
+                let running = config.settings.clone();
+                let (now, _) = self.config.publish(|c| c.settings == running, || config);
+                now.budget.as_ref()
+            })
     }
 
     fn settings(&self) -> &HedgingSettings {

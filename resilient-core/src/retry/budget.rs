@@ -86,18 +86,30 @@ impl Budget {
         self.tokens.store(p.initial, Ordering::Release);
     }
 
-    /// Keeps at most `p`'s maximum: `true` if tokens were dropped.
-    /// A reload, before the new settings are published: a budget that
-    /// appears (`had` none, `new` one) is filled first, so no call sees it
-    /// empty; one that goes is said to. `name` is the budget's, for the note.
-    pub(crate) fn before_reload(
+    /// A bucket filled as `p` says, or empty when there is no budget.
+    pub(crate) fn filled(p: Option<&BudgetParams>) -> Self {
+        let budget = Self::new();
+        if let Some(p) = p {
+            budget.reset(p);
+        }
+        budget
+    }
+
+    /// A reload of the settings that hold this budget (`name`, for the
+    /// notes): `had` says whether the running settings have one, `new` is
+    /// the new settings' budget, and `publish` publishes them and returns
+    /// the budget then in force. A budget that appears is filled before it
+    /// is published, so no call sees it empty; one that goes is said to; a
+    /// budget kept holds at most the new `tokens_max`.
+    pub(crate) fn reload<'a>(
         &self,
-        had: bool,
-        new: Option<&BudgetParams>,
         name: &str,
-        notes: &mut Vec<String>,
-    ) {
-        match (had, new) {
+        had: bool,
+        new: Option<BudgetParams>,
+        publish: impl FnOnce() -> Option<&'a BudgetParams>,
+    ) -> Vec<String> {
+        let mut notes = Vec::new();
+        match (had, &new) {
             (false, Some(p)) => {
                 self.reset(p);
                 notes.push(format!("a new {name} starts with `tokens_initial`"));
@@ -105,23 +117,15 @@ impl Budget {
             (true, None) => notes.push(format!("the {name} is gone")),
             _ => {}
         }
-    }
-
-    /// A reload, after the new settings `now` are published: a budget kept
-    /// holds at most the new `tokens_max`.
-    pub(crate) fn after_reload(
-        &self,
-        had: bool,
-        now: Option<&BudgetParams>,
-        notes: &mut Vec<String>,
-    ) {
-        if let (true, Some(p)) = (had, now) {
+        if let (true, Some(p)) = (had, publish()) {
             if self.cap(p) {
                 notes.push("the budget's tokens were capped at the new `tokens_max`".to_owned());
             }
         }
+        notes
     }
 
+    /// Keeps at most `p`'s maximum: `true` if tokens were dropped.
     pub(crate) fn cap(&self, p: &BudgetParams) -> bool {
         self.tokens.fetch_min(p.max, Ordering::AcqRel) > p.max
     }

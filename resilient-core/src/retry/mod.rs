@@ -222,10 +222,7 @@ impl Mechanism for Retry {
 
     fn build(settings: RetrySettings, telemetry: Telemetry) -> Self {
         let config = RetryConfig::of(settings);
-        let budget = Budget::new();
-        if let Some(p) = &config.budget {
-            budget.reset(p);
-        }
+        let budget = Budget::filled(config.budget.as_ref());
         let retry = Self {
             config: Versions::new(config),
             budget,
@@ -237,20 +234,13 @@ impl Mechanism for Retry {
     }
 
     fn reconfigure(&self, settings: RetrySettings) -> Vec<String> {
-        let mut notes = Vec::new();
         let config = RetryConfig::of(settings);
-        let had_budget = self.config.get().budget.is_some();
-        self.budget.before_reload(
-            had_budget,
-            config.budget.as_ref(),
-            "retry budget",
-            &mut notes,
-        );
-        let running = config.settings.clone();
-        let (now, _) = self.config.publish(|c| c.settings == running, || config);
-        self.budget
-            .after_reload(had_budget, now.budget.as_ref(), &mut notes);
-        notes
+        let had = self.config.get().budget.is_some();
+        self.budget.reload("retry budget", had, config.budget, || {
+            let running = config.settings.clone();
+            let (now, _) = self.config.publish(|c| c.settings == running, || config);
+            now.budget.as_ref()
+        })
     }
 
     fn settings(&self) -> &RetrySettings {
