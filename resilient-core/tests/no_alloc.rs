@@ -4,10 +4,6 @@
 //! arms the hedge's delay).
 
 #![allow(clippy::expect_used)] // a test that panics on an unexpected outcome is the point
-#![allow(unsafe_code)] // a counting global allocator; it only forwards to `System`
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 
 use resilient_core::settings::Value;
 use resilient_core::{
@@ -16,32 +12,8 @@ use resilient_core::{
     TimeoutSpec,
 };
 
-struct Counting;
-
-thread_local! {
-    /// Allocations made by this thread. Per thread: the test harness's own
-    /// thread allocates now and then while a test runs, and the calls under
-    /// test all run on the test's current-thread runtime.
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn allocations() -> usize {
-    ALLOCATIONS.with(Cell::get)
-}
-
-// Forwards to the system allocator and counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+mod counting;
+use counting::{allocations, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
