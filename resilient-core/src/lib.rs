@@ -176,6 +176,7 @@ mod error;
 pub mod fallback;
 pub mod hedging;
 pub mod http;
+pub mod keyed;
 mod outcome;
 pub mod rate_limiter;
 pub mod registry;

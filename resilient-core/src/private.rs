@@ -21,10 +21,11 @@ pub use crate::fallback::{
 use crate::hedging::HedgeCall;
 pub use crate::hedging::{unarmed as hedge_unarmed, HedgeStep, Hedges, Hedging, HedgingSpec};
 pub use crate::http::Http;
+use crate::keyed::PartitionKey;
 pub use crate::outcome::{Fail, ResultType};
 use crate::rate_limiter::RateCall;
 pub use crate::rate_limiter::{RateLimiter, RateLimiterSpec};
-use crate::registry::Key;
+use crate::registry::{Key, Mechanism};
 pub use crate::registry::{Slot, Spec, SpecEntry};
 use crate::retry::{By, Judge, RetryCall};
 pub use crate::retry::{
@@ -159,6 +160,30 @@ where
     BreakerCall::new(ops, instance)
 }
 
+/// Starts a call through the breaker of `key` among the keyed breakers of
+/// `S` (`#[circuit_breakable(S, key = ..)]`).
+#[inline(always)]
+pub fn circuit_breaker_keyed<S, T, E, K>(
+    _: BreakerOf<S, T, E>,
+    key: &K,
+) -> BreakerCall<'static, impl Fn(&Result<T, E>) -> Verdict + Copy>
+where
+    S: CircuitBreakerSpec,
+    S::Classifier: Classify<T, E>,
+    K: PartitionKey + ?Sized,
+{
+    let ops = crate::circuit_breaker::ops::<S, T, E>();
+    let instance = key.with_text(|text| crate::registry::lookup_keyed(ops.key, text));
+    BreakerCall::new(ops, instance)
+}
+
+/// A key expression's value, checked where the user wrote it: what
+/// `key = ..` passes on.
+#[inline(always)]
+pub fn key<K: PartitionKey + ?Sized>(key: &K) -> &K {
+    key
+}
+
 /// The hedging spec `S` for a fn returning `R`; see [`retry_ops`].
 #[inline(always)]
 pub fn hedge_ops<S, R, T, E>() -> HedgeOf<S, T, E>
@@ -222,15 +247,15 @@ pub fn hedge_receiver<T: HedgeReceiver>(receiver: &T) -> T {
 /// Where a spec without classification lives: its name, path, type and
 /// slot.
 #[derive(Debug)]
-pub struct SpecRef<M: 'static>(&'static Key<M>);
+pub struct SpecRef<M: Mechanism>(&'static Key<M>);
 
-impl<M> Clone for SpecRef<M> {
+impl<M: Mechanism> Clone for SpecRef<M> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<M> Copy for SpecRef<M> {}
+impl<M: Mechanism> Copy for SpecRef<M> {}
 
 fn spec_ref<S: Spec>() -> SpecRef<S::Mechanism> {
     SpecRef(const { &Key::of::<S>() })
@@ -298,6 +323,28 @@ pub fn concurrency_limit(spec: SpecRef<Limiter>) -> LimitCall<'static> {
 #[inline(always)]
 pub fn rate_limited(spec: SpecRef<RateLimiter>) -> RateCall {
     RateCall::new(spec.0, crate::registry::lookup(spec.0))
+}
+
+/// Starts a call under the concurrency limit of `key` among the keyed
+/// limits of `spec`.
+#[inline(always)]
+pub fn concurrency_limit_keyed<K: PartitionKey + ?Sized>(
+    spec: SpecRef<Limiter>,
+    key: &K,
+) -> LimitCall<'static> {
+    let instance = key.with_text(|text| crate::registry::lookup_keyed(spec.0, text));
+    LimitCall::new(spec.0, instance)
+}
+
+/// Starts a call under the rate limiter of `key` among the keyed rate
+/// limiters of `spec`.
+#[inline(always)]
+pub fn rate_limited_keyed<K: PartitionKey + ?Sized>(
+    spec: SpecRef<RateLimiter>,
+    key: &K,
+) -> RateCall {
+    let instance = key.with_text(|text| crate::registry::lookup_keyed(spec.0, text));
+    RateCall::new(spec.0, instance)
 }
 
 /// The outcome of what is inside a `#[fallback]`, passed on (`Ok`), or the

@@ -127,6 +127,8 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("http", 1),
             // What every mechanism shares, and the registry that knows none.
             ("telemetry", 2),
+            // Keys, as calls give them and the `keys` table bounds them.
+            ("keyed", 2),
             ("registry", 3),
             // The mechanisms.
             ("retry", 4),

@@ -778,6 +778,7 @@ async fn listeners_receive_typed_events_for_all_specs_or_for_one() {
         path: "telemetry.events.breaker",
         from: State::Closed,
         to: State::Open,
+        key: None,
     };
     let expected = vec![
         timed_out.clone(),
@@ -803,6 +804,7 @@ async fn listeners_receive_typed_events_for_all_specs_or_for_one() {
             path: "telemetry.events.breaker",
             kind: SpecKind::CIRCUIT_BREAKER,
             retry_after: Some(Duration::from_secs(1)),
+            key: None,
         },
         Event::FallbackTaken {
             function: "slow_lookup",
@@ -812,6 +814,7 @@ async fn listeners_receive_typed_events_for_all_specs_or_for_one() {
             path: "telemetry.events.rate",
             kind: SpecKind::RATE_LIMITER,
             retry_after: Some(Duration::from_secs(1)),
+            key: None,
         },
     ];
     assert_eq!(*all.lock().unwrap(), expected);

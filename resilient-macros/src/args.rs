@@ -126,6 +126,9 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
         if input.peek(syn::token::Paren) || input.peek(Token![.]) {
             return Err(value_given(all.clone()));
         }
+        if input.peek(Token![=]) && path.is_ident("key") {
+            return Err(key_without_spec(kind, &path));
+        }
         if input.peek(Token![=]) {
             return Err(syn::Error::new_spanned(
                 &path,
@@ -139,6 +142,15 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
             input.parse::<Token![,]>()?;
             if input.peek(syn::Ident) && input.peek2(Token![=]) {
                 let key: syn::Ident = input.parse()?;
+                if key == "key" {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!(
+                            "`#[{name}]` takes no `key`: one instance per key is for `#[circuit_breakable]`, `#[rate_limited]` and `#[concurrency_limit]`; a {} spec has one instance",
+                            kind.derive_name().trim_end_matches("Spec").to_lowercase()
+                        ),
+                    ));
+                }
                 return Err(syn::Error::new(
                     key.span(),
                     format!(
@@ -159,6 +171,64 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
         Ok(path)
     };
     parser.parse2(tokens)
+}
+
+/// `key = ..` written first, where the spec goes.
+fn key_without_spec(kind: Kind, key: &Path) -> syn::Error {
+    let (name, example) = (kind.attr_name(), kind.example_spec());
+    syn::Error::new_spanned(
+        key,
+        format!("`#[{name}]` takes the spec first, then the key: write `#[{name}({example}, key = ..)]`"),
+    )
+}
+
+const KEY_TAKES: &str = "`key` takes an expression over the fn's arguments whose value picks the instance, such as `key = host` or `key = req.tenant_id`";
+
+/// Parses `#[circuit_breakable(Spec)]` or `#[circuit_breakable(Spec, key =
+/// expr)]` (and the same for the limits): the spec as every attribute reads
+/// it, then `key` with any expression. By hand: darling's `FromMeta` reads
+/// a value's type from the item, and `key` takes the user's expression as
+/// it is, to type-check where it stands.
+pub(crate) fn parse_keyed(kind: Kind, tokens: TokenStream, span: Span) -> syn::Result<LayerArgs> {
+    let mut spec_tokens = TokenStream::new();
+    let mut rest = tokens.into_iter();
+    for tt in rest.by_ref() {
+        if matches!(&tt, proc_macro2::TokenTree::Punct(p) if p.as_char() == ',') {
+            break;
+        }
+        spec_tokens.extend([tt]);
+    }
+    let spec = parse_spec(kind, spec_tokens, span)?;
+    let rest: TokenStream = rest.collect();
+    let name = kind.attr_name();
+    let items =
+        (|input: ParseStream<'_>| meta::parse_items(input, &meta::Syntax::SYN)).parse2(rest)?;
+    let mut errors = Errors::default();
+    let mut key = None;
+    for item in items {
+        match (meta::key(&item), &item) {
+            (Some(k), NestedMeta::Meta(syn::Meta::NameValue(nv))) if k == "key" => {
+                if key.is_some() {
+                    errors.push(syn::Error::new(k.span(), "`key` is given more than once; keep one"));
+                } else {
+                    key = Some(nv.value.clone());
+                }
+            }
+            (Some(k), _) => errors.push(syn::Error::new(
+                k.span(),
+                format!(
+                    "`#[{name}]` takes only `key = ..` after the spec, not `{k}`: settings go in the spec's config section, such as `{k} = ..` under `[{}]`",
+                    kind.example_path()
+                ),
+            )),
+            (None, _) => errors.push(syn::Error::new(span, KEY_TAKES)),
+        }
+    }
+    errors.finish()?;
+    Ok(match key {
+        Some(key) => LayerArgs::Keyed { spec, key },
+        None => LayerArgs::Spec(spec),
+    })
 }
 
 /// Whether `text` reads as a duration (`2s`, `500ms`, `1h 30m`): digits

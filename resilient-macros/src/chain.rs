@@ -18,6 +18,7 @@ fn parse_args(kind: Kind, tokens: TokenStream, span: Span) -> syn::Result<LayerA
     match kind {
         Kind::Fallback => args::parse_fallback(tokens, span).map(LayerArgs::Fallback),
         Kind::Chaos => args::parse_chaos(tokens, span),
+        _ if kind.keyed() => args::parse_keyed(kind, tokens, span),
         _ => args::parse_spec(kind, tokens, span).map(LayerArgs::Spec),
     }
 }

@@ -330,7 +330,7 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
         .iter()
         .filter_map(|l| match &l.args {
             LayerArgs::Fallback(f) => Some(f.args.iter().cloned()),
-            LayerArgs::Spec(_) | LayerArgs::Chaos { .. } => None,
+            LayerArgs::Spec(_) | LayerArgs::Chaos { .. } | LayerArgs::Keyed { .. } => None,
         })
         .flatten()
         .collect();

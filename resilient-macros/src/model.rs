@@ -143,6 +143,14 @@ impl Kind {
         }
     }
 
+    /// Whether the attribute takes `key = ..` (one instance per key).
+    pub(crate) fn keyed(self) -> bool {
+        matches!(
+            self,
+            Kind::CircuitBreaker | Kind::ConcurrencyLimit | Kind::RateLimiter
+        )
+    }
+
     /// Whether the layer may run what is inside it more than once, so that the
     /// body must be callable again with fresh arguments.
     pub(crate) fn calls_again(self) -> bool {
@@ -177,6 +185,9 @@ pub(crate) enum LayerArgs {
     /// `#[chaos(PetChaos, outcome = unavailable)]`: the spec, and the fn
     /// whose output replaces a call's outcome, if named.
     Chaos { spec: Path, outcome: Option<Path> },
+    /// `#[circuit_breakable(HostBreaker, key = host)]`: the spec, and the
+    /// expression whose value picks the instance.
+    Keyed { spec: Path, key: syn::Expr },
     /// `#[fallback(method = "..", ..)]`.
     Fallback(FallbackArgs),
 }
@@ -185,8 +196,18 @@ impl Layer {
     /// The spec type, for the layers that have one.
     pub(crate) fn spec(&self) -> Option<&Path> {
         match &self.args {
-            LayerArgs::Spec(spec) | LayerArgs::Chaos { spec, .. } => Some(spec),
+            LayerArgs::Spec(spec)
+            | LayerArgs::Chaos { spec, .. }
+            | LayerArgs::Keyed { spec, .. } => Some(spec),
             LayerArgs::Fallback(_) => None,
+        }
+    }
+
+    /// The `key = ..` expression, for a keyed layer.
+    pub(crate) fn key(&self) -> Option<&syn::Expr> {
+        match &self.args {
+            LayerArgs::Keyed { key, .. } => Some(key),
+            _ => None,
         }
     }
 }

@@ -446,20 +446,21 @@ impl Breaker {
             path: t.path,
             from,
             to,
+            key: t.event_key(),
         });
         if !t.logging() {
             return;
         }
-        let (spec, path) = (t.spec, t.path);
+        let (spec, path, key) = (t.spec, t.path, t.key());
         match to {
             State::Open | State::ForcedOpen => tracing::warn!(
                 target: "resilient::circuit_breaker",
-                spec, path, %from, %to,
+                spec, path, key, %from, %to,
                 "circuit breaker {from} -> {to}"
             ),
             _ => tracing::info!(
                 target: "resilient::circuit_breaker",
-                spec, path, %from, %to,
+                spec, path, key, %from, %to,
                 "circuit breaker {from} -> {to}"
             ),
         }

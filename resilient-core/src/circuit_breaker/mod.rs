@@ -149,6 +149,12 @@ impl Mechanism for Breaker {
     fn telemetry_switched(&self) {
         self.register_meters();
     }
+
+    const KEYED: bool = true;
+
+    fn evictable(&self) -> bool {
+        matches!(self.state(), State::Closed | State::Disabled)
+    }
 }
 
 /// A circuit breaker spec: implemented by `#[derive(CircuitBreakerSpec)]`.

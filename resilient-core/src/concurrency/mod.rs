@@ -412,6 +412,12 @@ impl Mechanism for Limiter {
         &self.telemetry
     }
 
+    const KEYED: bool = true;
+
+    fn evictable(&self) -> bool {
+        self.in_use() == 0
+    }
+
     fn status(&self) -> Option<Arc<dyn Part>> {
         Some(Arc::new(Places {
             permits_in_use: self.in_use(),
@@ -838,11 +844,15 @@ impl Limiter {
             self.set_limit_gauge(limit);
         }
         if (limit != was || why == Why::Rebased) && self.telemetry.logging() {
-            let (spec, path) = (self.telemetry.spec, self.telemetry.path);
+            let (spec, path, key) = (
+                self.telemetry.spec,
+                self.telemetry.path,
+                self.telemetry.key(),
+            );
             let baseline = estimator.baseline().unwrap_or(latency);
             tracing::debug!(
                 target: "resilient::concurrency",
-                spec, path, limit, was, latency_us = latency, baseline_us = baseline,
+                spec, path, key, limit, was, latency_us = latency, baseline_us = baseline,
                 "adaptive limit {was} -> {limit}: window mean {:?} against baseline {:?} ({})",
                 Duration::from_micros(latency),
                 Duration::from_micros(baseline),

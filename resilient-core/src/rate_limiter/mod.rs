@@ -324,6 +324,28 @@ impl Mechanism for RateLimiter {
     fn status(&self) -> Option<Arc<dyn Part>> {
         None
     }
+
+    const KEYED: bool = true;
+
+    fn evictable(&self) -> bool {
+        let c = self.config.get();
+        if !c.settings.enabled {
+            return true;
+        }
+        let (w, now) = (self.word.load(Ordering::Acquire), self.now_ns());
+        match c.settings.algorithm {
+            // Every permit taken belongs to windows that have passed: a new
+            // window would start with the next call, as in a fresh limiter.
+            Algorithm::FixedWindow => {
+                let (start, taken) = (w >> COUNT_BITS, w & COUNT_MASK);
+                let passed = (now / 1_000_000).saturating_sub(start) / c.period_ms;
+                taken <= passed.saturating_mul(u64::from(c.settings.limit_for_period))
+                    && (taken == 0 || passed > 0)
+            }
+            // The bucket is full again.
+            Algorithm::TokenBucket => w <= now,
+        }
+    }
 }
 
 impl RateLimiter {

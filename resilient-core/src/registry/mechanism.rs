@@ -8,10 +8,12 @@ use std::fmt;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
-use super::snapshot::Part;
+use super::keyed::Keyed;
+use super::snapshot::{KeysSnapshot, Part};
+use crate::keyed::KeySettings;
 use crate::settings::Section;
 use crate::spec::SpecKind;
-use crate::telemetry::{Outcome, Telemetry};
+use crate::telemetry::{Outcome, Switches, Telemetry};
 
 mod sealed {
     pub trait Sealed {}
@@ -61,6 +63,20 @@ pub trait Mechanism: Sealed + Send + Sync + Sized + 'static {
     /// state worth showing.
     fn status(&self) -> Option<Arc<dyn Part>>;
 
+    /// Whether a spec of this mechanism takes `key = ..` (one instance per
+    /// key, see [`keyed`](crate::keyed)).
+    #[doc(hidden)]
+    const KEYED: bool = false;
+
+    /// Whether a fresh instance would be the same as this one now, so that a
+    /// keyed instance can be dropped without losing anything a call would
+    /// notice: a closed breaker, a limit with no place taken, a rate limiter
+    /// with no permit spent in its window.
+    #[doc(hidden)]
+    fn evictable(&self) -> bool {
+        true
+    }
+
     /// Its telemetry's switches were just set again (by a reload): a
     /// mechanism with metrics of its own registers them if metrics are now
     /// on, and brings its gauges up to date (they did not move while
@@ -88,6 +104,9 @@ pub trait Spec: 'static {
     fn __slot() -> &'static Slot<Self::Mechanism>;
 }
 
+/// A spec's instance as the registry hands it to calls of its type.
+pub(crate) type AnyInstance = Arc<dyn Any + Send + Sync>;
+
 /// A spec's settings as the registry passes them between reading and
 /// building, without knowing their type.
 pub(crate) type AnySettings = Box<dyn Any + Send + Sync>;
@@ -107,7 +126,16 @@ pub struct SpecEntry {
     read: fn(&mut Section<'_>) -> Option<AnySettings>,
     build: fn(AnySettings, Telemetry) -> Option<Arc<dyn Instance>>,
     install: fn(&'static dyn Instance),
+    keyed: Option<KeyedFns>,
     outcomes: &'static [Outcome],
+}
+
+/// How the registry builds and installs a spec's keyed instances, for the
+/// mechanisms that take `key = ..`.
+#[derive(Clone, Copy)]
+struct KeyedFns {
+    build: fn(&AnyInstance, KeySettings) -> Option<Arc<dyn KeyedInstances>>,
+    install: fn(&'static dyn KeyedInstances),
 }
 
 inventory::collect!(SpecEntry);
@@ -133,6 +161,14 @@ impl SpecEntry {
             read: read::<S::Mechanism>,
             build: build::<S::Mechanism>,
             install: install::<S>,
+            keyed: if <S::Mechanism as Mechanism>::KEYED {
+                Some(KeyedFns {
+                    build: build_keyed::<S::Mechanism>,
+                    install: install_keyed::<S>,
+                })
+            } else {
+                None
+            },
             outcomes: <S::Mechanism as Mechanism>::OUTCOMES,
         }
     }
@@ -164,6 +200,85 @@ impl SpecEntry {
     /// The outcomes a call through the spec can have.
     pub(crate) fn outcomes(&self) -> &'static [Outcome] {
         self.outcomes
+    }
+
+    /// Whether the spec takes `key = ..`, and so reads a `keys` table.
+    pub(crate) fn keyed(&self) -> bool {
+        self.keyed.is_some()
+    }
+
+    /// The spec's keyed instances (none yet), around its own instance
+    /// `base` (as [`Instance::into_any`] gives it); `None` for a spec that
+    /// takes no key.
+    pub(crate) fn build_keyed(
+        &self,
+        base: &AnyInstance,
+        keys: KeySettings,
+    ) -> Option<Arc<dyn KeyedInstances>> {
+        (self.keyed?.build)(base, keys)
+    }
+
+    /// Puts `keyed`, of this spec, in the spec's slot.
+    pub(crate) fn install_keyed(&self, keyed: &'static dyn KeyedInstances) {
+        if let Some(fns) = self.keyed {
+            (fns.install)(keyed);
+        }
+    }
+}
+
+fn build_keyed<M: Mechanism>(
+    base: &AnyInstance,
+    keys: KeySettings,
+) -> Option<Arc<dyn KeyedInstances>> {
+    let base = Arc::clone(base).downcast::<M>().ok()?;
+    let settings = base.settings().clone();
+    Some(Arc::new(Keyed::new(base, settings, keys)))
+}
+
+fn install_keyed<S: Spec>(keyed: &'static dyn KeyedInstances) {
+    if let Some(keyed) = keyed.as_any().downcast_ref::<Keyed<S::Mechanism>>() {
+        let _ = S::__slot().keyed.set(keyed);
+    }
+}
+
+/// A spec's keyed instances without their type: what the registry holds.
+pub(crate) trait KeyedInstances: Send + Sync + 'static {
+    fn snapshot(&self) -> KeysSnapshot;
+    /// Runs `settings` (of the mechanism) and `keys` from now on; the notes
+    /// of what did not carry over.
+    fn reconfigure(
+        &self,
+        settings: &AnySettings,
+        keys: KeySettings,
+        switches: Switches,
+    ) -> Vec<String>;
+    fn as_any(&self) -> &dyn Any;
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
+impl<M: Mechanism> KeyedInstances for Keyed<M> {
+    fn snapshot(&self) -> KeysSnapshot {
+        Keyed::snapshot(self)
+    }
+
+    fn reconfigure(
+        &self,
+        settings: &AnySettings,
+        keys: KeySettings,
+        switches: Switches,
+    ) -> Vec<String> {
+        match settings.downcast_ref::<M::Settings>() {
+            Some(settings) => Keyed::reconfigure(self, settings, keys, switches),
+            None => Vec::new(),
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
     }
 }
 
@@ -234,24 +349,27 @@ impl<M: Mechanism> Instance for M {
 /// its instance with one load, no map lookup and no reference count. Not a
 /// public API.
 #[doc(hidden)]
-pub struct Slot<M: 'static> {
+pub struct Slot<M: Mechanism> {
     pub(crate) instance: OnceLock<&'static M>,
+    /// The spec's keyed instances, for calls with `key = ..`.
+    pub(crate) keyed: OnceLock<&'static Keyed<M>>,
     /// Whether a call of this spec has logged that it found no settings.
     pub(crate) not_configured_logged: AtomicBool,
 }
 
-impl<M> Slot<M> {
+impl<M: Mechanism> Slot<M> {
     /// An empty slot.
     #[allow(clippy::new_without_default)] // built in a static by the derives
     pub const fn new() -> Self {
         Slot {
             instance: OnceLock::new(),
+            keyed: OnceLock::new(),
             not_configured_logged: AtomicBool::new(false),
         }
     }
 }
 
-impl<M> fmt::Debug for Slot<M> {
+impl<M: Mechanism> fmt::Debug for Slot<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Slot")
             .field("installed", &self.instance.get().is_some())
@@ -262,7 +380,7 @@ impl<M> fmt::Debug for Slot<M> {
 /// What a call needs to know of a spec: generated code passes a
 /// `&'static Key` along (one word).
 #[derive(Debug)]
-pub(crate) struct Key<M: 'static> {
+pub(crate) struct Key<M: Mechanism> {
     pub(crate) name: &'static str,
     pub(crate) path: &'static str,
     pub(crate) type_id: fn() -> TypeId,

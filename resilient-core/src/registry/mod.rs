@@ -28,6 +28,7 @@
 //! flight, a rate limiter the permits spent, a budget its tokens); a call
 //! in flight finishes under the settings it started with.
 
+mod keyed;
 mod mechanism;
 mod snapshot;
 mod unread;
@@ -45,13 +46,15 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 pub(crate) use mechanism::{CallInstance, Key, Sealed, Shared};
 pub use mechanism::{Mechanism, Slot, Spec, SpecEntry};
-pub use snapshot::{Part, Snapshot, SpecSnapshot};
+pub use snapshot::{KeyStatus, KeysSnapshot, Part, Snapshot, SpecSnapshot};
 pub(crate) use versions::{Pinned, Tag, Versions};
 
 use crate::error::{Error, Unconfigured};
+use crate::keyed::KeySettings;
 use crate::settings::{self, Problem, Section, Value, UNKNOWN_KEY};
 use crate::telemetry::{Event, GlobalTelemetry, Listeners, Telemetry, TelemetrySettings};
-use mechanism::{AnySettings, Instance};
+pub(crate) use keyed::Keyed;
+use mechanism::{AnySettings, Instance, KeyedInstances};
 
 static INSTALLED: OnceLock<Registry> = OnceLock::new();
 
@@ -164,6 +167,10 @@ struct Held {
     instance: Arc<dyn Instance>,
     /// The same instance, as a scoped call takes it (by its type).
     any: Arc<dyn Any + Send + Sync>,
+    /// The instances of its keys, for a spec that takes `key = ..`.
+    keyed: Option<Arc<dyn KeyedInstances>>,
+    /// The same, as a scoped call takes them (by their type).
+    keyed_any: Option<Arc<dyn Any + Send + Sync>>,
     section: Mutex<Read>,
 }
 
@@ -198,6 +205,8 @@ struct Read {
 struct Pending {
     raw: Value,
     own: TelemetrySettings,
+    /// The `keys` table of a spec that takes `key = ..`.
+    keys: Option<KeySettings>,
     settings: AnySettings,
 }
 
@@ -268,10 +277,14 @@ fn read_all<'e>(
             let mut section = Section::root(entry.name, entry.path, root, problems);
             let own = TelemetrySettings::read(&mut section);
             let settings = entry.read(&mut section);
+            let keys = entry
+                .keyed()
+                .then(|| KeySettings::read(&mut section).ok_or(()));
             section.finish();
             Some(Pending {
                 raw: raw_section(root, entry.path),
                 own: own?,
+                keys: keys.transpose().ok()?,
                 settings: settings?,
             })
         })
@@ -355,7 +368,13 @@ impl RegistryBuilder {
         let listeners = Arc::new(Listeners::default());
         let mut specs = Vec::with_capacity(entries.len());
         for (entry, pending) in entries.into_iter().zip(read) {
-            let Some(Pending { raw, own, settings }) = pending else {
+            let Some(Pending {
+                raw,
+                own,
+                keys,
+                settings,
+            }) = pending
+            else {
                 continue;
             };
             let telemetry = Telemetry::new(
@@ -369,10 +388,14 @@ impl RegistryBuilder {
             let Some(instance) = entry.build(settings, telemetry) else {
                 continue;
             };
+            let any = Arc::clone(&instance).into_any();
+            let keyed = keys.and_then(|keys| entry.build_keyed(&any, keys));
             specs.push(Held {
                 entry,
-                any: Arc::clone(&instance).into_any(),
+                any,
                 instance,
+                keyed_any: keyed.as_ref().map(|k| Arc::clone(k).into_any()),
+                keyed,
                 section: Mutex::new(Read { raw }),
             });
         }
@@ -456,6 +479,9 @@ impl Registry {
         if let Some(installed) = INSTALLED.get() {
             for held in &installed.inner.specs {
                 held.entry.install(&*held.instance);
+                if let Some(keyed) = &held.keyed {
+                    held.entry.install_keyed(&**keyed);
+                }
             }
         }
         Ok(())
@@ -571,6 +597,14 @@ impl Registry {
         Arc::clone(&held.any).downcast::<M>().ok()
     }
 
+    /// The keyed instances of spec type `type_id`, if it is an `M` spec.
+    fn find_keyed<M: Mechanism>(&self, type_id: TypeId) -> Option<Arc<Keyed<M>>> {
+        let held = self.inner.specs.get(*self.inner.by_type.get(&type_id)?)?;
+        Arc::clone(held.keyed_any.as_ref()?)
+            .downcast::<Keyed<M>>()
+            .ok()
+    }
+
     /// The installed registry, if [`install`](Self::install) was called: for
     /// a health endpoint's [`snapshot`](Self::snapshot), or to
     /// [`subscribe`](Self::subscribe) to the application's events.
@@ -646,6 +680,10 @@ impl Registry {
                         h.entry.kind,
                         h.instance.status(),
                         h.instance.settings(),
+                        h.keyed
+                            .as_ref()
+                            .map(|k| k.snapshot())
+                            .filter(|k| k.count > 0 || k.overflowed > 0),
                     )
                 })
                 .collect(),
@@ -714,14 +752,30 @@ impl Registry {
         inner.logging.store(global.logging, Ordering::Relaxed);
         inner.metrics.store(global.metrics, Ordering::Relaxed);
         for (held, pending) in inner.specs.iter().zip(read) {
-            let Some(Pending { raw, own, settings }) = pending else {
+            let Some(Pending {
+                raw,
+                own,
+                keys,
+                settings,
+            }) = pending
+            else {
                 continue;
             };
             let mut applied = held.section.lock().unwrap_or_else(PoisonError::into_inner);
             let telemetry = held.instance.telemetry();
-            telemetry.switch(own.under(global));
+            let switches = own.under(global);
+            telemetry.switch(switches);
             held.instance.telemetry_switched();
-            let notes = held.instance.reconfigure(settings).unwrap_or_default();
+            let keyed_notes = match (&held.keyed, keys) {
+                (Some(keyed), Some(keys)) => keyed.reconfigure(&settings, keys, switches),
+                _ => Vec::new(),
+            };
+            let mut notes = held.instance.reconfigure(settings).unwrap_or_default();
+            notes.extend(
+                keyed_notes
+                    .into_iter()
+                    .map(|n| format!("every key's instance: {n}")),
+            );
             let keys = diff(&applied.raw, &raw);
             *applied = Read { raw };
             drop(applied);
@@ -975,6 +1029,31 @@ pub(crate) fn lookup<M: Mechanism>(key: &Key<M>) -> Option<Shared<M>> {
         return Some(CallInstance::Borrowed(instance));
     }
     lookup_scoped(key)
+}
+
+/// The instance of the key whose text is `text`, among the keyed instances
+/// of `key`'s spec in the registry in use (see [`lookup`]).
+#[inline(always)]
+pub(crate) fn lookup_keyed<M: Mechanism>(key: &Key<M>, text: &str) -> Option<Shared<M>> {
+    if ACTIVE.load(Ordering::Acquire) == 0 {
+        let keyed = (key.slot)().keyed.get().copied()?;
+        return Some(CallInstance::Owned(keyed.get(text)));
+    }
+    lookup_keyed_scoped(key, text)
+}
+
+/// [`lookup_keyed`] while a scope or default registry is alive.
+#[inline(never)]
+fn lookup_keyed_scoped<M: Mechanism>(key: &Key<M>, text: &str) -> Option<Shared<M>> {
+    let find = |r: &Registry| r.find_keyed::<M>((key.type_id)());
+    let found = match SCOPED.try_with(find) {
+        Ok(found) => found,
+        Err(_) => DEFAULT
+            .try_with(|d| d.borrow().as_ref().and_then(find))
+            .ok()
+            .flatten(),
+    };
+    found.map(|keyed| CallInstance::Owned(keyed.get(text)))
 }
 
 /// [`lookup`] while a scope or default registry is alive: the rare path.

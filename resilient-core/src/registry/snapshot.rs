@@ -88,6 +88,9 @@ pub struct SpecSnapshot {
     /// The settings running now; see [`settings`](Self::settings).
     #[cfg_attr(feature = "serde", serde(serialize_with = "part"))]
     settings: Arc<dyn Part>,
+    /// The keyed instances, for a spec that takes `key = ..`.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    keys: Option<KeysSnapshot>,
 }
 
 #[cfg(feature = "serde")]
@@ -110,6 +113,7 @@ impl SpecSnapshot {
         kind: SpecKind,
         status: Option<Arc<dyn Part>>,
         settings: Arc<dyn Part>,
+        keys: Option<KeysSnapshot>,
     ) -> Self {
         Self {
             spec,
@@ -117,7 +121,16 @@ impl SpecSnapshot {
             kind,
             status,
             settings,
+            keys,
         }
+    }
+
+    /// The spec's keyed instances (see [`keyed`](crate::keyed)): `None`
+    /// while it has none (a spec used without `key`, or a kind of spec that
+    /// takes no key). The spec's own instance is the one
+    /// [`status`](Self::status) shows.
+    pub fn keys(&self) -> Option<&KeysSnapshot> {
+        self.keys.as_ref()
     }
 
     /// The mechanism's state now, if it is a `T`: a breaker's
@@ -136,6 +149,61 @@ impl SpecSnapshot {
     pub fn settings<T: 'static>(&self) -> Option<&T> {
         // Through the `dyn Part`: the `Arc` around it is a `Part` too.
         let part: &dyn Part = &*self.settings;
+        part.as_any().downcast_ref()
+    }
+}
+
+/// The keyed instances of a spec, in its
+/// [`SpecSnapshot`] (see
+/// [`SpecSnapshot::keys`]).
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct KeysSnapshot {
+    /// The keys with an instance now.
+    pub count: usize,
+    /// Calls that found `max` keys none of which could go, and ran under
+    /// the spec's own instance, since the start.
+    pub overflowed: u64,
+    /// The first [`SHOWN`](Self::SHOWN) keys in text order, each with its
+    /// instance's state.
+    pub shown: Vec<KeyStatus>,
+}
+
+impl KeysSnapshot {
+    /// The most keys a snapshot lists.
+    pub const SHOWN: usize = 100;
+}
+
+/// One key of a [`KeysSnapshot`]: its text and its instance's state.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct KeyStatus {
+    /// The key's text.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "text"))]
+    pub key: Arc<str>,
+    #[cfg_attr(
+        feature = "serde",
+        serde(skip_serializing_if = "Option::is_none", serialize_with = "some_part")
+    )]
+    status: Option<Arc<dyn Part>>,
+}
+
+#[cfg(feature = "serde")]
+fn text<S: serde::Serializer>(text: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(text)
+}
+
+impl KeyStatus {
+    pub(crate) fn new(key: Arc<str>, status: Option<Arc<dyn Part>>) -> Self {
+        Self { key, status }
+    }
+
+    /// The instance's state now, if it is a `T` (as
+    /// [`SpecSnapshot::status`] reads it).
+    pub fn status<T: 'static>(&self) -> Option<&T> {
+        let part: &dyn Part = self.status.as_deref()?;
         part.as_any().downcast_ref()
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use crate::error::State;
@@ -73,6 +73,9 @@ pub enum Event {
         from: State,
         /// The state it entered.
         to: State,
+        /// The key of a keyed breaker (see [`keyed`](crate::keyed)); `None`
+        /// for the spec's own.
+        key: Option<Arc<str>>,
     },
     /// A breaker, rate limiter or concurrency limit rejected a call.
     Rejected {
@@ -84,6 +87,9 @@ pub enum Event {
         kind: SpecKind,
         /// When a call could pass, if the mechanism knows.
         retry_after: Option<Duration>,
+        /// The key of a keyed instance (see [`keyed`](crate::keyed)); `None`
+        /// for the spec's own.
+        key: Option<Arc<str>>,
     },
     /// A `#[fallback]` answered a failure.
     FallbackTaken {

@@ -245,13 +245,13 @@ macro_rules! log_rejection {
     ($target:literal, $telemetry:expr, $retry_after:expr, $($why:tt)+) => {{
         let telemetry: &$crate::telemetry::Telemetry = $telemetry;
         if let Some(summary) = telemetry.rejected($retry_after) {
-            let (spec, path) = (telemetry.spec, telemetry.path);
-            ::tracing::debug!(target: $target, spec, path, "call rejected: {}", format_args!($($why)+));
+            let (spec, path, key) = (telemetry.spec, telemetry.path, telemetry.key());
+            ::tracing::debug!(target: $target, spec, path, key, "call rejected: {}", format_args!($($why)+));
             if let Some(s) = summary {
                 let rejected = s.rejected;
                 ::tracing::warn!(
                     target: $target,
-                    spec, path, rejected,
+                    spec, path, key, rejected,
                     "{rejected} call(s) rejected {} ({}); at most one such line per 10s",
                     s.since,
                     format_args!($($why)+)
@@ -279,6 +279,8 @@ pub struct Telemetry {
     rejections: Rejections,
     origin: Instant,
     listeners: Arc<Listeners>,
+    /// The key of a keyed instance, and whether its metrics carry it.
+    key: Option<(Arc<str>, bool)>,
 }
 
 impl fmt::Debug for Telemetry {
@@ -301,6 +303,20 @@ impl Telemetry {
         switches: Switches,
         listeners: Arc<Listeners>,
     ) -> Self {
+        Self::keyed(spec, path, kind, outcomes, switches, listeners, None)
+    }
+
+    /// As [`new`](Self::new), for the instance of `key` (its text, and
+    /// whether metrics carry it as a label).
+    pub(crate) fn keyed(
+        spec: &'static str,
+        path: &'static str,
+        kind: SpecKind,
+        outcomes: &'static [Outcome],
+        switches: Switches,
+        listeners: Arc<Listeners>,
+        key: Option<(Arc<str>, bool)>,
+    ) -> Self {
         let telemetry = Self {
             spec,
             path,
@@ -315,6 +331,7 @@ impl Telemetry {
             },
             origin: Instant::now(),
             listeners,
+            key,
         };
         telemetry.switch(switches);
         telemetry
@@ -361,6 +378,19 @@ impl Telemetry {
         self.metrics.store(switches.metrics, Ordering::Relaxed);
     }
 
+    /// The switches in effect now.
+    pub(crate) fn switches(&self) -> Switches {
+        Switches {
+            logging: self.logging(),
+            metrics: self.metrics_on(),
+        }
+    }
+
+    /// The outcomes a call through this kind of spec can have.
+    pub(crate) fn outcomes(&self) -> &'static [Outcome] {
+        self.outcomes
+    }
+
     /// Whether the spec logs.
     #[inline]
     pub(crate) fn logging(&self) -> bool {
@@ -373,9 +403,30 @@ impl Telemetry {
         self.metrics.load(Ordering::Relaxed)
     }
 
-    /// The labels of this spec's series: `spec`, `path`, then `extra`.
+    /// The key of a keyed instance, for its log lines (a field that is
+    /// `None` is left out of the line).
+    #[inline]
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.key.as_ref().map(|(k, _)| &**k)
+    }
+
+    /// The key of a keyed instance, for its events.
+    pub(crate) fn event_key(&self) -> Option<Arc<str>> {
+        self.key.as_ref().map(|(k, _)| Arc::clone(k))
+    }
+
+    /// The listeners this telemetry publishes to.
+    pub(crate) fn listeners(&self) -> &Arc<Listeners> {
+        &self.listeners
+    }
+
+    /// The labels of this spec's series: `spec`, `path`, `key` when the
+    /// instance is keyed and labels it, then `extra`.
     pub(crate) fn labels(&self, extra: &[(&'static str, &'static str)]) -> Vec<Label> {
         let mut labels = vec![Label::new("spec", self.spec), Label::new("path", self.path)];
+        if let Some((key, true)) = &self.key {
+            labels.push(Label::new("key", key.to_string()));
+        }
         labels.extend(extra.iter().map(|(k, v)| Label::new(*k, *v)));
         labels
     }
@@ -465,6 +516,7 @@ impl Telemetry {
             path: self.path,
             kind: self.kind,
             retry_after,
+            key: self.event_key(),
         });
         if !self.logging() {
             return None;

@@ -13,11 +13,19 @@ pub(crate) fn call(layer: &Layer, ret: &TokenStream, inner: TokenStream) -> Toke
     // is a guard: a call dropped while inside counts nothing.
     let span = spec_span(spec);
     let inside = super::inside_guard(span, inner);
+    let ops =
+        quote_spanned!(span=> ::resilient_core::__private::breaker_ops::<#spec, #ret, _, _>());
+    let start = match layer.key() {
+        None => quote_spanned!(span=> ::resilient_core::__private::circuit_breaker(#ops)),
+        Some(key) => super::keyed(
+            span,
+            key,
+            |k| quote_spanned!(span=> ::resilient_core::__private::circuit_breaker_keyed(#ops, #k)),
+        ),
+    };
     quote_spanned! {span=>
         {
-            let __resilient_breaker = ::resilient_core::__private::circuit_breaker(
-                ::resilient_core::__private::breaker_ops::<#spec, #ret, _, _>(),
-            );
+            let __resilient_breaker = #start;
             let mut __resilient_entered = __resilient_breaker.enter();
             let __resilient_out = #inside;
             __resilient_out

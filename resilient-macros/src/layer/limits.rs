@@ -61,11 +61,21 @@ pub(crate) fn limit(
         span,
         quote_spanned!(span=> __resilient_limit.wait(__resilient_w)),
     );
+    let spec_ref = quote_spanned!(span=> ::resilient_core::__private::#check::<#spec>());
+    let start = match layer.key() {
+        None => quote_spanned!(span=> ::resilient_core::__private::#runner(#spec_ref)),
+        Some(key) => {
+            let runner = Ident::new(&format!("{runner}_keyed"), Span::call_site());
+            super::keyed(
+                span,
+                key,
+                |k| quote_spanned!(span=> ::resilient_core::__private::#runner(#spec_ref, #k)),
+            )
+        }
+    };
     quote_spanned! {span=>
         {
-            let __resilient_limit = ::resilient_core::__private::#runner(
-                ::resilient_core::__private::#check::<#spec>(),
-            );
+            let __resilient_limit = #start;
             let mut __resilient_entered = match __resilient_limit.try_enter() {
                 ::resilient_core::__private::Enter::Ready(__resilient_r) => __resilient_r,
                 ::resilient_core::__private::Enter::Wait(__resilient_w) => {

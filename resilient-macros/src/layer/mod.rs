@@ -34,6 +34,26 @@ pub(crate) fn inside_guard(span: Span, inner: TokenStream) -> TokenStream {
     }
 }
 
+/// A keyed layer's start: `start` given the key, a reference to the value
+/// of the user's `key` expression. The reference is bound in a `let` of its
+/// own, so that a temporary the expression makes lives through the start;
+/// the key's requirement (`PartitionKey`) is checked at the expression.
+pub(crate) fn keyed(
+    span: Span,
+    key: &syn::Expr,
+    start: impl FnOnce(&TokenStream) -> TokenStream,
+) -> TokenStream {
+    let at = syn::spanned::Spanned::span(key);
+    let checked = quote_spanned!(at=> ::resilient_core::__private::key(__resilient_key));
+    let start = start(&checked);
+    quote_spanned! {span=>
+        {
+            let __resilient_key = &(#key);
+            #start
+        }
+    }
+}
+
 /// The names a timeout's timer goes by, shared between the timeout's layer
 /// and the awaits of the layers inside it: at the attribute's call site, so
 /// that they resolve whatever spans the specs carry (a spec passed through a

@@ -1,0 +1,357 @@
+//! One instance per key: a breaker per host, a rate limit per tenant, a
+//! concurrency limit per shard, all under one spec's settings.
+//!
+//! `key = <expression>` in `#[circuit_breakable]`, `#[rate_limited]` or
+//! `#[concurrency_limit]` gives each value of the expression (over the fn's
+//! arguments) an instance of its own, built on first use from the spec's
+//! settings:
+//!
+//! ```
+//! use resilient_core::{circuit_breakable, CircuitBreakerSpec};
+//!
+//! #[derive(CircuitBreakerSpec)]
+//! #[spec("resilient.circuitbreaker.host")]
+//! pub struct HostBreaker;
+//!
+//! # #[derive(Debug, thiserror::Error)] #[error("e")] pub struct E(#[from] resilient_core::Error);
+//! #[circuit_breakable(HostBreaker, key = host)]
+//! async fn fetch(host: &str, path: &str) -> Result<String, E> {
+//!     Ok(format!("https://{host}{path}"))
+//! }
+//! ```
+//!
+//! A dead host opens its own breaker; the others stay closed. A call
+//! without a key (another fn of the same spec without `key`, or the spec's
+//! [handle](crate::CircuitBreakerSpec::get)) uses the spec's own instance,
+//! which no keyed call touches.
+//!
+//! # Keys
+//!
+//! A key is its text: the expression's value must implement
+//! [`PartitionKey`], which strings, integers, `char`, `bool` and IP
+//! addresses do, and any `Display` type does when wrapped in
+//! [`DisplayKey`]. Two values with the same text share an instance, whatever
+//! their types (a `&str` host in one fn and a `String` in another reach one
+//! breaker), and the text is what logs, events and the snapshot show. A key
+//! of at most 64 bytes is looked up without allocating.
+//!
+//! # Bounds
+//!
+//! The instances are bounded by the spec's `keys` table (see
+//! [`KeySettings`]); no call to prune them is ever needed:
+//!
+//! ```toml
+//! [resilient.circuitbreaker.host]
+//! failure_rate_threshold = 50
+//! wait_duration_in_open_state = "30s"
+//! keys = { max = 1000, idle_timeout = "10m" }
+//! ```
+//!
+//! - A key unused for `idle_timeout` is dropped when a new key arrives (or
+//!   a snapshot is taken) and starts afresh if it is seen again.
+//! - At `max` keys, a new key first evicts the least recently used keys
+//!   that can go (an eighth of `max` at a time, to spread the work).
+//! - A key whose instance holds state a fresh one would lose is never
+//!   evicted: a breaker that is not closed (open, half-open, forced open), a
+//!   limit with places taken, a rate limiter with permits spent in its
+//!   window, and any instance a call or a handle holds now.
+//! - When `max` keys are all of that kind, a call with a new key runs under
+//!   the spec's own instance (shared by every such key) until one frees:
+//!   memory stays bounded, and the overflow is logged at WARN (at most once
+//!   per 10 s) and counted in the snapshot.
+//!
+//! The lookup of an existing key takes no lock and writes nothing shared
+//! (a key's recency is written once per sweep period, not per call).
+//!
+//! # Telemetry
+//!
+//! Log lines of a keyed instance carry the field `key`; events of a keyed
+//! instance name it ([`Event::StateTransition`](crate::telemetry::Event),
+//! `Rejected`); the snapshot lists the keys (at most
+//! [`KeysSnapshot::SHOWN`](crate::registry::KeysSnapshot::SHOWN) of them, with their count). Metrics carry a `key`
+//! label only with `keys.label_metrics = true`: each key is then a series of
+//! its own, which a metrics backend pays for.
+
+use std::borrow::Cow;
+use std::fmt::{self, Write as _};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::settings::Section;
+
+/// A value that can key an instance: its text.
+///
+/// Implemented for strings, integers, `char`, `bool`, IP and socket
+/// addresses, and references to any of them; wrap any other `Display` type
+/// in [`DisplayKey`], or implement it for your type:
+///
+/// ```
+/// use resilient_core::keyed::PartitionKey;
+///
+/// pub struct TenantId(u32);
+///
+/// impl PartitionKey for TenantId {
+///     fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+///         self.0.with_text(f)
+///     }
+/// }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot key an instance",
+    label = "a key must be a string, an integer, or implement `PartitionKey`",
+    note = "key by the value's text: a `&str` or `String` (`key = host.as_str()`), an integer, an IP address; wrap a `Display` type as `resilient_core::keyed::DisplayKey(&value)`; or implement `resilient_core::keyed::PartitionKey` for `{Self}`"
+)]
+pub trait PartitionKey {
+    /// Calls `f` with the key's text.
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R;
+}
+
+impl PartitionKey for str {
+    #[inline]
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        f(self)
+    }
+}
+
+macro_rules! by_deref {
+    ($($t:ty),*) => {$(
+        impl PartitionKey for $t {
+            #[inline]
+            fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+                f(self)
+            }
+        }
+    )*};
+}
+
+by_deref!(String, Box<str>, Arc<str>, Rc<str>, Cow<'_, str>);
+
+impl<T: PartitionKey + ?Sized> PartitionKey for &T {
+    #[inline]
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        (**self).with_text(f)
+    }
+}
+
+impl<T: PartitionKey + ?Sized> PartitionKey for &mut T {
+    #[inline]
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        (**self).with_text(f)
+    }
+}
+
+macro_rules! integers {
+    ($($t:ty),*) => {$(
+        impl PartitionKey for $t {
+            #[inline]
+            fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+                f(itoa::Buffer::new().format(*self))
+            }
+        }
+    )*};
+}
+
+integers!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
+
+impl PartitionKey for char {
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        f(self.encode_utf8(&mut [0; 4]))
+    }
+}
+
+impl PartitionKey for bool {
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        f(if *self { "true" } else { "false" })
+    }
+}
+
+macro_rules! by_display {
+    ($($t:ty),*) => {$(
+        impl PartitionKey for $t {
+            fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+                DisplayKey(self).with_text(f)
+            }
+        }
+    )*};
+}
+
+by_display!(IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr);
+
+/// A `Display` value as a key: its text, formatted on the stack when it
+/// fits in 64 bytes.
+///
+/// ```
+/// # use resilient_core::{circuit_breakable, CircuitBreakerSpec};
+/// # #[derive(CircuitBreakerSpec)] #[spec("resilient.circuitbreaker.region")] pub struct RegionBreaker;
+/// # #[derive(Debug, thiserror::Error)] #[error("e")] pub struct E(#[from] resilient_core::Error);
+/// use resilient_core::keyed::DisplayKey;
+///
+/// #[derive(Clone, Copy)]
+/// pub enum Region { Eu, Us }
+///
+/// impl std::fmt::Display for Region {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         f.write_str(match self { Region::Eu => "eu", Region::Us => "us" })
+///     }
+/// }
+///
+/// #[circuit_breakable(RegionBreaker, key = DisplayKey(region))]
+/// async fn ship(region: Region) -> Result<(), E> { Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct DisplayKey<T>(pub T);
+
+impl<T: fmt::Display> PartitionKey for DisplayKey<T> {
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        let mut text = Text::Inline([0; INLINE], 0);
+        // A `Display` impl that fails keys by what it wrote until then.
+        let _ = write!(text, "{}", self.0);
+        f(text.as_str())
+    }
+}
+
+const INLINE: usize = 64;
+
+/// A key's text as it is formatted: on the stack, or on the heap past
+/// [`INLINE`] bytes.
+enum Text {
+    Inline([u8; INLINE], usize),
+    Heap(String),
+}
+
+impl Text {
+    fn as_str(&self) -> &str {
+        match self {
+            // Only whole `&str`s are copied in: always UTF-8.
+            Text::Inline(buf, len) => std::str::from_utf8(&buf[..*len]).unwrap_or_default(),
+            Text::Heap(s) => s,
+        }
+    }
+}
+
+impl fmt::Write for Text {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        match self {
+            Text::Inline(buf, len) => match buf.get_mut(*len..*len + s.len()) {
+                Some(to) => {
+                    to.copy_from_slice(s.as_bytes());
+                    *len += s.len();
+                }
+                None => {
+                    let mut heap = String::with_capacity(*len + s.len());
+                    heap.push_str(std::str::from_utf8(&buf[..*len]).unwrap_or_default());
+                    heap.push_str(s);
+                    *self = Text::Heap(heap);
+                }
+            },
+            Text::Heap(h) => h.push_str(s),
+        }
+        Ok(())
+    }
+}
+
+/// How many keyed instances a spec keeps, and for how long: the spec's
+/// optional `keys` table (breakers, concurrency limits, rate limiters).
+///
+/// | key | default | rule |
+/// |---|---|---|
+/// | `keys.max` | `1000` | a whole number in 1..=1000000: the most keys with an instance at once |
+/// | `keys.idle_timeout` | `"10m"` | more than `0s`: a key unused this long is dropped when a new key arrives |
+/// | `keys.label_metrics` | `false` | `true` labels the instances' metrics with `key` (one series per key) |
+///
+/// The settings apply to the keyed instances only: a spec used without
+/// `key` ignores them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct KeySettings {
+    /// The most keys with an instance at once.
+    pub max: u32,
+    /// How long a key may go unused before it can be dropped.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::settings::ser::duration")
+    )]
+    pub idle_timeout: Duration,
+    /// Whether the instances' metrics carry a `key` label.
+    pub label_metrics: bool,
+}
+
+impl Default for KeySettings {
+    fn default() -> Self {
+        Self {
+            max: 1000,
+            idle_timeout: Duration::from_secs(600),
+            label_metrics: false,
+        }
+    }
+}
+
+/// The most `keys.max` accepts: an instance per key is a few hundred bytes,
+/// and a bound beyond this is no bound.
+const MAX_KEYS: u64 = 1_000_000;
+
+impl KeySettings {
+    /// Reads and validates a spec's `keys` table, recording every problem
+    /// found; the defaults when the table is absent.
+    pub fn read(s: &mut Section<'_>) -> Option<Self> {
+        let defaults = Self::default();
+        s.table("keys", |t| {
+            let max = t.int("max", Some(u64::from(defaults.max)), 1, MAX_KEYS);
+            let idle = match t.duration("idle_timeout", false) {
+                None => Some(defaults.idle_timeout),
+                Some(Some(d)) if d.is_zero() => {
+                    t.invalid("idle_timeout", "must be more than 0s");
+                    None
+                }
+                Some(d) => d,
+            };
+            let label_metrics = t.bool("label_metrics", defaults.label_metrics);
+            Some(Self {
+                max: u32::try_from(max?).ok()?,
+                idle_timeout: idle?,
+                label_metrics: label_metrics?,
+            })
+        })
+        .unwrap_or(Some(defaults))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(k: impl PartitionKey) -> String {
+        k.with_text(str::to_owned)
+    }
+
+    #[test]
+    fn keys_of_any_type_with_one_text_are_one_key() {
+        assert_eq!(text("7"), "7");
+        assert_eq!(text(String::from("7")), "7");
+        assert_eq!(text(7u8), "7");
+        assert_eq!(text(-7i64), "-7");
+        assert_eq!(text(u128::MAX), u128::MAX.to_string());
+        assert_eq!(text('é'), "é");
+        assert_eq!(text(true), "true");
+        assert_eq!(text(IpAddr::from([10, 0, 0, 1])), "10.0.0.1");
+        assert_eq!(text(DisplayKey(3.5)), "3.5");
+    }
+
+    #[test]
+    fn a_long_display_key_moves_to_the_heap_whole() {
+        let long = "ab".repeat(50);
+        assert_eq!(
+            text(DisplayKey(format_args!("{long}!"))),
+            format!("{long}!")
+        );
+        let edge = "x".repeat(INLINE);
+        assert_eq!(text(DisplayKey(&edge)), edge);
+        assert_eq!(
+            text(DisplayKey(format_args!("{edge}é"))),
+            format!("{edge}é")
+        );
+    }
+}

@@ -1,0 +1,377 @@
+//! The keyed instances of one spec (see [`crate::keyed`]): a map from a
+//! key's text to an instance, bounded in size and in idle time.
+//!
+//! A lookup of an existing key is the per-call path: it takes no lock,
+//! clones the instance's `Arc` (the call may outlive the entry), and writes
+//! the entry's recency only when the epoch moved since the key's last use.
+//! Everything else (a new key, a sweep, an eviction, a reload) runs under
+//! one mutex: new keys are rare, and one writer keeps `max` exact.
+//!
+//! Recency is counted in epochs, not read from a clock per call. An epoch
+//! starts at each eviction at `max` (so that the keys used since are more
+//! recent than the ones not) and at each sweep for idle keys (at most every
+//! `idle_timeout / 2`, when a new key arrives or a snapshot is taken); the
+//! writers keep when each recent epoch started. A key last used in epoch
+//! `e` has been idle at least since epoch `e + 1` started.
+use std::collections::VecDeque;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::time::Instant;
+
+use super::mechanism::Mechanism;
+use super::snapshot::{KeyStatus, KeysSnapshot};
+use crate::keyed::KeySettings;
+use crate::spec::SpecKind;
+use crate::telemetry::{Listeners, Outcome, Switches, Telemetry};
+
+/// An entry's recency once a sweep has taken it out: a call that finds it
+/// goes the slow way, which finds the key gone or back.
+const EVICTED: u64 = u64::MAX;
+
+/// The epochs whose start the writers keep. A key last used before them
+/// has been idle at least since the oldest of them started.
+const EPOCHS: usize = 64;
+
+/// At most one WARN line about overflowing keys per this period.
+const OVERFLOW_LOG_MS: u64 = 10_000;
+
+type Map<M> = papaya::HashMap<Box<str>, Entry<M>, foldhash::fast::RandomState>;
+
+/// One key's instance and the epoch of its last use.
+struct Entry<M> {
+    instance: Arc<M>,
+    used: AtomicU64,
+}
+
+/// What the instances of one spec are built from.
+pub(crate) struct Keyed<M: Mechanism> {
+    map: Map<M>,
+    epoch: AtomicU64,
+    /// The spec's own instance: where a call goes when `max` keys are all
+    /// in use.
+    base: Arc<M>,
+    overflowed: AtomicU64,
+    overflow_logged_ms: AtomicU64,
+    origin: Instant,
+    spec: &'static str,
+    path: &'static str,
+    kind: SpecKind,
+    outcomes: &'static [Outcome],
+    listeners: Arc<Listeners>,
+    make: Mutex<Make<M>>,
+}
+
+/// The state only the writers (new keys, sweeps, reloads) touch.
+struct Make<M: Mechanism> {
+    settings: M::Settings,
+    keys: KeySettings,
+    switches: Switches,
+    /// Entries in the map: papaya's own count is approximate.
+    count: usize,
+    /// The latest epochs (at most [`EPOCHS`]) and when each started.
+    epochs: VecDeque<(u64, Instant)>,
+    /// When idle keys were last looked for.
+    swept_at: Instant,
+}
+
+impl<M: Mechanism> Make<M> {
+    /// When the key last used in epoch `used` became idle: when the next
+    /// epoch started (or, for an epoch older than those kept, the oldest
+    /// kept); `None` while `used` is the current epoch.
+    fn idle_since(&self, used: u64) -> Option<Instant> {
+        let next = used.checked_add(1)?;
+        let &(oldest, started) = self.epochs.front()?;
+        if next < oldest {
+            return Some(started);
+        }
+        self.epochs
+            .iter()
+            .find(|(e, _)| *e == next)
+            .map(|&(_, at)| at)
+    }
+}
+
+impl<M: Mechanism> std::fmt::Debug for Keyed<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyed")
+            .field("spec", &self.spec)
+            .field("keys", &self.map.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: Mechanism> Keyed<M> {
+    /// No key yet; new keys' instances run `settings` with the spec's
+    /// telemetry (its own, `base`'s: names, switches, listeners).
+    pub(crate) fn new(base: Arc<M>, settings: M::Settings, keys: KeySettings) -> Self {
+        let t = base.telemetry();
+        let (spec, path, kind, outcomes, switches) =
+            (t.spec, t.path, t.kind, t.outcomes(), t.switches());
+        let listeners = Arc::clone(t.listeners());
+        let now = Instant::now();
+        Self {
+            map: Map::with_hasher(foldhash::fast::RandomState::default()),
+            epoch: AtomicU64::new(0),
+            base,
+            overflowed: AtomicU64::new(0),
+            overflow_logged_ms: AtomicU64::new(u64::MAX),
+            origin: now,
+            spec,
+            path,
+            kind,
+            outcomes,
+            listeners,
+            make: Mutex::new(Make {
+                settings,
+                keys,
+                switches,
+                count: 0,
+                epochs: VecDeque::from([(0, now)]),
+                swept_at: now,
+            }),
+        }
+    }
+
+    /// The instance of the key whose text is `key`: the one in the map, a
+    /// new one, or (with `max` keys none of which can go) the spec's own.
+    #[inline]
+    pub(crate) fn get(&self, key: &str) -> Arc<M> {
+        let guard = self.map.guard();
+        if let Some(entry) = self.map.get(key, &guard) {
+            if let Some(instance) = self.claim(entry) {
+                return instance;
+            }
+        }
+        drop(guard);
+        self.get_slow(key)
+    }
+
+    /// `entry`'s instance, its recency brought up to date; `None` if a
+    /// sweep took it out.
+    #[inline]
+    fn claim(&self, entry: &Entry<M>) -> Option<Arc<M>> {
+        let instance = Arc::clone(&entry.instance);
+        // Pairs with the sweep's fence between marking an entry and reading
+        // its count: either the sweep sees this clone and leaves the entry,
+        // or this call sees the mark and goes the slow way.
+        fence(Ordering::SeqCst);
+        let now = self.epoch.load(Ordering::Relaxed);
+        let used = entry.used.load(Ordering::Relaxed);
+        if used == now {
+            return Some(instance);
+        }
+        entry
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                (u != EVICTED).then_some(now.max(u))
+            })
+            .ok()
+            .map(|_| instance)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn get_slow(&self, key: &str) -> Arc<M> {
+        let mut make = self.lock();
+        let guard = self.map.guard();
+        // Another call may have added the key (or a sweep put it back)
+        // while this one waited.
+        if let Some(entry) = self.map.get(key, &guard) {
+            if let Some(instance) = self.claim(entry) {
+                return instance;
+            }
+            // Marked and never put back: a sweep would have removed it.
+            self.map.remove(key, &guard);
+            make.count = make.count.saturating_sub(1);
+        }
+        let now = Instant::now();
+        self.sweep(&mut make, now);
+        if make.count >= make.keys.max as usize {
+            self.evict_least_recent(&mut make, now);
+        }
+        if make.count >= make.keys.max as usize {
+            return self.overflow(make.keys.max);
+        }
+        let text: Arc<str> = Arc::from(key);
+        let telemetry = Telemetry::keyed(
+            self.spec,
+            self.path,
+            self.kind,
+            self.outcomes,
+            make.switches,
+            Arc::clone(&self.listeners),
+            Some((text, make.keys.label_metrics)),
+        );
+        let instance = Arc::new(M::build(make.settings.clone(), telemetry));
+        instance.telemetry_switched();
+        let entry = Entry {
+            instance: Arc::clone(&instance),
+            used: AtomicU64::new(self.epoch.load(Ordering::Relaxed)),
+        };
+        self.map.insert(Box::from(key), entry, &guard);
+        make.count += 1;
+        instance
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Make<M>> {
+        self.make.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A call with a new key found `max` keys none of which could go: it
+    /// runs under the spec's own instance.
+    fn overflow(&self, max: u32) -> Arc<M> {
+        self.overflowed.fetch_add(1, Ordering::Relaxed);
+        if self.base.telemetry().logging() {
+            let now = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+            let last = self.overflow_logged_ms.load(Ordering::Relaxed);
+            if last == u64::MAX || now.saturating_sub(last) >= OVERFLOW_LOG_MS {
+                self.overflow_logged_ms.store(now, Ordering::Relaxed);
+                let (spec, path) = (self.spec, self.path);
+                tracing::warn!(
+                    target: "resilient::registry",
+                    spec, path, max,
+                    "`{spec}` has `keys.max` = {max} keys, none of which can be dropped now (in use, or holding state): calls with a new key run under the spec's own instance, shared by every such key; raise `keys.max` if this lasts (at most one such line per 10s)"
+                );
+            }
+        }
+        Arc::clone(&self.base)
+    }
+
+    /// Starts the next epoch, at `now`.
+    fn next_epoch(&self, make: &mut Make<M>, now: Instant) {
+        let epoch = self.epoch.fetch_add(1, Ordering::Relaxed) + 1;
+        make.epochs.push_back((epoch, now));
+        if make.epochs.len() > EPOCHS {
+            make.epochs.pop_front();
+        }
+    }
+
+    /// Drops the keys idle for `idle_timeout` or more, if half of it has
+    /// passed since the last look, and starts an epoch.
+    fn sweep(&self, make: &mut Make<M>, now: Instant) {
+        let idle = make.keys.idle_timeout;
+        if now.saturating_duration_since(make.swept_at) < idle / 2 {
+            return;
+        }
+        make.swept_at = now;
+        self.next_epoch(make, now);
+        let guard = self.map.guard();
+        for (key, entry) in self.map.iter(&guard) {
+            let used = entry.used.load(Ordering::Relaxed);
+            let idle_for = make
+                .idle_since(used)
+                .map(|since| now.saturating_duration_since(since));
+            if idle_for.is_some_and(|d| d >= idle) && self.take_out(entry, used) {
+                self.map.remove(key, &guard);
+                make.count = make.count.saturating_sub(1);
+            }
+        }
+    }
+
+    /// At `max` keys: drops the least recently used keys that can go, an
+    /// eighth of `max` at a time (at least one), so that a stream of new
+    /// keys pays for a scan once per many keys; then starts an epoch, so
+    /// that the keys used from now on rank above the ones that are not.
+    fn evict_least_recent(&self, make: &mut Make<M>, now: Instant) {
+        let guard = self.map.guard();
+        let mut candidates: Vec<(u64, &str, &Entry<M>)> = self
+            .map
+            .iter(&guard)
+            .filter(|(_, e)| Arc::strong_count(&e.instance) == 1 && e.instance.evictable())
+            .map(|(k, e)| (e.used.load(Ordering::Relaxed), &**k, e))
+            .filter(|(used, _, _)| *used != EVICTED)
+            .collect();
+        let batch = (make.keys.max as usize / 8).max(1);
+        if candidates.len() > batch {
+            candidates.select_nth_unstable_by_key(batch - 1, |(used, _, _)| *used);
+            candidates.truncate(batch);
+        }
+        for (used, key, entry) in candidates {
+            if self.take_out(entry, used) {
+                self.map.remove(key, &guard);
+                make.count = make.count.saturating_sub(1);
+            }
+        }
+        self.next_epoch(make, now);
+    }
+
+    /// Marks `entry` (last used in epoch `used`) as taken out, if no
+    /// call or handle holds its instance and a fresh one would do as well;
+    /// `false`, and the entry as it was, otherwise.
+    fn take_out(&self, entry: &Entry<M>, used: u64) -> bool {
+        if Arc::strong_count(&entry.instance) > 1 || !entry.instance.evictable() {
+            return false;
+        }
+        if entry
+            .used
+            .compare_exchange(used, EVICTED, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        // Pairs with the fence in `claim`: a call that cloned the instance
+        // before the mark is counted here.
+        fence(Ordering::SeqCst);
+        if Arc::strong_count(&entry.instance) > 1 {
+            entry.used.store(used, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// The keys now, for the snapshot: their count, and the first
+    /// [`KeysSnapshot::SHOWN`] in text order with their state. Sweeps first.
+    pub(crate) fn snapshot(&self) -> KeysSnapshot {
+        let mut make = self.lock();
+        self.sweep(&mut make, Instant::now());
+        let guard = self.map.guard();
+        let mut keys: Vec<(&Box<str>, &Entry<M>)> = self.map.iter(&guard).collect();
+        keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let shown = keys
+            .iter()
+            .take(KeysSnapshot::SHOWN)
+            .map(|(key, entry)| {
+                let text = entry
+                    .instance
+                    .telemetry()
+                    .event_key()
+                    .unwrap_or_else(|| Arc::from(&***key));
+                KeyStatus::new(text, entry.instance.status())
+            })
+            .collect();
+        KeysSnapshot {
+            count: make.count,
+            overflowed: self.overflowed.load(Ordering::Relaxed),
+            shown,
+        }
+    }
+
+    /// Runs `settings` and `keys` from now on: every key's instance, and
+    /// the keys to come. The notes of the first instance that has any.
+    pub(crate) fn reconfigure(
+        &self,
+        settings: &M::Settings,
+        keys: KeySettings,
+        switches: Switches,
+    ) -> Vec<String> {
+        let mut make = self.lock();
+        make.settings = settings.clone();
+        make.keys = keys;
+        make.switches = switches;
+        let guard = self.map.guard();
+        let mut notes = Vec::new();
+        for (_, entry) in self.map.iter(&guard) {
+            let t = entry.instance.telemetry();
+            t.switch(switches);
+            entry.instance.telemetry_switched();
+            if *entry.instance.settings() != *settings {
+                let n = entry.instance.reconfigure(settings.clone());
+                if notes.is_empty() {
+                    notes = n;
+                }
+            }
+        }
+        notes
+    }
+}

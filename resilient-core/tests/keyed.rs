@@ -1,0 +1,598 @@
+//! One instance per key (`key = ..`): breakers per host, limits per key,
+//! their bounds (`keys.max`, `keys.idle_timeout`), reload, telemetry, and
+//! two workers over a thousand keys. Every test counts calls reaching each
+//! key, instances, places and transitions.
+
+#![allow(clippy::expect_used)] // a test that panics on an unexpected outcome is the point
+
+mod support;
+use support::*;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use resilient_core::circuit_breaker::{Metrics, State};
+use resilient_core::concurrency::Places;
+use resilient_core::keyed::DisplayKey;
+use resilient_core::registry::KeysSnapshot;
+use resilient_core::settings::Value;
+use resilient_core::telemetry::Event;
+use resilient_core::{
+    circuit_breakable, concurrency_limit, rate_limited, CircuitBreakerSpec, ConcurrencyLimitSpec,
+    Error, RateLimiterSpec, Registry, Spec,
+};
+
+#[derive(Debug, thiserror::Error)]
+enum TestError {
+    #[error("host down")]
+    Down,
+    #[error(transparent)]
+    Resilience(#[from] Error),
+}
+
+fn is<T>(out: &Result<T, TestError>, f: impl Fn(&Error) -> bool) -> bool {
+    matches!(out, Err(TestError::Resilience(e)) if f(e))
+}
+
+/// Calls that reached each host.
+#[derive(Default)]
+struct Hits(Mutex<BTreeMap<String, u32>>);
+
+impl Hits {
+    fn hit(&self, host: &str) {
+        let mut m = self.0.lock().expect("hits");
+        *m.entry(host.to_owned()).or_default() += 1;
+    }
+
+    fn of(&self, host: &str) -> u32 {
+        self.0.lock().expect("hits").get(host).copied().unwrap_or(0)
+    }
+}
+
+/// The keyed part of `spec`'s snapshot.
+fn keys<S: Spec>(r: &Registry) -> KeysSnapshot {
+    r.snapshot()
+        .specs
+        .into_iter()
+        .find(|s| s.spec == S::NAME)
+        .and_then(|s| s.keys().cloned())
+        .expect("a keyed spec has keys in its snapshot")
+}
+
+/// How many keys `spec` has (none: no keys part in its snapshot).
+fn key_count<S: Spec>(r: &Registry) -> usize {
+    r.snapshot()
+        .specs
+        .into_iter()
+        .find(|s| s.spec == S::NAME)
+        .and_then(|s| s.keys().map(|k| k.count))
+        .unwrap_or(0)
+}
+
+/// Each shown key with its breaker's state.
+fn states(k: &KeysSnapshot) -> Vec<(String, State)> {
+    k.shown
+        .iter()
+        .map(|s| {
+            let m: &Metrics = s.status().expect("breaker metrics");
+            (s.key.to_string(), m.state)
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------- breakers per host
+
+#[derive(CircuitBreakerSpec)]
+#[spec("test.keyed.host")]
+struct HostBreaker;
+
+/// Threshold 50 %, at least 4 calls, window 10, open for 30 s; `keys` as
+/// given.
+fn host_section(keys: Value) -> Value {
+    table([
+        ("failure_rate_threshold", int(50)),
+        ("minimum_required_calls", int(4)),
+        ("wait_duration_in_open_state", s("30s")),
+        ("permitted_calls_in_half_open_state", int(1)),
+        ("count_based", table([("window_size", int(10))])),
+        ("keys", keys),
+    ])
+}
+
+#[circuit_breakable(HostBreaker, key = host)]
+async fn fetch(hits: &Hits, host: &str, down: bool) -> Result<u32, TestError> {
+    hits.hit(host);
+    if down {
+        Err(TestError::Down)
+    } else {
+        Ok(200)
+    }
+}
+
+/// The same spec without a key: the spec's own breaker.
+#[circuit_breakable(HostBreaker)]
+async fn fetch_any(hits: &Hits, down: bool) -> Result<u32, TestError> {
+    hits.hit("(any)");
+    if down {
+        Err(TestError::Down)
+    } else {
+        Ok(200)
+    }
+}
+
+#[tokio::test]
+async fn a_failing_host_opens_its_own_breaker_and_no_other() {
+    let r = registry::<HostBreaker>(host_section(table([])));
+    let transitions = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&transitions);
+    r.subscribe(move |e| {
+        if let Event::StateTransition { to, key, .. } = e {
+            seen.lock().expect("events").push((key.clone(), *to));
+        }
+    });
+    let hits = Hits::default();
+    r.scope(async {
+        for _ in 0..20 {
+            for host in ["a.example", "b.example", "c.example"] {
+                let out = fetch(&hits, host, host == "c.example").await;
+                match host {
+                    "c.example" => assert!(out.is_err()),
+                    _ => assert_eq!(out.expect("healthy host"), 200),
+                }
+            }
+        }
+        // The spec's own breaker saw none of it.
+        assert_eq!(fetch_any(&hits, false).await.expect("own breaker"), 200);
+    })
+    .await;
+    assert_eq!(
+        (
+            hits.of("a.example"),
+            hits.of("b.example"),
+            hits.of("c.example")
+        ),
+        (20, 20, 4),
+        "c reached 4 times, then its breaker rejected 16 calls"
+    );
+    let k = keys::<HostBreaker>(&r);
+    assert_eq!(k.count, 3);
+    assert_eq!(
+        states(&k),
+        [
+            ("a.example".to_owned(), State::Closed),
+            ("b.example".to_owned(), State::Closed),
+            ("c.example".to_owned(), State::Open),
+        ]
+    );
+    assert_eq!(
+        *transitions.lock().expect("events"),
+        [(Some(Arc::from("c.example")), State::Open)],
+        "one transition, named by its key"
+    );
+    let own = r.snapshot().specs.remove(0);
+    let own: &Metrics = own.status().expect("own metrics");
+    assert_eq!((own.state, own.window.total), (State::Closed, 1));
+}
+
+#[tokio::test]
+async fn keys_of_different_types_with_one_text_share_one_instance() {
+    #[circuit_breakable(HostBreaker, key = port)]
+    async fn by_port(hits: &Hits, port: u16) -> Result<u32, TestError> {
+        hits.hit("port");
+        let _ = port;
+        Err(TestError::Down)
+    }
+    #[circuit_breakable(HostBreaker, key = name.clone())]
+    async fn by_name(hits: &Hits, name: String) -> Result<u32, TestError> {
+        hits.hit("name");
+        let _ = name;
+        Err(TestError::Down)
+    }
+    #[circuit_breakable(HostBreaker, key = DisplayKey(port))]
+    async fn by_display(hits: &Hits, port: u16) -> Result<u32, TestError> {
+        hits.hit("display");
+        let _ = port;
+        Err(TestError::Down)
+    }
+
+    let r = registry::<HostBreaker>(host_section(table([])));
+    let hits = Hits::default();
+    r.scope(async {
+        let _ = by_port(&hits, 8080).await;
+        let _ = by_name(&hits, "8080".to_owned()).await;
+        let _ = by_display(&hits, 8080).await;
+        let _ = by_port(&hits, 8080).await; // the fourth failure opens it
+        let rejected = by_name(&hits, "8080".to_owned()).await;
+        assert!(is(&rejected, |e| matches!(
+            e,
+            Error::CallNotPermitted { .. }
+        )));
+    })
+    .await;
+    assert_eq!(
+        (hits.of("port"), hits.of("name"), hits.of("display")),
+        (2, 1, 1)
+    );
+    let k = keys::<HostBreaker>(&r);
+    assert_eq!(states(&k), [("8080".to_owned(), State::Open)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_idle_past_the_timeout_is_dropped_and_starts_afresh() {
+    let r = registry::<HostBreaker>(host_section(table([("idle_timeout", s("10s"))])));
+    let hits = Hits::default();
+    let failures = |k: &KeysSnapshot, key: &str| {
+        k.shown
+            .iter()
+            .find(|s| &*s.key == key)
+            .map(|s| s.status::<Metrics>().expect("metrics").window.failures)
+    };
+    r.scope(async {
+        for _ in 0..3 {
+            let _ = fetch(&hits, "a", true).await;
+        }
+    })
+    .await;
+    assert_eq!(failures(&keys::<HostBreaker>(&r), "a"), Some(3));
+    // Unused for 9 s: kept (a snapshot sweeps, as a new key does).
+    tokio::time::advance(Duration::from_secs(9)).await;
+    assert_eq!(failures(&keys::<HostBreaker>(&r), "a"), Some(3));
+    // Its idleness is counted from the first sweep that found it unused
+    // (at 9 s): kept at 14 s, dropped at 19 s.
+    tokio::time::advance(Duration::from_secs(5)).await;
+    assert_eq!(failures(&keys::<HostBreaker>(&r), "a"), Some(3));
+    tokio::time::advance(Duration::from_secs(5)).await;
+    assert!(
+        key_count::<HostBreaker>(&r) == 0,
+        "dropped, and no keys left to show"
+    );
+    // Seen again: a fresh breaker, which one more failure does not open.
+    r.scope(async {
+        let out = fetch(&hits, "a", true).await;
+        assert!(matches!(out, Err(TestError::Down)));
+    })
+    .await;
+    let k = keys::<HostBreaker>(&r);
+    assert_eq!((k.count, failures(&k, "a")), (1, Some(1)));
+    assert_eq!(states(&k), [("a".to_owned(), State::Closed)]);
+    assert_eq!(hits.of("a"), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_is_never_evicted_idle_or_at_the_maximum() {
+    let r = registry::<HostBreaker>(host_section(table([
+        ("max", int(2)),
+        ("idle_timeout", s("1s")),
+    ])));
+    let hits = Hits::default();
+    r.scope(async {
+        for _ in 0..4 {
+            let _ = fetch(&hits, "dead", true).await;
+        }
+        let _ = fetch(&hits, "ok", false).await;
+    })
+    .await;
+    // Long idle: the closed key goes, the open one stays.
+    for _ in 0..4 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let _ = key_count::<HostBreaker>(&r);
+    }
+    assert_eq!(
+        states(&keys::<HostBreaker>(&r)),
+        [("dead".to_owned(), State::Open)]
+    );
+    // At the maximum (2): a new key evicts the least recently used closed
+    // key, never the open one.
+    r.scope(async {
+        let _ = fetch(&hits, "x", false).await;
+        let _ = fetch(&hits, "y", false).await;
+    })
+    .await;
+    let k = keys::<HostBreaker>(&r);
+    assert_eq!(
+        states(&k),
+        [
+            ("dead".to_owned(), State::Open),
+            ("y".to_owned(), State::Closed)
+        ]
+    );
+    assert_eq!((k.count, k.overflowed), (2, 0));
+}
+
+#[tokio::test]
+async fn a_hundred_thousand_keys_keep_at_most_max_instances() {
+    let r = registry::<HostBreaker>(host_section(table([("max", int(100))])));
+    let hits = Hits::default();
+    let most = r
+        .scope(async {
+            let mut most = 0;
+            for id in 0..100_000u64 {
+                #[circuit_breakable(HostBreaker, key = id)]
+                async fn get(id: u64) -> Result<u64, TestError> {
+                    Ok(id)
+                }
+                assert_eq!(get(id).await.expect("closed"), id);
+                if id % 10_000 == 9_999 {
+                    most = most.max(keys::<HostBreaker>(&r).count);
+                }
+            }
+            most
+        })
+        .await;
+    let k = keys::<HostBreaker>(&r);
+    assert!(most <= 100 && k.count <= 100, "{most} / {} keys", k.count);
+    assert!(
+        k.count > 80,
+        "evictions free an eighth at a time: {}",
+        k.count
+    );
+    assert_eq!(k.overflowed, 0);
+    // The latest keys are the ones kept.
+    assert!(k
+        .shown
+        .iter()
+        .all(|s| s.key.parse::<u64>().expect("id") >= 99_800));
+    let _ = hits;
+}
+
+// ---------------------------------------------------------------- limits per key
+
+#[derive(ConcurrencyLimitSpec)]
+#[spec("test.keyed.tenant")]
+struct TenantLimit;
+
+/// Holds a place until `release` is notified.
+#[concurrency_limit(TenantLimit, key = tenant)]
+async fn hold(tenant: u32, release: Arc<tokio::sync::Notify>) -> Result<(), TestError> {
+    let _ = tenant;
+    release.notified().await;
+    Ok(())
+}
+
+fn places(k: &KeysSnapshot) -> Vec<(String, u32, u32)> {
+    k.shown
+        .iter()
+        .map(|s| {
+            let p: &Places = s.status().expect("places");
+            (s.key.to_string(), p.permits_in_use, p.permits_limit)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn at_the_maximum_with_every_key_busy_a_new_key_runs_under_the_spec_s_own_limit() {
+    let r = registry::<TenantLimit>(table([
+        ("limit", int(1)),
+        ("keys", table([("max", int(2))])),
+    ]));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let _guard = r.set_default();
+    let held: Vec<_> = [1, 2, 3]
+        .into_iter()
+        .map(|t| tokio::spawn(hold(t, Arc::clone(&release))))
+        .collect();
+    tokio::task::yield_now().await;
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+    let k = keys::<TenantLimit>(&r);
+    assert_eq!(places(&k), [("1".into(), 1, 1), ("2".into(), 1, 1)]);
+    assert_eq!((k.count, k.overflowed), (2, 1));
+    let own = r.snapshot().specs.remove(0);
+    assert_eq!(
+        own.status::<Places>().expect("own places").permits_in_use,
+        1,
+        "tenant 3 holds the spec's own place"
+    );
+    // Tenant 4 finds the spec's own limit full too: rejected, not admitted
+    // past any limit.
+    let out = hold(4, Arc::clone(&release)).await;
+    assert!(is(&out, |e| matches!(
+        e,
+        Error::ConcurrencyLimitReached { limit: 1, .. }
+    )));
+    release.notify_waiters();
+    for h in held {
+        assert!(h.await.expect("task").is_ok());
+    }
+    let k = keys::<TenantLimit>(&r);
+    assert_eq!(places(&k), [("1".into(), 0, 1), ("2".into(), 0, 1)]);
+    assert_eq!(k.overflowed, 2);
+}
+
+#[tokio::test]
+async fn a_reload_applies_to_every_key_and_to_keys_to_come() {
+    let section = |limit| table([("limit", int(limit))]);
+    let r = registry::<TenantLimit>(section(1));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let _guard = r.set_default();
+    let first = tokio::spawn(hold(1, Arc::clone(&release)));
+    tokio::task::yield_now().await;
+    assert!(is(&hold(1, Arc::clone(&release)).await, |e| matches!(
+        e,
+        Error::ConcurrencyLimitReached { .. }
+    )));
+    let changed = r
+        .reload(&root(vec![(TenantLimit::PATH, section(2))]))
+        .expect("valid");
+    assert_eq!(changed.specs[0].keys, ["limit: 1 -> 2"]);
+    // Tenant 1 (existing) now admits a second call; tenant 2 (new) two.
+    let more: Vec<_> = [1, 2, 2]
+        .into_iter()
+        .map(|t| tokio::spawn(hold(t, Arc::clone(&release))))
+        .collect();
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        places(&keys::<TenantLimit>(&r)),
+        [("1".into(), 2, 2), ("2".into(), 2, 2)]
+    );
+    release.notify_waiters();
+    assert!(first.await.expect("task").is_ok());
+    for h in more {
+        assert!(h.await.expect("task").is_ok());
+    }
+}
+
+/// Two workers, 64 tasks, each call in its own task over 1000 keys with a
+/// limit of one place per key: no key ever runs two calls at once, every
+/// call is admitted or rejected, every place comes back, and every key has
+/// its instance (no overflow).
+#[test]
+fn two_workers_over_a_thousand_keys_keep_one_place_per_key() {
+    #[derive(ConcurrencyLimitSpec)]
+    #[spec("test.keyed.shard")]
+    struct ShardLimit;
+
+    static RUNNING: [AtomicU32; 1000] = [const { AtomicU32::new(0) }; 1000];
+    static PEAK: AtomicU32 = AtomicU32::new(0);
+
+    #[concurrency_limit(ShardLimit, key = shard)]
+    async fn write(shard: usize) -> Result<(), TestError> {
+        let now = RUNNING[shard].fetch_add(1, Ordering::SeqCst) + 1;
+        PEAK.fetch_max(now, Ordering::SeqCst);
+        tokio::task::yield_now().await;
+        RUNNING[shard].fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    let r = registry::<ShardLimit>(table([("limit", int(1))]));
+    let (admitted, rejected) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    two_workers().block_on(async {
+        let tasks: Vec<_> = (0..64usize)
+            .map(|t| {
+                let (r, admitted, rejected) =
+                    (r.clone(), Arc::clone(&admitted), Arc::clone(&rejected));
+                tokio::spawn(async move {
+                    for i in 0..200usize {
+                        // Neighbouring tasks share keys: every key is hit by
+                        // several tasks at once.
+                        let shard = (t * 31 + i * 7) % 1000;
+                        let r = r.clone();
+                        let call = tokio::spawn(async move { r.scope(write(shard)).await });
+                        match call.await.expect("call") {
+                            Ok(()) => admitted.fetch_add(1, Ordering::Relaxed),
+                            Err(_) => rejected.fetch_add(1, Ordering::Relaxed),
+                        };
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("task");
+        }
+    });
+    let (a, j) = (
+        admitted.load(Ordering::Relaxed),
+        rejected.load(Ordering::Relaxed),
+    );
+    assert_eq!(a + j, 64 * 200);
+    assert!(a > 0);
+    assert_eq!(PEAK.load(Ordering::SeqCst), 1, "one place per key");
+    let k = keys::<ShardLimit>(&r);
+    assert_eq!((k.count, k.overflowed), (1000, 0));
+    let busy: u32 = r
+        .snapshot()
+        .specs
+        .iter()
+        .flat_map(|s| s.keys().into_iter().flat_map(|k| k.shown.iter()))
+        .map(|s| s.status::<Places>().expect("places").permits_in_use)
+        .sum();
+    assert_eq!(busy, 0, "every place came back");
+}
+
+// ---------------------------------------------------------------- rate limits per key
+
+#[derive(RateLimiterSpec)]
+#[spec("test.keyed.quota")]
+struct Quota;
+
+#[rate_limited(Quota, key = tenant)]
+async fn quota(tenant: &str) -> Result<(), TestError> {
+    let _ = tenant;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_tenant_spending_its_quota_leaves_the_others_theirs() {
+    let r = registry::<Quota>(table([
+        ("limit_for_period", int(2)),
+        ("limit_refresh_period", s("1s")),
+        ("keys", table([("idle_timeout", s("2s")), ("max", int(2))])),
+    ]));
+    let rejections = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&rejections);
+    r.subscribe(move |e| {
+        if let Event::Rejected { key, .. } = e {
+            seen.lock().expect("events").push(key.clone());
+        }
+    });
+    r.scope(async {
+        let noisy: Vec<bool> = {
+            let mut v = Vec::new();
+            for _ in 0..5 {
+                v.push(quota("noisy").await.is_ok());
+            }
+            v
+        };
+        assert_eq!(noisy, [true, true, false, false, false]);
+        assert!(quota("quiet").await.is_ok());
+        assert!(quota("quiet").await.is_ok());
+        assert!(quota("quiet").await.is_err());
+        // At `max` = 2 with both keys' permits spent in this window, a
+        // third tenant finds no key it may drop: it runs under the spec's
+        // own limiter.
+        assert!(quota("third").await.is_ok());
+        assert_eq!(keys::<Quota>(&r).overflowed, 1);
+        // A window later every key is as a fresh limiter would be: the
+        // least recently used one gives its place.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(quota("third").await.is_ok());
+    })
+    .await;
+    // Both were last used in the same epoch: either may have gone.
+    let k = keys::<Quota>(&r);
+    let shown: Vec<&str> = k.shown.iter().map(|s| &*s.key).collect();
+    assert_eq!(
+        (shown.len(), shown.last(), k.overflowed),
+        (2, Some(&"third"), 1)
+    );
+    let rejected = rejections.lock().expect("events");
+    assert_eq!(rejected.len(), 4);
+    assert_eq!(
+        rejected
+            .iter()
+            .filter(|k| k.as_deref() == Some("noisy"))
+            .count(),
+        3
+    );
+}
+
+// ---------------------------------------------------------------- settings
+
+#[test]
+fn the_keys_table_is_validated_with_every_problem() {
+    let problems = Registry::builder()
+        .spec::<HostBreaker>()
+        .build(&root(vec![(
+            HostBreaker::PATH,
+            host_section(table([
+                ("max", int(0)),
+                ("idle_timeout", s("0s")),
+                ("label_metric", boolean(true)),
+            ])),
+        )]))
+        .expect_err("three problems");
+    let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "HostBreaker at `test.keyed.host`: key `keys.idle_timeout` must be more than 0s (found \"0s\")",
+            "HostBreaker at `test.keyed.host`: key `keys.label_metric` is not a known setting; did you mean `label_metrics`? (found true)",
+            "HostBreaker at `test.keyed.host`: key `keys.max` must be a whole number in 1..=1000000 (found 0)",
+        ]
+    );
+}
