@@ -4,13 +4,16 @@
 # Builds a small program (release, the success path of each attribute alone
 # and of the four-attribute stack, as the bench's "stack success path"; a
 # bare fn without attributes; a chaos spec left disabled, its default; a
-# hedging spec whose first attempt succeeds at once, so no hedge starts), runs
+# hedging spec whose first attempt succeeds at once, so no hedge starts; a
+# breaker keyed by a host string and one keyed by a u64, on a key that has
+# its instance), runs
 # each stack N and 2N times and prints (Ir(2N) - Ir(N)) / N, which leaves out
 # the start-up; then the size of each stack's future in bytes.
 #
 # Usage: examples/bench/instructions.sh [CHECKOUT] [N]
 #   CHECKOUT: the resilient checkout to measure (default: this one), so that
 #             two commits compare in one run; N: calls (default 20000).
+#   STACKS (environment): the stacks to count, default all of them.
 # Needs valgrind. Builds in CARGO_TARGET_DIR when it is set (so that the
 # dependencies are built once), else in a temporary directory.
 set -euo pipefail
@@ -62,6 +65,10 @@ struct Failed(#[from] resilient_core::Error);
 async fn four() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[retryable(Retry)] async fn retry() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[circuit_breakable(Breaker)] async fn breaker() -> Result<u32, Failed> { Ok(black_box(1)) }
+#[circuit_breakable(Breaker, key = host)]
+async fn keyed(host: &str) -> Result<u32, Failed> { let _ = host; Ok(black_box(1)) }
+#[circuit_breakable(Breaker, key = tenant)]
+async fn keyed_u64(tenant: u64) -> Result<u32, Failed> { let _ = tenant; Ok(black_box(1)) }
 #[concurrency_limit(Limit)] async fn limit() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[timeout(Timeout)] async fn timeout() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[chaos(Chaos)] async fn chaos() -> Result<u32, Failed> { Ok(black_box(1)) }
@@ -77,9 +84,10 @@ fn main() {
     let which = args.next().unwrap_or_default();
     if which == "sizes" {
         println!(
-            "four {} retry {} breaker {} limit {} timeout {} chaos {} hedged {} bare {}",
+            "four {} retry {} breaker {} keyed {} limit {} timeout {} chaos {} hedged {} bare {}",
             std::mem::size_of_val(&four()), std::mem::size_of_val(&retry()),
-            std::mem::size_of_val(&breaker()), std::mem::size_of_val(&limit()),
+            std::mem::size_of_val(&breaker()), std::mem::size_of_val(&keyed("")),
+            std::mem::size_of_val(&limit()),
             std::mem::size_of_val(&timeout()), std::mem::size_of_val(&chaos()),
             std::mem::size_of_val(&hedged()), std::mem::size_of_val(&bare()),
         );
@@ -120,6 +128,8 @@ fn main() {
                 "four" => four().await,
                 "retry" => retry().await,
                 "breaker" => breaker().await,
+                "keyed" => keyed(black_box("api.example.com")).await,
+                "keyed_u64" => keyed_u64(black_box(4_294_967_311)).await,
                 "limit" => limit().await,
                 "timeout" => timeout().await,
                 "chaos" => chaos().await,
@@ -140,7 +150,7 @@ ir() { # ir STACK CALLS: instructions of the whole run
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
     awk '/Collected/ {print $4}'
 }
-for stack in bare four retry breaker limit timeout chaos hedged; do
+for stack in ${STACKS:-bare four retry breaker keyed keyed_u64 limit timeout chaos hedged}; do
   a=$(ir "$stack" "$n")
   b=$(ir "$stack" $((2 * n)))
   echo "$stack: $(( (b - a) / n )) instructions per call"

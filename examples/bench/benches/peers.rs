@@ -17,6 +17,7 @@ use resilient_core::{
 };
 
 mod hand;
+mod keyed;
 mod peer_stacks;
 mod reload;
 
@@ -565,7 +566,10 @@ fn breaker_tasks(c: &mut Criterion) {
 fn concurrency_success(c: &mut Criterion) {
     install();
     let rt = current_thread();
-    assert!(rt.block_on(limit_only()).is_ok(), "fixed: the first call failed");
+    assert!(
+        rt.block_on(limit_only()).is_ok(),
+        "fixed: the first call failed"
+    );
     assert!(
         rt.block_on(adaptive_limit_only()).is_ok(),
         "adaptive: the first call failed"
@@ -592,13 +596,16 @@ fn concurrency_success(c: &mut Criterion) {
             Err(e) => panic!("{e}"),
         };
         let on = format!("{workers} worker{}", if workers == 1 { "" } else { "s" });
-        g.bench_function(format!("fixed #[concurrency_limit], 64 tasks, {on}"), |bench| {
-            bench.iter_custom(|iters| {
-                spread_over_tasks(&rt, iters, || async {
-                    black_box(limit_only().await.is_ok());
-                })
-            });
-        });
+        g.bench_function(
+            format!("fixed #[concurrency_limit], 64 tasks, {on}"),
+            |bench| {
+                bench.iter_custom(|iters| {
+                    spread_over_tasks(&rt, iters, || async {
+                        black_box(limit_only().await.is_ok());
+                    })
+                });
+            },
+        );
         g.bench_function(
             format!("adaptive #[concurrency_limit], 64 tasks, {on}"),
             |bench| {
@@ -649,6 +656,7 @@ criterion_group!(
     stack_success,
     breaker_tasks,
     concurrency_success,
-    reload::reload
+    reload::reload,
+    keyed::keyed
 );
 criterion_main!(benches);
