@@ -7,10 +7,10 @@
 //! | attribute | spec derive | module |
 //! |---|---|---|
 //! | `#[retryable(Spec)]` | `RetrySpec` | [`retry`] |
-//! | `#[circuit_breakable(Spec)]` | `CircuitBreakerSpec` | [`circuit_breaker`] |
+//! | `#[circuit_breakable(Spec)]`, `#[circuit_breakable(Spec, key = expr)]` | `CircuitBreakerSpec` | [`circuit_breaker`], [`keyed`] |
 //! | `#[timeout(Spec)]` | `TimeoutSpec` | [`timeout`](mod@timeout) |
-//! | `#[concurrency_limit(Spec)]` | `ConcurrencyLimitSpec` | [`concurrency`] |
-//! | `#[rate_limited(Spec)]` | `RateLimiterSpec` | [`rate_limiter`] |
+//! | `#[concurrency_limit(Spec)]`, `#[concurrency_limit(Spec, key = expr)]` | `ConcurrencyLimitSpec` | [`concurrency`], [`keyed`] |
+//! | `#[rate_limited(Spec)]`, `#[rate_limited(Spec, key = expr)]` | `RateLimiterSpec` | [`rate_limiter`], [`keyed`] |
 //! | `#[fallback(method = "name(args)")]` | none | [`fallback`](mod@fallback) |
 //! | `#[chaos(Spec)]` | `ChaosSpec` | [`chaos`](mod@chaos) |
 //! | `#[hedged(Spec)]` | `HedgingSpec` | [`hedging`] |
@@ -222,6 +222,10 @@ pub use resilient_macros::retryable;
 /// `E: From<resilient_core::Error>`; a rejected call returns
 /// [`Error::CallNotPermitted`] through `E` without running the body. See
 /// [`circuit_breaker`] for the states and settings.
+///
+/// `#[circuit_breakable(HostBreaker, key = host)]` gives each value of the
+/// expression `host` (over the fn's arguments) a breaker of its own; see
+/// [`keyed`].
 pub use resilient_macros::circuit_breakable;
 
 /// Declares a circuit breaker spec:
@@ -250,7 +254,8 @@ pub use resilient_macros::TimeoutSpec;
 /// Limits how many calls run at once: `#[concurrency_limit(Reviews)]`.
 ///
 /// A rejected call returns [`Error::ConcurrencyLimitReached`] through the
-/// fn's error type. See [`concurrency`].
+/// fn's error type. See [`concurrency`]. With `key = expr`, one limit per
+/// value of the expression; see [`keyed`].
 pub use resilient_macros::concurrency_limit;
 
 /// Declares a concurrency limit spec:
@@ -260,7 +265,8 @@ pub use resilient_macros::ConcurrencyLimitSpec;
 /// Limits how many calls start per period: `#[rate_limited(PetRate)]`.
 ///
 /// A rejected call returns [`Error::RateLimitExceeded`] through the fn's
-/// error type. See [`rate_limiter`].
+/// error type. See [`rate_limiter`]. With `key = expr`, one limiter per
+/// value of the expression; see [`keyed`].
 pub use resilient_macros::rate_limited;
 
 /// Declares a rate limiter spec:

@@ -596,3 +596,39 @@ fn the_keys_table_is_validated_with_every_problem() {
         ]
     );
 }
+
+// ---------------------------------------------------------------- handles
+
+#[tokio::test]
+async fn a_handle_for_a_key_reaches_the_instance_the_attribute_uses() {
+    let r = registry::<HostBreaker>(host_section(table([("max", int(1))])));
+    let hits = Hits::default();
+    r.scope(async {
+        // Made by the handle, reached by the attribute.
+        let dead = HostBreaker::for_key("dead").expect("configured");
+        dead.force_open();
+        let out = fetch(&hits, "dead", false).await;
+        assert!(is(&out, |e| matches!(
+            e,
+            Error::CallNotPermitted {
+                state: State::ForcedOpen,
+                ..
+            }
+        )));
+        // Held by the handle (and forced open): never evicted, so at
+        // `max` = 1 another key runs under the spec's own breaker.
+        assert_eq!(
+            fetch(&hits, "other", false).await.expect("own breaker"),
+            200
+        );
+        assert_eq!(keys::<HostBreaker>(&r).overflowed, 1);
+        dead.reset();
+        drop(dead);
+        // Released and closed: the next new key may take its place.
+        assert_eq!(fetch(&hits, "other", false).await.expect("own"), 200);
+    })
+    .await;
+    let k = keys::<HostBreaker>(&r);
+    assert_eq!(states(&k), [("other".to_owned(), State::Closed)]);
+    assert_eq!((hits.of("dead"), hits.of("other")), (0, 2));
+}

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use resilient_core::circuit_breaker::CircuitBreakerSettings;
 use resilient_core::concurrency::ConcurrencyLimitSettings;
 use resilient_core::hedging::HedgingSettings;
+use resilient_core::keyed::KeySettings;
 use resilient_core::rate_limiter::RateLimiterSettings;
 use resilient_core::retry::RetrySettings;
 use resilient_core::settings::{accepted_keys, Section, Value};
@@ -219,6 +220,18 @@ fn rate_limiter_keys_are_one_set() {
         &[table(&[])],
         |s| {
             let _ = RateLimiterSettings::read(s);
+        },
+    );
+}
+
+#[test]
+fn keys_table_keys_are_one_set() {
+    check(
+        include_str!("../src/keyed.rs"),
+        ALL,
+        &[table(&[("keys", table(&[]))])],
+        |s| {
+            let _ = KeySettings::read(s);
         },
     );
 }

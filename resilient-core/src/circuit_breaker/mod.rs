@@ -98,6 +98,7 @@ pub use window::Counts;
 use breaker::{End, Taken};
 
 use crate::error::Error;
+use crate::keyed::PartitionKey;
 use crate::outcome::{self, Fail};
 use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec};
 use crate::settings::Section;
@@ -185,6 +186,32 @@ pub trait CircuitBreakerSpec: Spec<Mechanism = Breaker> + Sized {
             inner,
             _spec: PhantomData,
         })
+    }
+    /// The instance of `key` among the spec's keyed instances (see
+    /// [`keyed`](crate::keyed)): the one `key = ..` in the attribute reaches
+    /// for the same key text, made now if the key has none. While the
+    /// handle lives, the key's instance is not evicted.
+    ///
+    /// ```
+    /// # use resilient_core::CircuitBreakerSpec;
+    /// # #[derive(CircuitBreakerSpec)] #[spec("resilient.circuitbreaker.host")] pub struct HostBreaker;
+    /// # fn demo() -> Result<(), resilient_core::Error> {
+    /// // Take a host out of rotation by hand, as `#[circuit_breakable(HostBreaker,
+    /// // key = host)]` would see it.
+    /// HostBreaker::for_key("db-3.internal")?.force_open();
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotConfigured`] when the registry in use has no settings for
+    /// this spec.
+    fn for_key(key: &(impl PartitionKey + ?Sized)) -> Result<CircuitBreakerHandle<Self>, Error> {
+        key.with_text(crate::registry::handle_keyed::<Self>)
+            .map(|inner| CircuitBreakerHandle {
+                inner,
+                _spec: PhantomData,
+            })
     }
 }
 

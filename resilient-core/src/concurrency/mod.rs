@@ -49,6 +49,7 @@ use tokio::time::Instant;
 use self::adaptive::{Adaptive, AdaptiveSettings, Measured};
 use self::estimate::Why;
 use crate::error::Error;
+use crate::keyed::PartitionKey;
 use crate::outcome::Fail;
 use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
 use crate::settings::Section;
@@ -79,6 +80,30 @@ pub trait ConcurrencyLimitSpec: Spec<Mechanism = Limiter> + Sized {
             inner,
             _spec: PhantomData,
         })
+    }
+    /// The instance of `key` among the spec's keyed instances (see
+    /// [`keyed`](crate::keyed)): the one `key = ..` in the attribute reaches
+    /// for the same key text, made now if the key has none. While the
+    /// handle lives, the key's instance is not evicted.
+    ///
+    /// ```
+    /// # use resilient_core::ConcurrencyLimitSpec;
+    /// # #[derive(ConcurrencyLimitSpec)] #[spec("resilient.concurrency.tenant")] pub struct TenantLimit;
+    /// # fn demo() -> Result<(), resilient_core::Error> {
+    /// let places = TenantLimit::for_key(&42u32)?.in_use();
+    /// # let _ = places; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotConfigured`] when the registry in use has no settings for
+    /// this spec.
+    fn for_key(key: &(impl PartitionKey + ?Sized)) -> Result<ConcurrencyLimitHandle<Self>, Error> {
+        key.with_text(crate::registry::handle_keyed::<Self>)
+            .map(|inner| ConcurrencyLimitHandle {
+                inner,
+                _spec: PhantomData,
+            })
     }
 }
 

@@ -44,6 +44,7 @@ use tokio::time::Instant;
 
 use crate::concurrency::Enter;
 use crate::error::Error;
+use crate::keyed::PartitionKey;
 use crate::outcome::Fail;
 use crate::registry::{Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
 use crate::settings::Section;
@@ -74,6 +75,30 @@ pub trait RateLimiterSpec: Spec<Mechanism = RateLimiter> + Sized {
             inner,
             _spec: PhantomData,
         })
+    }
+    /// The instance of `key` among the spec's keyed instances (see
+    /// [`keyed`](crate::keyed)): the one `key = ..` in the attribute reaches
+    /// for the same key text, made now if the key has none. While the
+    /// handle lives, the key's instance is not evicted.
+    ///
+    /// ```
+    /// # use resilient_core::RateLimiterSpec;
+    /// # #[derive(RateLimiterSpec)] #[spec("resilient.ratelimiter.tenant")] pub struct TenantQuota;
+    /// # fn demo() -> Result<(), resilient_core::Error> {
+    /// let quota = TenantQuota::for_key("tenant-7")?;
+    /// # let _ = quota; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotConfigured`] when the registry in use has no settings for
+    /// this spec.
+    fn for_key(key: &(impl PartitionKey + ?Sized)) -> Result<RateLimiterHandle<Self>, Error> {
+        key.with_text(crate::registry::handle_keyed::<Self>)
+            .map(|inner| RateLimiterHandle {
+                inner,
+                _spec: PhantomData,
+            })
     }
 }
 

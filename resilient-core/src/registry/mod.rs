@@ -1077,6 +1077,13 @@ pub(crate) fn handle<S: Spec>() -> Result<Shared<S::Mechanism>, Error> {
     lookup(key).ok_or_else(|| key.not_configured())
 }
 
+/// The handle of the instance of the key whose text is `text`, among the
+/// keyed instances of spec `S` in the registry in use.
+pub(crate) fn handle_keyed<S: Spec>(text: &str) -> Result<Shared<S::Mechanism>, Error> {
+    let key = const { &Key::of::<S>() };
+    lookup_keyed(key, text).ok_or_else(|| key.not_configured())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
