@@ -58,7 +58,8 @@
 //! - When `max` keys are all of that kind, a call with a new key runs under
 //!   the spec's own instance (shared by every such key) until one frees:
 //!   memory stays bounded, and the overflow is logged at WARN (at most once
-//!   per 10 s) and counted in the snapshot.
+//!   per 10 s) and counted in the snapshot. After a look that found no key
+//!   to drop, the next `max / 8 - 1` new keys go there without looking.
 //!
 //! The lookup of an existing key takes no lock and writes nothing shared
 //! (a key's recency is written once per sweep period, not per call).

@@ -632,3 +632,52 @@ async fn a_handle_for_a_key_reaches_the_instance_the_attribute_uses() {
     assert_eq!(states(&k), [("other".to_owned(), State::Closed)]);
     assert_eq!((hits.of("dead"), hits.of("other")), (0, 2));
 }
+
+/// At `max` = 16 with every key busy, one look at the map serves two new
+/// keys (an eighth of `max`): the first new key after a key frees still
+/// goes to the spec's own limit, the next one takes the freed key's place.
+#[tokio::test]
+async fn a_fruitless_look_at_the_maximum_serves_an_eighth_of_max_new_keys() {
+    let r = registry::<TenantLimit>(table([
+        ("limit", int(1)),
+        ("keys", table([("max", int(16))])),
+    ]));
+    let _guard = r.set_default();
+    let releases: Vec<_> = (0..16)
+        .map(|_| Arc::new(tokio::sync::Notify::new()))
+        .collect();
+    let held: Vec<_> = (0..16u32)
+        .map(|t| tokio::spawn(hold(t, Arc::clone(&releases[t as usize]))))
+        .collect();
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+    }
+    let spare = Arc::new(tokio::sync::Notify::new());
+    spare.notify_one(); // each call below returns at once
+    assert!(hold(100, Arc::clone(&spare)).await.is_ok());
+    assert_eq!(keys::<TenantLimit>(&r).overflowed, 1, "no key could go");
+    releases[0].notify_one();
+    let mut held = held.into_iter();
+    if let Some(first) = held.next() {
+        assert!(first.await.expect("task").is_ok());
+    }
+    spare.notify_one();
+    assert!(hold(101, Arc::clone(&spare)).await.is_ok());
+    assert_eq!(
+        keys::<TenantLimit>(&r).overflowed,
+        2,
+        "sent on without a look"
+    );
+    spare.notify_one();
+    assert!(hold(102, Arc::clone(&spare)).await.is_ok());
+    let k = keys::<TenantLimit>(&r);
+    assert_eq!((k.count, k.overflowed), (16, 2), "tenant 0 gave its place");
+    assert!(k.shown.iter().any(|s| &*s.key == "102"));
+    assert!(!k.shown.iter().any(|s| &*s.key == "0"));
+    for release in releases.iter().skip(1) {
+        release.notify_one();
+    }
+    for h in held {
+        assert!(h.await.expect("task").is_ok());
+    }
+}

@@ -73,6 +73,18 @@ struct Make<M: Mechanism> {
     epochs: VecDeque<(u64, Instant)>,
     /// When idle keys were last looked for.
     swept_at: Instant,
+    /// New keys to send to the spec's own instance without looking for a
+    /// key to evict: set after a look at `max` keys found none, so that a
+    /// stream of new keys while every key is busy pays for one scan of the
+    /// map per `max / 8` new keys, not one each (below `max` = 16, every new
+    /// key looks).
+    skip_scans: usize,
+}
+
+/// How many keys an eviction at `max` frees at once: an eighth of `max`,
+/// at least one.
+fn batch(max: u32) -> usize {
+    (max as usize / 8).max(1)
 }
 
 impl<M: Mechanism> Make<M> {
@@ -129,6 +141,7 @@ impl<M: Mechanism> Keyed<M> {
                 count: 0,
                 epochs: VecDeque::from([(0, now)]),
                 swept_at: now,
+                skip_scans: 0,
             }),
         }
     }
@@ -188,9 +201,14 @@ impl<M: Mechanism> Keyed<M> {
         let now = Instant::now();
         self.sweep(&mut make, now);
         if make.count >= make.keys.max as usize {
+            if make.skip_scans > 0 {
+                make.skip_scans -= 1;
+                return self.overflow(make.keys.max);
+            }
             self.evict_least_recent(&mut make, now);
         }
         if make.count >= make.keys.max as usize {
+            make.skip_scans = batch(make.keys.max) - 1;
             return self.overflow(make.keys.max);
         }
         let text: Arc<str> = Arc::from(key);
@@ -282,7 +300,7 @@ impl<M: Mechanism> Keyed<M> {
             .map(|(k, e)| (e.used.load(Ordering::Relaxed), &**k, e))
             .filter(|(used, _, _)| *used != EVICTED)
             .collect();
-        let batch = (make.keys.max as usize / 8).max(1);
+        let batch = batch(make.keys.max);
         if candidates.len() > batch {
             candidates.select_nth_unstable_by_key(batch - 1, |(used, _, _)| *used);
             candidates.truncate(batch);
