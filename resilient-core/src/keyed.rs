@@ -23,7 +23,7 @@
 //! A dead host opens its own breaker; the others stay closed. A call
 //! without a key (another fn of the same spec without `key`, or the spec's
 //! [handle](crate::CircuitBreakerSpec::get)) uses the spec's own instance,
-//! which no keyed call touches.
+//! which keyed calls reach only when the keys are full (below).
 //!
 //! # Keys
 //!
@@ -51,27 +51,42 @@
 //!   a snapshot is taken) and starts afresh if it is seen again.
 //! - At `max` keys, a new key first evicts the least recently used keys
 //!   that can go (an eighth of `max` at a time, to spread the work).
-//! - A key whose instance holds state a fresh one would lose is never
-//!   evicted: a breaker that is not closed (open, half-open, forced open), a
-//!   limit with places taken, a rate limiter with permits spent in its
-//!   window, and any instance a call or a handle holds now.
+//! - A key is never evicted while a call or a handle holds its instance,
+//!   nor while the instance holds state a fresh one would not have: a
+//!   breaker in its open wait, forced open, or closed or disabled by hand
+//!   against its settings; a limit with places taken; a rate limiter with
+//!   permits spent in its current window. A breaker past its open wait may
+//!   go (its next call would be a probe; a host nobody calls any more must
+//!   not hold its key forever), and so may a half-open one with no probe
+//!   running. An adaptive limit's learned limit is lost with its key: it
+//!   learns again from the calls that follow.
 //! - When `max` keys are all of that kind, a call with a new key runs under
 //!   the spec's own instance (shared by every such key) until one frees:
 //!   memory stays bounded, and the overflow is logged at WARN (at most once
 //!   per 10 s) and counted in the snapshot. After a look that found no key
-//!   to drop, the next `max / 8 - 1` new keys go there without looking.
+//!   to drop, the next `max / 8 - 1` new keys go there without looking, for
+//!   at most a second. A key that ran there and then gets a place of its
+//!   own can, for as long as its calls on the spec's instance last, have
+//!   calls in both.
 //!
-//! The lookup of an existing key takes no lock and writes nothing shared
-//! (a key's recency is written once per sweep period, not per call).
+//! The lookup of an existing key takes no lock: a read of a lock-free map
+//! under an epoch guard, and a clone of the instance's `Arc` for the call
+//! (an atomic increment on the key's count, where a call without a key
+//! writes nothing). A key's recency is written once per epoch, not per
+//! call.
 //!
 //! # Telemetry
 //!
 //! Log lines of a keyed instance carry the field `key`; events of a keyed
 //! instance name it ([`Event::StateTransition`](crate::telemetry::Event),
 //! `Rejected`); the snapshot lists the keys (at most
-//! [`KeysSnapshot::SHOWN`](crate::registry::KeysSnapshot::SHOWN) of them, with their count). Metrics carry a `key`
-//! label only with `keys.label_metrics = true`: each key is then a series of
-//! its own, which a metrics backend pays for.
+//! [`KeysSnapshot::SHOWN`](crate::registry::KeysSnapshot::SHOWN) of them,
+//! with their count). The WARN summary of rejections is the spec's, shared
+//! by its keys. Metrics carry a `key` label only with
+//! `keys.label_metrics = true`: each key is then a series of its own, which
+//! a metrics backend pays for (a recorder keeps the series of evicted keys
+//! too). Without it, keyed instances add to the spec's counters and
+//! histograms and set no gauge: the gauges show the spec's own instance.
 
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};

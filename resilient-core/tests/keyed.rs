@@ -681,3 +681,75 @@ async fn a_fruitless_look_at_the_maximum_serves_an_eighth_of_max_new_keys() {
         assert!(h.await.expect("task").is_ok());
     }
 }
+
+/// Two workers, 8 tasks making calls each in its own task over 64 keys
+/// with room for 16: keys are evicted and made again all the time, while
+/// calls claim them on the other worker. A key never has two instances at
+/// once (with one place per key, no key ever runs two calls), every call
+/// is admitted or rejected, and no call is sent to the spec's own limit
+/// (at most 8 keys are ever busy).
+#[test]
+fn two_workers_churning_64_keys_through_16_never_make_two_instances_of_a_key() {
+    #[derive(ConcurrencyLimitSpec)]
+    #[spec("test.keyed.churn")]
+    struct ChurnLimit;
+
+    static RUNNING: [AtomicU32; 64] = [const { AtomicU32::new(0) }; 64];
+    static PEAK: AtomicU32 = AtomicU32::new(0);
+
+    #[concurrency_limit(ChurnLimit, key = shard)]
+    async fn write(shard: usize) -> Result<(), TestError> {
+        let now = RUNNING[shard].fetch_add(1, Ordering::SeqCst) + 1;
+        PEAK.fetch_max(now, Ordering::SeqCst);
+        tokio::task::yield_now().await;
+        RUNNING[shard].fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    let r = registry::<ChurnLimit>(table([
+        ("limit", int(1)),
+        ("keys", table([("max", int(16))])),
+    ]));
+    let (admitted, rejected) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    two_workers().block_on(async {
+        let tasks: Vec<_> = (0..8usize)
+            .map(|t| {
+                let (r, admitted, rejected) =
+                    (r.clone(), Arc::clone(&admitted), Arc::clone(&rejected));
+                tokio::spawn(async move {
+                    for i in 0..2000usize {
+                        let shard = (t * 13 + i * 5) % 64;
+                        let r = r.clone();
+                        let call = tokio::spawn(async move { r.scope(write(shard)).await });
+                        match call.await.expect("call") {
+                            Ok(()) => admitted.fetch_add(1, Ordering::Relaxed),
+                            Err(_) => rejected.fetch_add(1, Ordering::Relaxed),
+                        };
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("task");
+        }
+    });
+    let (a, j) = (
+        admitted.load(Ordering::Relaxed),
+        rejected.load(Ordering::Relaxed),
+    );
+    assert_eq!(a + j, 8 * 2000);
+    assert_eq!(
+        PEAK.load(Ordering::SeqCst),
+        1,
+        "one place per key, one instance"
+    );
+    let k = keys::<ChurnLimit>(&r);
+    assert!(k.count <= 16, "{} keys", k.count);
+    assert_eq!(k.overflowed, 0);
+    let busy: u32 = k
+        .shown
+        .iter()
+        .map(|s| s.status::<Places>().expect("places").permits_in_use)
+        .sum();
+    assert_eq!(busy, 0, "every place came back");
+}

@@ -562,6 +562,24 @@ impl Breaker {
         failing || slow
     }
 
+    /// Whether a keyed breaker may be dropped: closed (or disabled) as a
+    /// fresh one would start under its settings, or past its open wait (the
+    /// next call would be a probe; a key nobody called since is a host
+    /// gone, which must not hold its place forever), or half-open (a
+    /// running probe holds the instance, which keeps it). Never while its
+    /// open wait lasts, and never forced open, or closed or disabled by hand
+    /// against its settings.
+    pub(crate) fn evictable(&self) -> bool {
+        let enabled = self.settings().enabled;
+        match self.state() {
+            State::Closed => enabled,
+            State::Disabled => !enabled,
+            State::Open => self.until_half_open().is_some_and(|left| left.is_zero()),
+            State::HalfOpen => true,
+            State::ForcedOpen => false,
+        }
+    }
+
     pub(crate) fn state(&self) -> State {
         match self.mode.load(Ordering::Acquire) {
             DISABLED => return State::Disabled,

@@ -154,7 +154,7 @@ impl Mechanism for Breaker {
     const KEYED: bool = true;
 
     fn evictable(&self) -> bool {
-        matches!(self.state(), State::Closed | State::Disabled)
+        Breaker::evictable(self)
     }
 }
 

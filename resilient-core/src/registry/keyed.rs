@@ -16,14 +16,14 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::mechanism::Mechanism;
 use super::snapshot::{KeyStatus, KeysSnapshot};
 use crate::keyed::KeySettings;
-use crate::spec::SpecKind;
-use crate::telemetry::{Listeners, Outcome, Switches, Telemetry};
+use crate::telemetry::Switches;
 
 /// An entry's recency once a sweep has taken it out: a call that finds it
 /// goes the slow way, which finds the key gone or back.
@@ -32,6 +32,10 @@ const EVICTED: u64 = u64::MAX;
 /// The epochs whose start the writers keep. A key last used before them
 /// has been idle at least since the oldest of them started.
 const EPOCHS: usize = 64;
+
+/// How long new keys go to the spec's own instance without a look at the
+/// map, after a look found no key to drop.
+const SKIP_FOR: Duration = Duration::from_secs(1);
 
 /// At most one WARN line about overflowing keys per this period.
 const OVERFLOW_LOG_MS: u64 = 10_000;
@@ -54,11 +58,6 @@ pub(crate) struct Keyed<M: Mechanism> {
     overflowed: AtomicU64,
     overflow_logged_ms: AtomicU64,
     origin: Instant,
-    spec: &'static str,
-    path: &'static str,
-    kind: SpecKind,
-    outcomes: &'static [Outcome],
-    listeners: Arc<Listeners>,
     make: Mutex<Make<M>>,
 }
 
@@ -74,11 +73,12 @@ struct Make<M: Mechanism> {
     /// When idle keys were last looked for.
     swept_at: Instant,
     /// New keys to send to the spec's own instance without looking for a
-    /// key to evict: set after a look at `max` keys found none, so that a
-    /// stream of new keys while every key is busy pays for one scan of the
-    /// map per `max / 8` new keys, not one each (below `max` = 16, every new
-    /// key looks).
+    /// key to evict, and until when: set after a look at `max` keys found
+    /// none, so that a stream of new keys while every key is busy pays for
+    /// one scan of the map per `max / 8` new keys, not one each (below `max`
+    /// = 16, every new key looks), and for at most [`SKIP_FOR`].
     skip_scans: usize,
+    skip_until: Instant,
 }
 
 /// How many keys an eviction at `max` frees at once: an eighth of `max`,
@@ -107,7 +107,7 @@ impl<M: Mechanism> Make<M> {
 impl<M: Mechanism> std::fmt::Debug for Keyed<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Keyed")
-            .field("spec", &self.spec)
+            .field("spec", &self.base.telemetry().spec)
             .field("keys", &self.map.len())
             .finish_non_exhaustive()
     }
@@ -117,10 +117,7 @@ impl<M: Mechanism> Keyed<M> {
     /// No key yet; new keys' instances run `settings` with the spec's
     /// telemetry (its own, `base`'s: names, switches, listeners).
     pub(crate) fn new(base: Arc<M>, settings: M::Settings, keys: KeySettings) -> Self {
-        let t = base.telemetry();
-        let (spec, path, kind, outcomes, switches) =
-            (t.spec, t.path, t.kind, t.outcomes(), t.switches());
-        let listeners = Arc::clone(t.listeners());
+        let switches = base.telemetry().switches();
         let now = Instant::now();
         Self {
             map: Map::with_hasher(foldhash::fast::RandomState::default()),
@@ -129,11 +126,6 @@ impl<M: Mechanism> Keyed<M> {
             overflowed: AtomicU64::new(0),
             overflow_logged_ms: AtomicU64::new(u64::MAX),
             origin: now,
-            spec,
-            path,
-            kind,
-            outcomes,
-            listeners,
             make: Mutex::new(Make {
                 settings,
                 keys,
@@ -142,6 +134,7 @@ impl<M: Mechanism> Keyed<M> {
                 epochs: VecDeque::from([(0, now)]),
                 swept_at: now,
                 skip_scans: 0,
+                skip_until: now,
             }),
         }
     }
@@ -201,7 +194,7 @@ impl<M: Mechanism> Keyed<M> {
         let now = Instant::now();
         self.sweep(&mut make, now);
         if make.count >= make.keys.max as usize {
-            if make.skip_scans > 0 {
+            if make.skip_scans > 0 && now < make.skip_until {
                 make.skip_scans -= 1;
                 return self.overflow(make.keys.max);
             }
@@ -209,18 +202,14 @@ impl<M: Mechanism> Keyed<M> {
         }
         if make.count >= make.keys.max as usize {
             make.skip_scans = batch(make.keys.max) - 1;
+            make.skip_until = now + SKIP_FOR;
             return self.overflow(make.keys.max);
         }
-        let text: Arc<str> = Arc::from(key);
-        let telemetry = Telemetry::keyed(
-            self.spec,
-            self.path,
-            self.kind,
-            self.outcomes,
-            make.switches,
-            Arc::clone(&self.listeners),
-            Some((text, make.keys.label_metrics)),
-        );
+        make.skip_scans = 0;
+        let telemetry =
+            self.base
+                .telemetry()
+                .for_key(Arc::from(key), make.keys.label_metrics, make.switches);
         let instance = Arc::new(M::build(make.settings.clone(), telemetry));
         instance.telemetry_switched();
         let entry = Entry {
@@ -245,7 +234,8 @@ impl<M: Mechanism> Keyed<M> {
             let last = self.overflow_logged_ms.load(Ordering::Relaxed);
             if last == u64::MAX || now.saturating_sub(last) >= OVERFLOW_LOG_MS {
                 self.overflow_logged_ms.store(now, Ordering::Relaxed);
-                let (spec, path) = (self.spec, self.path);
+                let t = self.base.telemetry();
+                let (spec, path) = (t.spec, t.path);
                 tracing::warn!(
                     target: "resilient::registry",
                     spec, path, max,
@@ -283,6 +273,7 @@ impl<M: Mechanism> Keyed<M> {
             if idle_for.is_some_and(|d| d >= idle) && self.take_out(entry, used) {
                 self.map.remove(key, &guard);
                 make.count = make.count.saturating_sub(1);
+                make.skip_scans = 0;
             }
         }
     }
@@ -300,15 +291,20 @@ impl<M: Mechanism> Keyed<M> {
             .map(|(k, e)| (e.used.load(Ordering::Relaxed), &**k, e))
             .filter(|(used, _, _)| *used != EVICTED)
             .collect();
-        let batch = batch(make.keys.max);
-        if candidates.len() > batch {
-            candidates.select_nth_unstable_by_key(batch - 1, |(used, _, _)| *used);
-            candidates.truncate(batch);
-        }
+        // Down to an eighth under `max`: after a reload lowered `max`, the
+        // keys above it go too.
+        let mut wanted = (make.count + batch(make.keys.max)).saturating_sub(make.keys.max as usize);
+        // Least recent first; a key a call claims meanwhile stays, and the
+        // next in line goes instead.
+        candidates.sort_unstable_by_key(|(used, _, _)| *used);
         for (used, key, entry) in candidates {
+            if wanted == 0 {
+                break;
+            }
             if self.take_out(entry, used) {
                 self.map.remove(key, &guard);
                 make.count = make.count.saturating_sub(1);
+                wanted -= 1;
             }
         }
         self.next_epoch(make, now);
@@ -339,16 +335,24 @@ impl<M: Mechanism> Keyed<M> {
     }
 
     /// The keys now, for the snapshot: their count, and the first
-    /// [`KeysSnapshot::SHOWN`] in text order with their state. Sweeps first.
+    /// [`KeysSnapshot::SHOWN`] in text order with their state. Sweeps
+    /// first; the map is read after the writers' lock is let go, so that a
+    /// health endpoint does not hold up new keys while it lists them.
     pub(crate) fn snapshot(&self) -> KeysSnapshot {
-        let mut make = self.lock();
-        self.sweep(&mut make, Instant::now());
+        let count = {
+            let mut make = self.lock();
+            self.sweep(&mut make, Instant::now());
+            make.count
+        };
         let guard = self.map.guard();
         let mut keys: Vec<(&Box<str>, &Entry<M>)> = self.map.iter(&guard).collect();
+        if keys.len() > KeysSnapshot::SHOWN {
+            keys.select_nth_unstable_by(KeysSnapshot::SHOWN - 1, |a, b| a.0.cmp(b.0));
+            keys.truncate(KeysSnapshot::SHOWN);
+        }
         keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let shown = keys
             .iter()
-            .take(KeysSnapshot::SHOWN)
             .map(|(key, entry)| {
                 let text = entry
                     .instance
@@ -359,7 +363,7 @@ impl<M: Mechanism> Keyed<M> {
             })
             .collect();
         KeysSnapshot {
-            count: make.count,
+            count,
             overflowed: self.overflowed.load(Ordering::Relaxed),
             shown,
         }
@@ -377,6 +381,7 @@ impl<M: Mechanism> Keyed<M> {
         make.settings = settings.clone();
         make.keys = keys;
         make.switches = switches;
+        make.skip_scans = 0;
         let guard = self.map.guard();
         let mut notes = Vec::new();
         for (_, entry) in self.map.iter(&guard) {

@@ -276,7 +276,8 @@ pub struct Telemetry {
     meters: OnceLock<CallMeters>,
     /// The outcomes a call through this kind of spec can have.
     outcomes: &'static [Outcome],
-    rejections: Rejections,
+    /// Shared by a spec's keyed instances with its own.
+    rejections: Arc<Rejections>,
     origin: Instant,
     listeners: Arc<Listeners>,
     /// The key of a keyed instance, and whether its metrics carry it.
@@ -303,20 +304,6 @@ impl Telemetry {
         switches: Switches,
         listeners: Arc<Listeners>,
     ) -> Self {
-        Self::keyed(spec, path, kind, outcomes, switches, listeners, None)
-    }
-
-    /// As [`new`](Self::new), for the instance of `key` (its text, and
-    /// whether metrics carry it as a label).
-    pub(crate) fn keyed(
-        spec: &'static str,
-        path: &'static str,
-        kind: SpecKind,
-        outcomes: &'static [Outcome],
-        switches: Switches,
-        listeners: Arc<Listeners>,
-        key: Option<(Arc<str>, bool)>,
-    ) -> Self {
         let telemetry = Self {
             spec,
             path,
@@ -325,13 +312,38 @@ impl Telemetry {
             metrics: AtomicBool::new(false),
             meters: OnceLock::new(),
             outcomes,
-            rejections: Rejections {
+            rejections: Arc::new(Rejections {
                 since_summary: AtomicU64::new(0),
                 summary_at_ms: AtomicU64::new(NEVER),
-            },
+            }),
             origin: Instant::now(),
             listeners,
-            key,
+            key: None,
+        };
+        telemetry.switch(switches);
+        telemetry
+    }
+
+    /// The telemetry of the instance of `key` (its text) among the keyed
+    /// instances of this one's spec: the same names, listeners and
+    /// rejection summaries (one WARN line per spec per period, not one per
+    /// key), `switches` as given. Its metrics carry `key` as a label with
+    /// `label`; without it, they add to the spec's counters and histograms,
+    /// and it registers no gauges (one series cannot hold the state of many
+    /// instances).
+    pub(crate) fn for_key(&self, key: Arc<str>, label: bool, switches: Switches) -> Self {
+        let telemetry = Self {
+            spec: self.spec,
+            path: self.path,
+            kind: self.kind,
+            logging: AtomicBool::new(false),
+            metrics: AtomicBool::new(false),
+            meters: OnceLock::new(),
+            outcomes: self.outcomes,
+            rejections: Arc::clone(&self.rejections),
+            origin: self.origin,
+            listeners: Arc::clone(&self.listeners),
+            key: Some((key, label)),
         };
         telemetry.switch(switches);
         telemetry
@@ -386,11 +398,6 @@ impl Telemetry {
         }
     }
 
-    /// The outcomes a call through this kind of spec can have.
-    pub(crate) fn outcomes(&self) -> &'static [Outcome] {
-        self.outcomes
-    }
-
     /// Whether the spec logs.
     #[inline]
     pub(crate) fn logging(&self) -> bool {
@@ -415,11 +422,6 @@ impl Telemetry {
         self.key.as_ref().map(|(k, _)| Arc::clone(k))
     }
 
-    /// The listeners this telemetry publishes to.
-    pub(crate) fn listeners(&self) -> &Arc<Listeners> {
-        &self.listeners
-    }
-
     /// The labels of this spec's series: `spec`, `path`, `key` when the
     /// instance is keyed and labels it, then `extra`.
     pub(crate) fn labels(&self, extra: &[(&'static str, &'static str)]) -> Vec<Label> {
@@ -440,8 +442,12 @@ impl Telemetry {
         metrics::counter!(name, self.labels(extra))
     }
 
-    /// A gauge of this spec, registered now.
+    /// A gauge of this spec, registered now; a no-op for a keyed instance
+    /// whose metrics do not carry its key.
     pub(crate) fn gauge(&self, name: &'static str) -> Gauge {
+        if let Some((_, false)) = &self.key {
+            return Gauge::noop();
+        }
         metrics::gauge!(name, self.labels(&[]))
     }
 
