@@ -910,7 +910,7 @@ fn the_known_settings_listed_are_those_of_the_type_with_each_tables_keys() {
          `failure_rate_threshold`, `minimum_required_calls`, `wait_duration_in_open_state`, \
          `permitted_calls_in_half_open_state`, `count_based` (a table: `window_size`), \
          `slow_call` (a table: `duration_threshold`, `rate_threshold`), `max_wait_in_half_open`, \
-         `keys` (a table: `max`, `idle_timeout`, `label_metrics`)"
+         `keys` (a table: `max`, `idle_timeout`, `label_metrics`, `max_open_percent`)"
     );
     let err = pet_err(&pet(&format!("{REQUIRED}\n{TIME}\nzzz = 1")));
     let rule = &only(&err).rule;

@@ -276,6 +276,7 @@ impl fmt::Write for Text {
 /// | `keys.max` | `1000` | a whole number in 1..=1000000: the most keys with an instance at once |
 /// | `keys.idle_timeout` | `"10m"` | more than `0s`: a key unused this long is dropped when a new key arrives |
 /// | `keys.label_metrics` | `false` | `true` labels the instances' metrics with `key` (one series per key) |
+/// | `keys.max_open_percent` | `100` | a whole number in 1..=100, breakers only: the most keys whose breakers may be open at once, in percent of the keys (at least one); a breaker that would open past it stays closed |
 ///
 /// The settings apply to the keyed instances only: a spec used without
 /// `key` ignores them.
@@ -293,6 +294,9 @@ pub struct KeySettings {
     pub idle_timeout: Duration,
     /// Whether the instances' metrics carry a `key` label.
     pub label_metrics: bool,
+    /// Breakers only: the most keys whose breakers may have opened on their
+    /// own at once, in percent of the keys (at least one key may).
+    pub max_open_percent: u8,
 }
 
 impl Default for KeySettings {
@@ -301,6 +305,7 @@ impl Default for KeySettings {
             max: 1000,
             idle_timeout: Duration::from_secs(600),
             label_metrics: false,
+            max_open_percent: 100,
         }
     }
 }
@@ -311,8 +316,9 @@ const MAX_KEYS: u64 = 1_000_000;
 
 impl KeySettings {
     /// Reads and validates a spec's `keys` table, recording every problem
-    /// found; the defaults when the table is absent.
-    pub fn read(s: &mut Section<'_>) -> Option<Self> {
+    /// found; the defaults when the table is absent. `breaker`: whether the
+    /// spec is a circuit breaker's, which alone takes `max_open_percent`.
+    pub fn read(s: &mut Section<'_>, breaker: bool) -> Option<Self> {
         let defaults = Self::default();
         s.table("keys", |t| {
             let max = t.int("max", Some(u64::from(defaults.max)), 1, MAX_KEYS);
@@ -325,10 +331,19 @@ impl KeySettings {
                 Some(d) => d,
             };
             let label_metrics = t.bool("label_metrics", defaults.label_metrics);
+            let max_open_percent = if breaker {
+                t.alias("max_ejection_percent", "max_open_percent", |_| {
+                    "Envoy's outlier detection cap, for the keys of one breaker spec; unlike Envoy's 10, the default is 100 (no cap)".into()
+                });
+                t.int("max_open_percent", Some(100), 1, 100)
+            } else {
+                Some(100)
+            };
             Some(Self {
                 max: u32::try_from(max?).ok()?,
                 idle_timeout: idle?,
                 label_metrics: label_metrics?,
+                max_open_percent: u8::try_from(max_open_percent?).ok()?,
             })
         })
         .unwrap_or(Some(defaults))

@@ -753,3 +753,130 @@ fn two_workers_churning_64_keys_through_16_never_make_two_instances_of_a_key() {
         .sum();
     assert_eq!(busy, 0, "every place came back");
 }
+
+// ---------------------------------------------------------------- the open cap
+
+#[derive(CircuitBreakerSpec)]
+#[spec("test.keyed.capped")]
+struct CappedBreaker;
+
+#[circuit_breakable(CappedBreaker, key = host)]
+async fn capped(hits: &Hits, host: &str, down: bool) -> Result<u32, TestError> {
+    hits.hit(host);
+    if down {
+        Err(TestError::Down)
+    } else {
+        Ok(200)
+    }
+}
+
+/// Ten hosts, five of them failing, at most 20 % open: two breakers open,
+/// the other three failing hosts keep being reached; when one open breaker
+/// closes again, the next failing host may open.
+#[tokio::test(start_paused = true)]
+async fn at_most_max_open_percent_of_the_keys_open_at_once() {
+    let r = registry::<CappedBreaker>(with(
+        host_section(table([("max_open_percent", int(20))])),
+        "wait_duration_in_open_state",
+        s("1s"),
+    ));
+    let hits = Hits::default();
+    let hosts: Vec<String> = (0..10).map(|i| format!("h{i}")).collect();
+    let failing = |h: &str| ["h0", "h1", "h2", "h3", "h4"].contains(&h);
+    r.scope(async {
+        for h in &hosts {
+            let _ = capped(&hits, h, false).await; // all ten keys exist
+        }
+        for _ in 0..8 {
+            for h in &hosts {
+                let _ = capped(&hits, h, failing(h)).await;
+            }
+        }
+    })
+    .await;
+    let k = keys::<CappedBreaker>(&r);
+    let open: Vec<String> = states(&k)
+        .into_iter()
+        .filter(|(_, s)| *s == State::Open)
+        .map(|(h, _)| h)
+        .collect();
+    assert_eq!(open, ["h0", "h1"], "two of ten keys: 20 %");
+    assert_eq!(k.ejected, 2);
+    assert!(k.held_closed > 0);
+    // The held hosts were reached by every call (1 + 8); the open ones
+    // until their third failure made 4 calls, 75 % failed.
+    assert_eq!((hits.of("h0"), hits.of("h2"), hits.of("h4")), (4, 9, 9));
+    // h0 recovers: its probe succeeds and its breaker closes, which frees
+    // an ejection for h2, the next to fail.
+    tokio::time::advance(Duration::from_secs(1)).await;
+    r.scope(async {
+        assert_eq!(capped(&hits, "h0", false).await.expect("probe"), 200);
+        let _ = capped(&hits, "h2", true).await;
+    })
+    .await;
+    let k = keys::<CappedBreaker>(&r);
+    let open: Vec<String> = states(&k)
+        .into_iter()
+        .filter(|(_, s)| *s != State::Closed)
+        .map(|(h, _)| h)
+        .collect();
+    assert_eq!(open, ["h1", "h2"]);
+    assert_eq!(k.ejected, 2);
+}
+
+#[tokio::test]
+async fn at_least_one_key_may_open_whatever_the_percent() {
+    let r = registry::<CappedBreaker>(host_section(table([("max_open_percent", int(1))])));
+    let hits = Hits::default();
+    r.scope(async {
+        for _ in 0..5 {
+            let _ = capped(&hits, "a", true).await;
+            let _ = capped(&hits, "b", true).await;
+        }
+    })
+    .await;
+    let k = keys::<CappedBreaker>(&r);
+    assert_eq!(
+        states(&k),
+        [
+            ("a".to_owned(), State::Open),
+            ("b".to_owned(), State::Closed)
+        ]
+    );
+    assert_eq!((hits.of("a"), hits.of("b")), (4, 5));
+}
+
+#[test]
+fn max_open_percent_is_a_breaker_s_and_envoy_s_name_is_answered() {
+    let limit = Registry::builder()
+        .spec::<TenantLimit>()
+        .build(&root(vec![(
+            TenantLimit::PATH,
+            table([
+                ("limit", int(1)),
+                ("keys", table([("max_open_percent", int(20))])),
+            ]),
+        )]))
+        .expect_err("a limit has no open keys");
+    assert_eq!(limit.len(), 1);
+    assert!(
+        limit[0]
+            .to_string()
+            .contains("key `keys.max_open_percent` is not a known setting"),
+        "{}",
+        limit[0]
+    );
+    let breaker = Registry::builder()
+        .spec::<HostBreaker>()
+        .build(&root(vec![(
+            HostBreaker::PATH,
+            host_section(table([("max_ejection_percent", int(10))])),
+        )]))
+        .expect_err("Envoy's name");
+    assert_eq!(breaker.len(), 1);
+    let shown = breaker[0].to_string();
+    assert!(
+        shown.contains("keys.max_ejection_percent") && shown.contains("max_open_percent"),
+        "{shown}"
+    );
+}

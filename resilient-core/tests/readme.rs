@@ -231,7 +231,7 @@ fn keys_table_keys_are_one_set() {
         ALL,
         &[table(&[("keys", table(&[]))])],
         |s| {
-            let _ = KeySettings::read(s);
+            let _ = KeySettings::read(s, true);
         },
     );
 }

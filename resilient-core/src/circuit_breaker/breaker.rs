@@ -18,8 +18,8 @@
 //! the time to the next call. A stamp only ever moves forward to a later
 //! generation, so a late writer cannot overwrite a newer period's.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge};
@@ -29,7 +29,7 @@ use super::settings::{CircuitBreakerSettings, WAIT_MAX};
 use super::window::{Counts, Record, Window};
 use super::Metrics;
 use crate::error::State;
-use crate::registry::{Tag, Versions};
+use crate::registry::{KeyShare, Tag, Versions};
 use crate::telemetry::Telemetry;
 
 const TAG_SHIFT: u32 = 62;
@@ -142,6 +142,11 @@ pub struct Breaker {
     closed: AtomicU64,
     rejected: AtomicU64,
     meters: OnceLock<BreakerMeters>,
+    /// A keyed breaker's share with the other keys of its spec: opening on
+    /// its own takes one of the ejections `keys.max_open_percent` allows.
+    share: OnceLock<Arc<KeyShare>>,
+    /// Whether this breaker holds an ejection now.
+    ejected: AtomicBool,
 }
 
 /// The settings a breaker runs with, and their waits in its clock's units.
@@ -247,6 +252,8 @@ impl Breaker {
             closed: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             meters: OnceLock::new(),
+            share: OnceLock::new(),
+            ejected: AtomicBool::new(false),
         };
         breaker.register_meters();
         breaker
@@ -417,6 +424,39 @@ impl Breaker {
         true
     }
 
+    /// The window says open (the state word was `w`): opens, unless this is
+    /// a keyed breaker and `keys.max_open_percent` of its spec's keys are
+    /// open already, in which case it stays closed and keeps counting.
+    fn open_on_failures(&self, w: u64) {
+        let Some(share) = self.share.get() else {
+            self.open_from(w, State::Closed);
+            return;
+        };
+        if !share.try_eject() {
+            if self.telemetry.logging() {
+                let t = &self.telemetry;
+                let (spec, path, key) = (t.spec, t.path, t.key());
+                tracing::debug!(
+                    target: "resilient::circuit_breaker",
+                    spec, path, key,
+                    "circuit breaker stays closed: `keys.max_open_percent` of the keys are open already"
+                );
+            }
+            return;
+        }
+        // Marked before the state moves: a transition back to closed on
+        // another thread gives the ejection back.
+        self.ejected.store(true, Ordering::Release);
+        if !self.open_from(w, State::Closed) && self.ejected.swap(false, Ordering::AcqRel) {
+            share.release();
+        }
+    }
+
+    /// Joins the keys of a keyed spec (see [`KeyShare`]).
+    pub(crate) fn join(&self, share: &Arc<KeyShare>) {
+        let _ = self.share.set(Arc::clone(share));
+    }
+
     fn reject(&self, state: State) -> State {
         self.rejected.fetch_add(1, Ordering::Relaxed);
         crate::telemetry::log_rejection!(
@@ -434,8 +474,13 @@ impl Breaker {
             .is_ok()
     }
 
-    /// The breaker moved from `from` to `to`: metrics, listeners, logs.
+    /// The breaker moved from `from` to `to`: metrics, listeners, logs, and
+    /// a keyed breaker's ejection given back when it no longer opened on
+    /// its own.
     fn transition(&self, from: State, to: State) {
+        if matches!(to, State::Closed | State::Disabled | State::ForcedOpen) {
+            self.give_back_ejection();
+        }
         if let Some(m) = self.meters() {
             m.transitions[state_index(to)].increment(1);
             m.state.set(state_value(to));
@@ -506,7 +551,7 @@ impl Breaker {
                     };
                     if let Some(counts) = window.record(record, gen, now) {
                         if self.should_open(counts) {
-                            self.open_from(w, State::Closed);
+                            self.open_on_failures(w);
                         }
                     }
                     return;
@@ -577,6 +622,14 @@ impl Breaker {
             State::Open => self.until_half_open().is_some_and(|left| left.is_zero()),
             State::HalfOpen => true,
             State::ForcedOpen => false,
+        }
+    }
+
+    fn give_back_ejection(&self) {
+        if self.ejected.swap(false, Ordering::AcqRel) {
+            if let Some(share) = self.share.get() {
+                share.release();
+            }
         }
     }
 
@@ -680,6 +733,14 @@ impl Breaker {
             _ => {}
         }
         notes
+    }
+}
+
+impl Drop for Breaker {
+    /// A keyed breaker evicted (or its registry dropped) while it holds an
+    /// ejection gives it back.
+    fn drop(&mut self) {
+        self.give_back_ejection();
     }
 }
 

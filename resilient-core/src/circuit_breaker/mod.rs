@@ -100,7 +100,7 @@ use breaker::{End, Taken};
 use crate::error::Error;
 use crate::keyed::PartitionKey;
 use crate::outcome::{self, Fail};
-use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec};
+use crate::registry::{CallInstance, Key, KeyShare, Mechanism, Part, Sealed, Shared, Spec};
 use crate::settings::Section;
 use crate::spec::{Classify, SpecKind, Verdict};
 use crate::telemetry::{Outcome, Telemetry};
@@ -152,9 +152,14 @@ impl Mechanism for Breaker {
     }
 
     const KEYED: bool = true;
+    const EJECTS: bool = true;
 
     fn evictable(&self) -> bool {
         Breaker::evictable(self)
+    }
+
+    fn join(&self, share: &Arc<KeyShare>) {
+        Breaker::join(self, share);
     }
 }
 

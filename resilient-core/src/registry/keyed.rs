@@ -14,7 +14,7 @@
 //! writers keep when each recent epoch started. A key last used in epoch
 //! `e` has been idle at least since epoch `e + 1` started.
 use std::collections::VecDeque;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -48,6 +48,62 @@ struct Entry<M> {
     used: AtomicU64,
 }
 
+/// What the keyed instances of one spec share: how many keys there are,
+/// and how many of them are ejected (breakers that opened on their own),
+/// against `keys.max_open_percent`. Not a public API.
+#[derive(Debug)]
+pub struct KeyShare {
+    keys: AtomicUsize,
+    ejected: AtomicUsize,
+    percent: AtomicU8,
+    /// Ejections refused by the cap, since the start.
+    held: AtomicU64,
+}
+
+impl KeyShare {
+    fn new(percent: u8) -> Self {
+        Self {
+            keys: AtomicUsize::new(0),
+            ejected: AtomicUsize::new(0),
+            percent: AtomicU8::new(percent),
+            held: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes one ejection, if fewer than `max_open_percent` of the keys
+    /// (at least one) are ejected now; counts a refusal otherwise.
+    pub(crate) fn try_eject(&self) -> bool {
+        let keys = self.keys.load(Ordering::Relaxed);
+        let percent = usize::from(self.percent.load(Ordering::Relaxed));
+        let allowed = (keys.saturating_mul(percent) / 100).max(1);
+        let taken = self
+            .ejected
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |e| {
+                (e < allowed).then_some(e + 1)
+            })
+            .is_ok();
+        if !taken {
+            self.held.fetch_add(1, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    /// Gives an ejection back: the breaker closed, or went.
+    pub(crate) fn release(&self) {
+        let _ = self
+            .ejected
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |e| e.checked_sub(1));
+    }
+
+    /// Keys ejected now, and how many ejections the cap refused.
+    pub(crate) fn ejections(&self) -> (usize, u64) {
+        (
+            self.ejected.load(Ordering::Relaxed),
+            self.held.load(Ordering::Relaxed),
+        )
+    }
+}
+
 /// What the instances of one spec are built from.
 pub(crate) struct Keyed<M: Mechanism> {
     map: Map<M>,
@@ -58,6 +114,7 @@ pub(crate) struct Keyed<M: Mechanism> {
     overflowed: AtomicU64,
     overflow_logged_ms: AtomicU64,
     origin: Instant,
+    share: Arc<KeyShare>,
     make: Mutex<Make<M>>,
 }
 
@@ -126,6 +183,7 @@ impl<M: Mechanism> Keyed<M> {
             overflowed: AtomicU64::new(0),
             overflow_logged_ms: AtomicU64::new(u64::MAX),
             origin: now,
+            share: Arc::new(KeyShare::new(keys.max_open_percent)),
             make: Mutex::new(Make {
                 settings,
                 keys,
@@ -189,7 +247,7 @@ impl<M: Mechanism> Keyed<M> {
             }
             // Marked and never put back: a sweep would have removed it.
             self.map.remove(key, &guard);
-            make.count = make.count.saturating_sub(1);
+            self.forgot_one(&mut make);
         }
         let now = Instant::now();
         self.sweep(&mut make, now);
@@ -212,13 +270,21 @@ impl<M: Mechanism> Keyed<M> {
                 .for_key(Arc::from(key), make.keys.label_metrics, make.switches);
         let instance = Arc::new(M::build(make.settings.clone(), telemetry));
         instance.telemetry_switched();
+        instance.join(&self.share);
         let entry = Entry {
             instance: Arc::clone(&instance),
             used: AtomicU64::new(self.epoch.load(Ordering::Relaxed)),
         };
         self.map.insert(Box::from(key), entry, &guard);
         make.count += 1;
+        self.share.keys.store(make.count, Ordering::Relaxed);
         instance
+    }
+
+    /// One key less in the map.
+    fn forgot_one(&self, make: &mut Make<M>) {
+        make.count = make.count.saturating_sub(1);
+        self.share.keys.store(make.count, Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, Make<M>> {
@@ -272,7 +338,7 @@ impl<M: Mechanism> Keyed<M> {
                 .map(|since| now.saturating_duration_since(since));
             if idle_for.is_some_and(|d| d >= idle) && self.take_out(entry, used) {
                 self.map.remove(key, &guard);
-                make.count = make.count.saturating_sub(1);
+                self.forgot_one(make);
                 make.skip_scans = 0;
             }
         }
@@ -303,7 +369,7 @@ impl<M: Mechanism> Keyed<M> {
             }
             if self.take_out(entry, used) {
                 self.map.remove(key, &guard);
-                make.count = make.count.saturating_sub(1);
+                self.forgot_one(make);
                 wanted -= 1;
             }
         }
@@ -362,9 +428,12 @@ impl<M: Mechanism> Keyed<M> {
                 KeyStatus::new(text, entry.instance.status())
             })
             .collect();
+        let (ejected, held_closed) = self.share.ejections();
         KeysSnapshot {
             count,
             overflowed: self.overflowed.load(Ordering::Relaxed),
+            ejected,
+            held_closed,
             shown,
         }
     }
@@ -382,6 +451,9 @@ impl<M: Mechanism> Keyed<M> {
         make.keys = keys;
         make.switches = switches;
         make.skip_scans = 0;
+        self.share
+            .percent
+            .store(keys.max_open_percent, Ordering::Relaxed);
         let guard = self.map.guard();
         let mut notes = Vec::new();
         for (_, entry) in self.map.iter(&guard) {

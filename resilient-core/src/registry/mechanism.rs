@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
-use super::keyed::Keyed;
+use super::keyed::{KeyShare, Keyed};
 use super::snapshot::{KeysSnapshot, Part};
 use crate::keyed::KeySettings;
 use crate::settings::Section;
@@ -67,6 +67,16 @@ pub trait Mechanism: Sealed + Send + Sync + Sized + 'static {
     /// key, see [`keyed`](crate::keyed)).
     #[doc(hidden)]
     const KEYED: bool = false;
+
+    /// Whether its keyed instances can be "ejected" (a breaker that opens on
+    /// its own), and so take `keys.max_open_percent`.
+    #[doc(hidden)]
+    const EJECTS: bool = false;
+
+    /// A keyed instance just built learns what its keys share: the count
+    /// of keys and of ejected ones (see [`KeyShare`]).
+    #[doc(hidden)]
+    fn join(&self, _share: &Arc<KeyShare>) {}
 
     /// Whether a fresh instance would be the same as this one now, so that a
     /// keyed instance can be dropped without losing anything a call would
@@ -136,6 +146,7 @@ pub struct SpecEntry {
 struct KeyedFns {
     build: fn(&AnyInstance, KeySettings) -> Option<Arc<dyn KeyedInstances>>,
     install: fn(&'static dyn KeyedInstances),
+    ejects: bool,
 }
 
 inventory::collect!(SpecEntry);
@@ -165,6 +176,7 @@ impl SpecEntry {
                 Some(KeyedFns {
                     build: build_keyed::<S::Mechanism>,
                     install: install_keyed::<S>,
+                    ejects: <S::Mechanism as Mechanism>::EJECTS,
                 })
             } else {
                 None
@@ -205,6 +217,11 @@ impl SpecEntry {
     /// Whether the spec takes `key = ..`, and so reads a `keys` table.
     pub(crate) fn keyed(&self) -> bool {
         self.keyed.is_some()
+    }
+
+    /// Whether its keys' instances can be ejected (`keys.max_open_percent`).
+    pub(crate) fn ejects(&self) -> bool {
+        self.keyed.is_some_and(|k| k.ejects)
     }
 
     /// The spec's keyed instances (none yet), around its own instance

@@ -53,6 +53,8 @@ use crate::error::{Error, Unconfigured};
 use crate::keyed::KeySettings;
 use crate::settings::{self, Problem, Section, Value, UNKNOWN_KEY};
 use crate::telemetry::{Event, GlobalTelemetry, Listeners, Telemetry, TelemetrySettings};
+#[doc(hidden)]
+pub use keyed::KeyShare;
 pub(crate) use keyed::Keyed;
 use mechanism::{AnySettings, Instance, KeyedInstances};
 
@@ -279,7 +281,7 @@ fn read_all<'e>(
             let settings = entry.read(&mut section);
             let keys = entry
                 .keyed()
-                .then(|| KeySettings::read(&mut section).ok_or(()));
+                .then(|| KeySettings::read(&mut section, entry.ejects()).ok_or(()));
             section.finish();
             Some(Pending {
                 raw: raw_section(root, entry.path),

@@ -165,6 +165,12 @@ pub struct KeysSnapshot {
     /// Calls that found `max` keys none of which could go, and ran under
     /// the spec's own instance, since the start.
     pub overflowed: u64,
+    /// Breakers only: keys whose breakers opened on their own and have not
+    /// closed since (counted against `keys.max_open_percent`).
+    pub ejected: usize,
+    /// Breakers only: times a key's breaker would have opened and stayed
+    /// closed, `keys.max_open_percent` of the keys being open already.
+    pub held_closed: u64,
     /// The first [`SHOWN`](Self::SHOWN) keys in text order, each with its
     /// instance's state.
     pub shown: Vec<KeyStatus>,
