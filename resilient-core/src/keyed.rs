@@ -117,7 +117,7 @@ use crate::settings::Section;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot key an instance",
     label = "a key must be a string, an integer, or implement `PartitionKey`",
-    note = "key by the value's text: a `&str` or `String` (`key = host.as_str()`), an integer, an IP address; wrap a `Display` type as `resilient_core::keyed::DisplayKey(&value)`; or implement `resilient_core::keyed::PartitionKey` for `{Self}`"
+    note = "key by a value with a text: a string or an integer, such as a field (`key = req.tenant_id`), or an IP address; wrap a `Display` type as `resilient_core::keyed::DisplayKey(&value)`; or implement `resilient_core::keyed::PartitionKey` for `{Self}`"
 )]
 pub trait PartitionKey {
     /// Calls `f` with the key's text.

@@ -160,28 +160,28 @@ where
     BreakerCall::new(ops, instance)
 }
 
-/// Starts a call through the breaker of `key` among the keyed breakers of
-/// `S` (`#[circuit_breakable(S, key = ..)]`).
+/// Starts a call through the breaker of the key whose text is `key` among
+/// the keyed breakers of `S` (`#[circuit_breakable(S, key = ..)]`).
 #[inline(always)]
-pub fn circuit_breaker_keyed<S, T, E, K>(
+pub fn circuit_breaker_keyed<S, T, E>(
     _: BreakerOf<S, T, E>,
-    key: &K,
+    key: &str,
 ) -> BreakerCall<'static, impl Fn(&Result<T, E>) -> Verdict + Copy>
 where
     S: CircuitBreakerSpec,
     S::Classifier: Classify<T, E>,
-    K: PartitionKey + ?Sized,
 {
     let ops = crate::circuit_breaker::ops::<S, T, E>();
-    let instance = key.with_text(|text| crate::registry::lookup_keyed(ops.key, text));
+    let instance = crate::registry::lookup_keyed(ops.key, key);
     BreakerCall::new(ops, instance)
 }
 
-/// A key expression's value, checked where the user wrote it: what
-/// `key = ..` passes on.
+/// Starts a keyed call (`start`) with the text of a key expression's value,
+/// checked where the user wrote it: the only bound on the key, so that a
+/// key that is no `PartitionKey` is reported once, at the key.
 #[inline(always)]
-pub fn key<K: PartitionKey + ?Sized>(key: &K) -> &K {
-    key
+pub fn key<K: PartitionKey + ?Sized, R>(key: &K, start: impl FnOnce(&str) -> R) -> R {
+    key.with_text(start)
 }
 
 /// The hedging spec `S` for a fn returning `R`; see [`retry_ops`].
@@ -325,25 +325,19 @@ pub fn rate_limited(spec: SpecRef<RateLimiter>) -> RateCall {
     RateCall::new(spec.0, crate::registry::lookup(spec.0))
 }
 
-/// Starts a call under the concurrency limit of `key` among the keyed
-/// limits of `spec`.
+/// Starts a call under the concurrency limit of the key whose text is `key`
+/// among the keyed limits of `spec`.
 #[inline(always)]
-pub fn concurrency_limit_keyed<K: PartitionKey + ?Sized>(
-    spec: SpecRef<Limiter>,
-    key: &K,
-) -> LimitCall<'static> {
-    let instance = key.with_text(|text| crate::registry::lookup_keyed(spec.0, text));
+pub fn concurrency_limit_keyed(spec: SpecRef<Limiter>, key: &str) -> LimitCall<'static> {
+    let instance = crate::registry::lookup_keyed(spec.0, key);
     LimitCall::new(spec.0, instance)
 }
 
-/// Starts a call under the rate limiter of `key` among the keyed rate
-/// limiters of `spec`.
+/// Starts a call under the rate limiter of the key whose text is `key`
+/// among the keyed rate limiters of `spec`.
 #[inline(always)]
-pub fn rate_limited_keyed<K: PartitionKey + ?Sized>(
-    spec: SpecRef<RateLimiter>,
-    key: &K,
-) -> RateCall {
-    let instance = key.with_text(|text| crate::registry::lookup_keyed(spec.0, text));
+pub fn rate_limited_keyed(spec: SpecRef<RateLimiter>, key: &str) -> RateCall {
+    let instance = crate::registry::lookup_keyed(spec.0, key);
     RateCall::new(spec.0, instance)
 }
 

@@ -127,7 +127,11 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
             return Err(value_given(all.clone()));
         }
         if input.peek(Token![=]) && path.is_ident("key") {
-            return Err(key_without_spec(kind, &path));
+            return Err(if kind.keyed() {
+                key_without_spec(kind, &path)
+            } else {
+                takes_no_key(kind, syn::spanned::Spanned::span(&path))
+            });
         }
         if input.peek(Token![=]) {
             return Err(syn::Error::new_spanned(
@@ -143,13 +147,7 @@ pub(crate) fn parse_spec(kind: Kind, tokens: TokenStream, span: Span) -> syn::Re
             if input.peek(syn::Ident) && input.peek2(Token![=]) {
                 let key: syn::Ident = input.parse()?;
                 if key == "key" {
-                    return Err(syn::Error::new(
-                        key.span(),
-                        format!(
-                            "`#[{name}]` takes no `key`: one instance per key is for `#[circuit_breakable]`, `#[rate_limited]` and `#[concurrency_limit]`; a {} spec has one instance",
-                            kind.derive_name().trim_end_matches("Spec").to_lowercase()
-                        ),
-                    ));
+                    return Err(takes_no_key(kind, key.span()));
                 }
                 return Err(syn::Error::new(
                     key.span(),
@@ -182,7 +180,87 @@ fn key_without_spec(kind: Kind, key: &Path) -> syn::Error {
     )
 }
 
+/// `key = ..` on an attribute with one instance per spec.
+fn takes_no_key(kind: Kind, span: Span) -> syn::Error {
+    syn::Error::new(
+        span,
+        format!(
+            "`#[{}]` takes no `key`: one instance per key is for `#[circuit_breakable]`, `#[rate_limited]` and `#[concurrency_limit]`; a {} spec has one instance",
+            kind.attr_name(),
+            kind.derive_name().trim_end_matches("Spec").to_lowercase()
+        ),
+    )
+}
+
 const KEY_TAKES: &str = "`key` takes an expression over the fn's arguments whose value picks the instance, such as `key = host` or `key = req.tenant_id`";
+
+/// How a keyed attribute words a slip after its spec: `key` without a
+/// value, or a word where `key = ..` goes.
+const KEYED_SYNTAX: meta::Syntax = meta::Syntax {
+    strings: false,
+    no_key: |e| {
+        syn::Error::new(
+            e.span(),
+            format!("expected `key = ..` after the spec: {KEY_TAKES}"),
+        )
+    },
+    no_eq: |word, _| {
+        if word == "key" {
+            return syn::Error::new(word.span(), KEY_TAKES);
+        }
+        syn::Error::new(
+            word.span(),
+            format!(
+                "expected `key = ..` after the spec, not `{word}`: write `key = {word}` for one instance per value of `{word}`, or remove it"
+            ),
+        )
+    },
+    no_value: |word, e| {
+        if word == "key" {
+            return syn::Error::new(word.span(), KEY_TAKES);
+        }
+        e
+    },
+};
+
+/// `name = value` after a keyed attribute's spec, where only `key = ..`
+/// goes: a misspelt `key`, a bound of the keyed instances (`max_keys`,
+/// whose place is the config's `keys` table), or any other setting.
+fn not_a_keyed_option(kind: Kind, name: &syn::Ident, value: &syn::Expr) -> syn::Error {
+    let attr = kind.attr_name();
+    let path = kind.example_path();
+    let written = match meta::ungroup(value) {
+        v @ (syn::Expr::Lit(_) | syn::Expr::Path(_)) => {
+            quote::quote!(#v).to_string().replace(' ', "")
+        }
+        _ => "..".to_owned(),
+    };
+    let text = name.to_string();
+    let bound = ["keys_", "key_"]
+        .iter()
+        .find_map(|p| text.strip_prefix(p))
+        .or_else(|| ["_keys", "_key"].iter().find_map(|p| text.strip_suffix(p)))
+        .unwrap_or(&text);
+    let bounds = "the bounds of the keyed instances go in the spec's config section";
+    let message = if ["max", "idle_timeout", "label_metrics"].contains(&bound) {
+        format!(
+            "`#[{attr}]` takes only `key = ..` after the spec, not `{name}`: {bounds}, as `keys = {{ {bound} = {written} }}` under `[{path}]`"
+        )
+    } else if text == "keys" {
+        format!(
+            "`#[{attr}]` takes only `key = ..` after the spec, not `keys`: for one instance per value, write `key = {written}`; {bounds}, as `keys = {{ max = 1000 }}` under `[{path}]`"
+        )
+    } else if crate::diag::did_you_mean(&text, &["key"]).is_some() {
+        format!(
+            "`#[{attr}]` has no argument `{name}`; did you mean `key = {written}`? After the spec it takes only `key = ..`"
+        )
+    } else {
+        format!(
+            "`#[{attr}]` takes only `key = ..` after the spec, not `{name}`: settings go in the spec's config section, such as `{name} = ..` under `[{path}]`"
+        )
+    };
+    syn::Error::new(name.span(), message)
+}
 
 /// Parses `#[circuit_breakable(Spec)]` or `#[circuit_breakable(Spec, key =
 /// expr)]` (and the same for the limits): the spec as every attribute reads
@@ -201,27 +279,43 @@ pub(crate) fn parse_keyed(kind: Kind, tokens: TokenStream, span: Span) -> syn::R
     let spec = parse_spec(kind, spec_tokens, span)?;
     let rest: TokenStream = rest.collect();
     let name = kind.attr_name();
-    let items =
-        (|input: ParseStream<'_>| meta::parse_items(input, &meta::Syntax::SYN)).parse2(rest)?;
+    let parser = |input: ParseStream<'_>| {
+        // A second spec, as in `#[rate_limited(ARate, BRate)]`.
+        let second = input.fork().parse::<Path>().ok();
+        if second.is_some_and(|p| {
+            p.segments
+                .iter()
+                .any(|s| s.ident.to_string().starts_with(char::is_uppercase))
+        }) && !input.peek2(Token![=])
+        {
+            return Err(syn::Error::new_spanned(
+                input.parse::<TokenStream>()?,
+                format!(
+                    "`#[{name}]` takes exactly one spec; remove this (to combine mechanisms, add one attribute per spec)"
+                ),
+            ));
+        }
+        meta::parse_items(input, &KEYED_SYNTAX)
+    };
+    let items = parser.parse2(rest)?;
     let mut errors = Errors::default();
     let mut key = None;
     for item in items {
         match (meta::key(&item), &item) {
             (Some(k), NestedMeta::Meta(syn::Meta::NameValue(nv))) if k == "key" => {
                 if key.is_some() {
-                    errors.push(syn::Error::new(k.span(), "`key` is given more than once; keep one"));
+                    errors.push(syn::Error::new(
+                        k.span(),
+                        "`key` is given more than once; keep one",
+                    ));
                 } else {
                     key = Some(nv.value.clone());
                 }
             }
-            (Some(k), _) => errors.push(syn::Error::new(
-                k.span(),
-                format!(
-                    "`#[{name}]` takes only `key = ..` after the spec, not `{k}`: settings go in the spec's config section, such as `{k} = ..` under `[{}]`",
-                    kind.example_path()
-                ),
-            )),
-            (None, _) => errors.push(syn::Error::new(span, KEY_TAKES)),
+            (Some(k), NestedMeta::Meta(syn::Meta::NameValue(nv))) => {
+                errors.push(not_a_keyed_option(kind, k, &nv.value));
+            }
+            (Some(_) | None, _) => errors.push(syn::Error::new(span, KEY_TAKES)),
         }
     }
     errors.finish()?;
@@ -515,6 +609,7 @@ pub(crate) fn parse_chaos(tokens: TokenStream, span: Span) -> syn::Result<LayerA
                 key.span(),
                 "`outcome` is given more than once; keep one",
             )),
+            Some(key) if key == "key" => errors.push(takes_no_key(Kind::Chaos, key.span())),
             Some(key) => errors.push(syn::Error::new(
                 key.span(),
                 format!(

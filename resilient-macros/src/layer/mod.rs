@@ -34,22 +34,27 @@ pub(crate) fn inside_guard(span: Span, inner: TokenStream) -> TokenStream {
     }
 }
 
-/// A keyed layer's start: `start` given the key, a reference to the value
-/// of the user's `key` expression. The reference is bound in a `let` of its
-/// own, so that a temporary the expression makes lives through the start;
-/// the key's requirement (`PartitionKey`) is checked at the expression.
+/// A keyed layer's start: `start` given the key, the text of the value of
+/// the user's `key` expression. The value is bound in a `let` of its own,
+/// so that a temporary the expression makes lives through the start. The
+/// key's requirement (`PartitionKey`) is the only bound on it, checked at
+/// the expression, once: the start takes the key's text. The call is at
+/// the spec, as the unkeyed start is, so that a wrong spec is reported
+/// there once too (the start's type is part of the call's).
 pub(crate) fn keyed(
     span: Span,
     key: &syn::Expr,
     start: impl FnOnce(&TokenStream) -> TokenStream,
 ) -> TokenStream {
     let at = syn::spanned::Spanned::span(key);
-    let checked = quote_spanned!(at=> ::resilient_core::__private::key(__resilient_key));
-    let start = start(&checked);
+    let text = quote_spanned!(span=> __resilient_text);
+    let start = start(&text);
+    let value = quote_spanned!(at=> __resilient_key);
+    let checked = quote_spanned!(span=> ::resilient_core::__private::key(#value, |#text| #start));
     quote_spanned! {span=>
         {
             let __resilient_key = &(#key);
-            #start
+            #checked
         }
     }
 }

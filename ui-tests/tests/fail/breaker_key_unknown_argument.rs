@@ -1,0 +1,15 @@
+//! `key = hots` where the fn's argument is `host`: the error points at the
+//! misspelt name.
+use resilient_core::{circuit_breakable, CircuitBreakerSpec};
+use ui_tests::UiError;
+
+#[derive(CircuitBreakerSpec)]
+#[spec("ui.breaker.host")]
+pub struct HostBreaker;
+
+#[circuit_breakable(HostBreaker, key = hots)]
+pub async fn fetch(host: &str, path: &str) -> Result<String, UiError> {
+    Ok(format!("https://{host}{path}"))
+}
+
+fn main() {}
