@@ -27,13 +27,16 @@
 //!
 //! # Keys
 //!
-//! A key is its text: the expression's value must implement
-//! [`PartitionKey`], which strings, integers, `char`, `bool` and IP
-//! addresses do, and any `Display` type does when wrapped in
-//! [`DisplayKey`]. Two values with the same text share an instance, whatever
-//! their types (a `&str` host in one fn and a `String` in another reach one
-//! breaker), and the text is what logs, events and the snapshot show. A key
-//! of at most 64 bytes is looked up without allocating.
+//! The expression's value must implement [`PartitionKey`], which strings,
+//! integers, `char`, `bool` and IP addresses do, and any `Display` type
+//! does when wrapped in [`DisplayKey`]. A key is a text or a whole number
+//! ([`KeyRef`]): two texts that are equal are one key whatever their types
+//! (a `&str` host in one fn and a `String` in another reach one breaker),
+//! and so are two equal numbers (a `u32` tenant id and a `u64` one); a
+//! number and its text (`42` and `"42"`) are two keys. A number is looked
+//! up as a number, never written out as text on the way; logs, events and
+//! the snapshot show it in decimal. A `DisplayKey` of at most 64 bytes of
+//! text is looked up without allocating.
 //!
 //! # Bounds
 //!
@@ -97,37 +100,72 @@ use std::time::Duration;
 
 use crate::settings::Section;
 
-/// A value that can key an instance: its text.
+/// A value that can key an instance: a text or a whole number.
 ///
 /// Implemented for strings, integers, `char`, `bool`, IP and socket
 /// addresses, and references to any of them; wrap any other `Display` type
 /// in [`DisplayKey`], or implement it for your type:
 ///
 /// ```
-/// use resilient_core::keyed::PartitionKey;
+/// use resilient_core::keyed::{KeyRef, PartitionKey};
 ///
 /// pub struct TenantId(u32);
 ///
 /// impl PartitionKey for TenantId {
-///     fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
-///         self.0.with_text(f)
+///     fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+///         self.0.with_key(f)
 ///     }
 /// }
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot key an instance",
     label = "a key must be a string, an integer, or implement `PartitionKey`",
-    note = "key by a value with a text: a string or an integer, such as a field (`key = req.tenant_id`), or an IP address; wrap a `Display` type as `resilient_core::keyed::DisplayKey(&value)`; or implement `resilient_core::keyed::PartitionKey` for `{Self}`"
+    note = "key by a string or an integer, such as a field (`key = req.tenant_id`), or an IP address; wrap a `Display` type as `resilient_core::keyed::DisplayKey(&value)`; or implement `resilient_core::keyed::PartitionKey` for `{Self}`"
 )]
 pub trait PartitionKey {
-    /// Calls `f` with the key's text.
-    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R;
+    /// Calls `f` with the key.
+    fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R;
+}
+
+/// A key as a call gives it: a text, or a whole number (looked up without
+/// being written out as text). The two are apart: `"42"` and `42` are two
+/// keys. Logs, events and the snapshot show a number in decimal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRef<'a> {
+    /// A text key.
+    Text(&'a str),
+    /// A whole-number key (any integer type; `u128` above `i128::MAX` is
+    /// keyed by its text).
+    Int(i128),
+}
+
+/// Hashed as the keyed map's own keys are: the text's bytes, or the
+/// number, in one write each (a text and a number that hash alike are still
+/// two keys: they never compare equal).
+impl std::hash::Hash for KeyRef<'_> {
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match self {
+            KeyRef::Text(t) => state.write(t.as_bytes()),
+            KeyRef::Int(n) => state.write_i128(*n),
+        }
+    }
+}
+
+impl KeyRef<'_> {
+    /// The key as text: what logs, events and the snapshot show.
+    pub fn to_text(self) -> Arc<str> {
+        match self {
+            KeyRef::Text(t) => Arc::from(t),
+            KeyRef::Int(n) => Arc::from(itoa::Buffer::new().format(n)),
+        }
+    }
 }
 
 impl PartitionKey for str {
     #[inline]
-    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
-        f(self)
+    fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+        f(KeyRef::Text(self))
     }
 }
 
@@ -135,8 +173,8 @@ macro_rules! by_deref {
     ($($t:ty),*) => {$(
         impl PartitionKey for $t {
             #[inline]
-            fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
-                f(self)
+            fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+                f(KeyRef::Text(self))
             }
         }
     )*};
@@ -146,15 +184,15 @@ by_deref!(String, Box<str>, Arc<str>, Rc<str>, Cow<'_, str>);
 
 impl<T: PartitionKey + ?Sized> PartitionKey for &T {
     #[inline]
-    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
-        (**self).with_text(f)
+    fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+        (**self).with_key(f)
     }
 }
 
 impl<T: PartitionKey + ?Sized> PartitionKey for &mut T {
     #[inline]
-    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
-        (**self).with_text(f)
+    fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+        (**self).with_key(f)
     }
 }
 
@@ -162,32 +200,56 @@ macro_rules! integers {
     ($($t:ty),*) => {$(
         impl PartitionKey for $t {
             #[inline]
-            fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
-                f(itoa::Buffer::new().format(*self))
+            fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+                f(KeyRef::Int(i128::from(*self)))
             }
         }
     )*};
 }
 
-integers!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
+integers!(u8, u16, u32, u64, i8, i16, i32, i64, i128);
+
+impl PartitionKey for usize {
+    #[inline]
+    fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+        (*self as u64).with_key(f)
+    }
+}
+
+impl PartitionKey for isize {
+    #[inline]
+    fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+        (*self as i64).with_key(f)
+    }
+}
+
+impl PartitionKey for u128 {
+    #[inline]
+    fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+        match i128::try_from(*self) {
+            Ok(n) => f(KeyRef::Int(n)),
+            Err(_) => f(KeyRef::Text(itoa::Buffer::new().format(*self))),
+        }
+    }
+}
 
 impl PartitionKey for char {
-    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
-        f(self.encode_utf8(&mut [0; 4]))
+    fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+        f(KeyRef::Text(self.encode_utf8(&mut [0; 4])))
     }
 }
 
 impl PartitionKey for bool {
-    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
-        f(if *self { "true" } else { "false" })
+    fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+        f(KeyRef::Text(if *self { "true" } else { "false" }))
     }
 }
 
 macro_rules! by_display {
     ($($t:ty),*) => {$(
         impl PartitionKey for $t {
-            fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
-                DisplayKey(self).with_text(f)
+            fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+                DisplayKey(self).with_key(f)
             }
         }
     )*};
@@ -220,11 +282,11 @@ by_display!(IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr);
 pub struct DisplayKey<T>(pub T);
 
 impl<T: fmt::Display> PartitionKey for DisplayKey<T> {
-    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+    fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
         let mut text = Text::Inline([0; INLINE], 0);
         // A `Display` impl that fails keys by what it wrote until then.
         let _ = write!(text, "{}", self.0);
-        f(text.as_str())
+        f(KeyRef::Text(text.as_str()))
     }
 }
 
@@ -355,16 +417,23 @@ mod tests {
     use super::*;
 
     fn text(k: impl PartitionKey) -> String {
-        k.with_text(str::to_owned)
+        k.with_key(|k| k.to_text().to_string())
+    }
+
+    fn owned(k: impl PartitionKey) -> (bool, String) {
+        k.with_key(|k| (matches!(k, KeyRef::Int(_)), k.to_text().to_string()))
     }
 
     #[test]
-    fn keys_of_any_type_with_one_text_are_one_key() {
-        assert_eq!(text("7"), "7");
-        assert_eq!(text(String::from("7")), "7");
-        assert_eq!(text(7u8), "7");
-        assert_eq!(text(-7i64), "-7");
-        assert_eq!(text(u128::MAX), u128::MAX.to_string());
+    fn strings_are_text_keys_and_integers_number_keys() {
+        assert_eq!(owned("7"), (false, "7".into()));
+        assert_eq!(owned(String::from("7")), (false, "7".into()));
+        assert_eq!(owned(7u8), (true, "7".into()));
+        assert_eq!(owned(-7i64), (true, "-7".into()));
+        assert_eq!(owned(usize::MAX), (true, usize::MAX.to_string()));
+        assert_eq!(owned(i128::MIN), (true, i128::MIN.to_string()));
+        assert_eq!(owned(u128::MAX), (false, u128::MAX.to_string()));
+        assert!(7u16.with_key(|a| 7u64.with_key(|b| a == b)));
         assert_eq!(text('é'), "é");
         assert_eq!(text(true), "true");
         assert_eq!(text(IpAddr::from([10, 0, 0, 1])), "10.0.0.1");

@@ -21,7 +21,7 @@ pub use crate::fallback::{
 use crate::hedging::HedgeCall;
 pub use crate::hedging::{unarmed as hedge_unarmed, HedgeStep, Hedges, Hedging, HedgingSpec};
 pub use crate::http::Http;
-use crate::keyed::PartitionKey;
+use crate::keyed::{KeyRef, PartitionKey};
 pub use crate::outcome::{Fail, ResultType};
 use crate::rate_limiter::RateCall;
 pub use crate::rate_limiter::{RateLimiter, RateLimiterSpec};
@@ -160,12 +160,12 @@ where
     BreakerCall::new(ops, instance)
 }
 
-/// Starts a call through the breaker of the key whose text is `key` among
+/// Starts a call through the breaker of the key `key` among
 /// the keyed breakers of `S` (`#[circuit_breakable(S, key = ..)]`).
 #[inline(always)]
 pub fn circuit_breaker_keyed<S, T, E>(
     _: BreakerOf<S, T, E>,
-    key: &str,
+    key: KeyRef<'_>,
 ) -> BreakerCall<'static, impl Fn(&Result<T, E>) -> Verdict + Copy>
 where
     S: CircuitBreakerSpec,
@@ -180,8 +180,8 @@ where
 /// checked where the user wrote it: the only bound on the key, so that a
 /// key that is no `PartitionKey` is reported once, at the key.
 #[inline(always)]
-pub fn key<K: PartitionKey + ?Sized, R>(key: &K, start: impl FnOnce(&str) -> R) -> R {
-    key.with_text(start)
+pub fn key<K: PartitionKey + ?Sized, R>(key: &K, start: impl FnOnce(KeyRef<'_>) -> R) -> R {
+    key.with_key(start)
 }
 
 /// The hedging spec `S` for a fn returning `R`; see [`retry_ops`].
@@ -325,18 +325,18 @@ pub fn rate_limited(spec: SpecRef<RateLimiter>) -> RateCall {
     RateCall::new(spec.0, crate::registry::lookup(spec.0))
 }
 
-/// Starts a call under the concurrency limit of the key whose text is `key`
+/// Starts a call under the concurrency limit of the key `key`
 /// among the keyed limits of `spec`.
 #[inline(always)]
-pub fn concurrency_limit_keyed(spec: SpecRef<Limiter>, key: &str) -> LimitCall<'static> {
+pub fn concurrency_limit_keyed(spec: SpecRef<Limiter>, key: KeyRef<'_>) -> LimitCall<'static> {
     let instance = crate::registry::lookup_keyed(spec.0, key);
     LimitCall::new(spec.0, instance)
 }
 
-/// Starts a call under the rate limiter of the key whose text is `key`
+/// Starts a call under the rate limiter of the key `key`
 /// among the keyed rate limiters of `spec`.
 #[inline(always)]
-pub fn rate_limited_keyed(spec: SpecRef<RateLimiter>, key: &str) -> RateCall {
+pub fn rate_limited_keyed(spec: SpecRef<RateLimiter>, key: KeyRef<'_>) -> RateCall {
     let instance = crate::registry::lookup_keyed(spec.0, key);
     RateCall::new(spec.0, instance)
 }

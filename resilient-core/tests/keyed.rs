@@ -176,12 +176,20 @@ async fn a_failing_host_opens_its_own_breaker_and_no_other() {
     assert_eq!((own.state, own.window.total), (State::Closed, 1));
 }
 
+/// Equal texts are one key whatever their types, and so are equal numbers;
+/// a number and its text are two keys.
 #[tokio::test]
-async fn keys_of_different_types_with_one_text_share_one_instance() {
+async fn equal_texts_share_an_instance_and_so_do_equal_numbers() {
     #[circuit_breakable(HostBreaker, key = port)]
     async fn by_port(hits: &Hits, port: u16) -> Result<u32, TestError> {
         hits.hit("port");
         let _ = port;
+        Err(TestError::Down)
+    }
+    #[circuit_breakable(HostBreaker, key = id)]
+    async fn by_id(hits: &Hits, id: u64) -> Result<u32, TestError> {
+        hits.hit("id");
+        let _ = id;
         Err(TestError::Down)
     }
     #[circuit_breakable(HostBreaker, key = name.clone())]
@@ -200,23 +208,40 @@ async fn keys_of_different_types_with_one_text_share_one_instance() {
     let r = registry::<HostBreaker>(host_section(table([])));
     let hits = Hits::default();
     r.scope(async {
+        // The number 8080: a u16 and a u64 reach one breaker.
         let _ = by_port(&hits, 8080).await;
-        let _ = by_name(&hits, "8080".to_owned()).await;
-        let _ = by_display(&hits, 8080).await;
-        let _ = by_port(&hits, 8080).await; // the fourth failure opens it
-        let rejected = by_name(&hits, "8080".to_owned()).await;
-        assert!(is(&rejected, |e| matches!(
+        let _ = by_id(&hits, 8080).await;
+        let _ = by_port(&hits, 8080).await;
+        let _ = by_id(&hits, 8080).await; // the fourth failure opens it
+        assert!(is(&by_port(&hits, 8080).await, |e| matches!(
             e,
             Error::CallNotPermitted { .. }
         )));
+        // The text "8080": a String and a DisplayKey reach another one,
+        // still closed.
+        let _ = by_name(&hits, "8080".to_owned()).await;
+        let _ = by_display(&hits, 8080).await;
+        assert!(matches!(
+            by_name(&hits, "8080".to_owned()).await,
+            Err(TestError::Down)
+        ));
     })
     .await;
     assert_eq!(
-        (hits.of("port"), hits.of("name"), hits.of("display")),
-        (2, 1, 1)
+        (
+            hits.of("port"),
+            hits.of("id"),
+            hits.of("name"),
+            hits.of("display")
+        ),
+        (2, 2, 2, 1)
     );
     let k = keys::<HostBreaker>(&r);
-    assert_eq!(states(&k), [("8080".to_owned(), State::Open)]);
+    assert_eq!(k.count, 2);
+    let shown = states(&k);
+    assert!(shown.iter().all(|(key, _)| key == "8080"), "{shown:?}");
+    assert!(shown.contains(&("8080".to_owned(), State::Open)));
+    assert!(shown.contains(&("8080".to_owned(), State::Closed)));
 }
 
 #[tokio::test(start_paused = true)]

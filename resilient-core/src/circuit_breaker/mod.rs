@@ -212,7 +212,7 @@ pub trait CircuitBreakerSpec: Spec<Mechanism = Breaker> + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn for_key(key: &(impl PartitionKey + ?Sized)) -> Result<CircuitBreakerHandle<Self>, Error> {
-        key.with_text(crate::registry::handle_keyed::<Self>)
+        key.with_key(crate::registry::handle_keyed::<Self>)
             .map(|inner| CircuitBreakerHandle {
                 inner,
                 _spec: PhantomData,

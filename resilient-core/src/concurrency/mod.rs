@@ -99,7 +99,7 @@ pub trait ConcurrencyLimitSpec: Spec<Mechanism = Limiter> + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn for_key(key: &(impl PartitionKey + ?Sized)) -> Result<ConcurrencyLimitHandle<Self>, Error> {
-        key.with_text(crate::registry::handle_keyed::<Self>)
+        key.with_key(crate::registry::handle_keyed::<Self>)
             .map(|inner| ConcurrencyLimitHandle {
                 inner,
                 _spec: PhantomData,

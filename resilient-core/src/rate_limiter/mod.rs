@@ -94,7 +94,7 @@ pub trait RateLimiterSpec: Spec<Mechanism = RateLimiter> + Sized {
     /// [`Error::NotConfigured`] when the registry in use has no settings for
     /// this spec.
     fn for_key(key: &(impl PartitionKey + ?Sized)) -> Result<RateLimiterHandle<Self>, Error> {
-        key.with_text(crate::registry::handle_keyed::<Self>)
+        key.with_key(crate::registry::handle_keyed::<Self>)
             .map(|inner| RateLimiterHandle {
                 inner,
                 _spec: PhantomData,

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::mechanism::Mechanism;
 use super::snapshot::{KeyStatus, KeysSnapshot};
-use crate::keyed::KeySettings;
+use crate::keyed::{KeyRef, KeySettings};
 use crate::telemetry::Switches;
 
 /// An entry's recency once a sweep has taken it out: a call that finds it
@@ -40,7 +40,45 @@ const SKIP_FOR: Duration = Duration::from_secs(1);
 /// At most one WARN line about overflowing keys per this period.
 const OVERFLOW_LOG_MS: u64 = 10_000;
 
-type Map<M> = papaya::HashMap<Box<str>, Entry<M>, foldhash::fast::RandomState>;
+type Map<M> = papaya::HashMap<OwnedKey, Entry<M>, foldhash::fast::RandomState>;
+
+/// A key as the map keeps it; looked up by a [`KeyRef`], which hashes the
+/// same way.
+#[derive(Debug, PartialEq, Eq)]
+enum OwnedKey {
+    Text(Box<str>),
+    Int(i128),
+}
+
+impl std::hash::Hash for OwnedKey {
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match self {
+            OwnedKey::Text(t) => KeyRef::Text(t).hash(state),
+            OwnedKey::Int(n) => KeyRef::Int(*n).hash(state),
+        }
+    }
+}
+
+impl From<KeyRef<'_>> for OwnedKey {
+    fn from(key: KeyRef<'_>) -> Self {
+        match key {
+            KeyRef::Text(t) => OwnedKey::Text(Box::from(t)),
+            KeyRef::Int(n) => OwnedKey::Int(n),
+        }
+    }
+}
+
+impl papaya::Equivalent<OwnedKey> for KeyRef<'_> {
+    #[inline]
+    fn equivalent(&self, key: &OwnedKey) -> bool {
+        match (self, key) {
+            (KeyRef::Text(a), OwnedKey::Text(b)) => *a == &**b,
+            (KeyRef::Int(a), OwnedKey::Int(b)) => a == b,
+            _ => false,
+        }
+    }
+}
 
 /// One key's instance and the epoch of its last use.
 struct Entry<M> {
@@ -197,12 +235,12 @@ impl<M: Mechanism> Keyed<M> {
         }
     }
 
-    /// The instance of the key whose text is `key`: the one in the map, a
-    /// new one, or (with `max` keys none of which can go) the spec's own.
+    /// The instance of `key`: the one in the map, a new one, or (with
+    /// `max` keys none of which can go) the spec's own.
     #[inline]
-    pub(crate) fn get(&self, key: &str) -> Arc<M> {
+    pub(crate) fn get(&self, key: KeyRef<'_>) -> Arc<M> {
         let guard = self.map.guard();
-        if let Some(entry) = self.map.get(key, &guard) {
+        if let Some(entry) = self.map.get(&key, &guard) {
             if let Some(instance) = self.claim(entry) {
                 return instance;
             }
@@ -236,17 +274,17 @@ impl<M: Mechanism> Keyed<M> {
 
     #[cold]
     #[inline(never)]
-    fn get_slow(&self, key: &str) -> Arc<M> {
+    fn get_slow(&self, key: KeyRef<'_>) -> Arc<M> {
         let mut make = self.lock();
         let guard = self.map.guard();
         // Another call may have added the key (or a sweep put it back)
         // while this one waited.
-        if let Some(entry) = self.map.get(key, &guard) {
+        if let Some(entry) = self.map.get(&key, &guard) {
             if let Some(instance) = self.claim(entry) {
                 return instance;
             }
             // Marked and never put back: a sweep would have removed it.
-            self.map.remove(key, &guard);
+            self.map.remove(&key, &guard);
             self.forgot_one(&mut make);
         }
         let now = Instant::now();
@@ -267,7 +305,7 @@ impl<M: Mechanism> Keyed<M> {
         let telemetry =
             self.base
                 .telemetry()
-                .for_key(Arc::from(key), make.keys.label_metrics, make.switches);
+                .for_key(key.to_text(), make.keys.label_metrics, make.switches);
         let instance = Arc::new(M::build(make.settings.clone(), telemetry));
         instance.telemetry_switched();
         instance.join(&self.share);
@@ -275,7 +313,7 @@ impl<M: Mechanism> Keyed<M> {
             instance: Arc::clone(&instance),
             used: AtomicU64::new(self.epoch.load(Ordering::Relaxed)),
         };
-        self.map.insert(Box::from(key), entry, &guard);
+        self.map.insert(OwnedKey::from(key), entry, &guard);
         make.count += 1;
         self.share.keys.store(make.count, Ordering::Relaxed);
         instance
@@ -350,11 +388,11 @@ impl<M: Mechanism> Keyed<M> {
     /// that the keys used from now on rank above the ones that are not.
     fn evict_least_recent(&self, make: &mut Make<M>, now: Instant) {
         let guard = self.map.guard();
-        let mut candidates: Vec<(u64, &str, &Entry<M>)> = self
+        let mut candidates: Vec<(u64, &OwnedKey, &Entry<M>)> = self
             .map
             .iter(&guard)
             .filter(|(_, e)| Arc::strong_count(&e.instance) == 1 && e.instance.evictable())
-            .map(|(k, e)| (e.used.load(Ordering::Relaxed), &**k, e))
+            .map(|(k, e)| (e.used.load(Ordering::Relaxed), k, e))
             .filter(|(used, _, _)| *used != EVICTED)
             .collect();
         // Down to an eighth under `max`: after a reload lowered `max`, the
@@ -411,22 +449,19 @@ impl<M: Mechanism> Keyed<M> {
             make.count
         };
         let guard = self.map.guard();
-        let mut keys: Vec<(&Box<str>, &Entry<M>)> = self.map.iter(&guard).collect();
+        let mut keys: Vec<(Arc<str>, &Entry<M>)> = self
+            .map
+            .iter(&guard)
+            .filter_map(|(_, e)| Some((e.instance.telemetry().event_key()?, e)))
+            .collect();
         if keys.len() > KeysSnapshot::SHOWN {
-            keys.select_nth_unstable_by(KeysSnapshot::SHOWN - 1, |a, b| a.0.cmp(b.0));
+            keys.select_nth_unstable_by(KeysSnapshot::SHOWN - 1, |a, b| a.0.cmp(&b.0));
             keys.truncate(KeysSnapshot::SHOWN);
         }
-        keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let shown = keys
-            .iter()
-            .map(|(key, entry)| {
-                let text = entry
-                    .instance
-                    .telemetry()
-                    .event_key()
-                    .unwrap_or_else(|| Arc::from(&***key));
-                KeyStatus::new(text, entry.instance.status())
-            })
+            .into_iter()
+            .map(|(text, entry)| KeyStatus::new(text, entry.instance.status()))
             .collect();
         let (ejected, held_closed) = self.share.ejections();
         KeysSnapshot {

@@ -50,7 +50,7 @@ pub use snapshot::{KeyStatus, KeysSnapshot, Part, Snapshot, SpecSnapshot};
 pub(crate) use versions::{Pinned, Tag, Versions};
 
 use crate::error::{Error, Unconfigured};
-use crate::keyed::KeySettings;
+use crate::keyed::{KeyRef, KeySettings};
 use crate::settings::{self, Problem, Section, Value, UNKNOWN_KEY};
 use crate::telemetry::{Event, GlobalTelemetry, Listeners, Telemetry, TelemetrySettings};
 #[doc(hidden)]
@@ -1033,20 +1033,20 @@ pub(crate) fn lookup<M: Mechanism>(key: &Key<M>) -> Option<Shared<M>> {
     lookup_scoped(key)
 }
 
-/// The instance of the key whose text is `text`, among the keyed instances
-/// of `key`'s spec in the registry in use (see [`lookup`]).
+/// The instance of `of` among the keyed instances of `key`'s spec in the
+/// registry in use (see [`lookup`]).
 #[inline(always)]
-pub(crate) fn lookup_keyed<M: Mechanism>(key: &Key<M>, text: &str) -> Option<Shared<M>> {
+pub(crate) fn lookup_keyed<M: Mechanism>(key: &Key<M>, of: KeyRef<'_>) -> Option<Shared<M>> {
     if ACTIVE.load(Ordering::Acquire) == 0 {
         let keyed = (key.slot)().keyed.get().copied()?;
-        return Some(CallInstance::Owned(keyed.get(text)));
+        return Some(CallInstance::Owned(keyed.get(of)));
     }
-    lookup_keyed_scoped(key, text)
+    lookup_keyed_scoped(key, of)
 }
 
 /// [`lookup_keyed`] while a scope or default registry is alive.
 #[inline(never)]
-fn lookup_keyed_scoped<M: Mechanism>(key: &Key<M>, text: &str) -> Option<Shared<M>> {
+fn lookup_keyed_scoped<M: Mechanism>(key: &Key<M>, of: KeyRef<'_>) -> Option<Shared<M>> {
     let find = |r: &Registry| r.find_keyed::<M>((key.type_id)());
     let found = match SCOPED.try_with(find) {
         Ok(found) => found,
@@ -1055,7 +1055,7 @@ fn lookup_keyed_scoped<M: Mechanism>(key: &Key<M>, text: &str) -> Option<Shared<
             .ok()
             .flatten(),
     };
-    found.map(|keyed| CallInstance::Owned(keyed.get(text)))
+    found.map(|keyed| CallInstance::Owned(keyed.get(of)))
 }
 
 /// [`lookup`] while a scope or default registry is alive: the rare path.
@@ -1079,11 +1079,11 @@ pub(crate) fn handle<S: Spec>() -> Result<Shared<S::Mechanism>, Error> {
     lookup(key).ok_or_else(|| key.not_configured())
 }
 
-/// The handle of the instance of the key whose text is `text`, among the
-/// keyed instances of spec `S` in the registry in use.
-pub(crate) fn handle_keyed<S: Spec>(text: &str) -> Result<Shared<S::Mechanism>, Error> {
+/// The handle of the instance of `of`, among the keyed instances of spec
+/// `S` in the registry in use.
+pub(crate) fn handle_keyed<S: Spec>(of: KeyRef<'_>) -> Result<Shared<S::Mechanism>, Error> {
     let key = const { &Key::of::<S>() };
-    lookup_keyed(key, text).ok_or_else(|| key.not_configured())
+    lookup_keyed(key, of).ok_or_else(|| key.not_configured())
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use resilient_core::keyed::{DisplayKey, PartitionKey};
+use resilient_core::keyed::{DisplayKey, KeyRef, PartitionKey};
 use resilient_core::{
     circuit_breakable, concurrency_limit, rate_limited, retryable, CircuitBreakerSpec,
     ConcurrencyLimitSpec, RateLimiterSpec,
@@ -49,13 +49,13 @@ impl fmt::Display for Region {
     }
 }
 
-/// A user type that keys an instance by its own text.
+/// A user type that keys an instance by its number.
 #[derive(Clone)]
 pub struct TenantId(u32);
 
 impl PartitionKey for TenantId {
-    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
-        self.0.with_text(f)
+    fn with_key<R>(&self, f: impl FnOnce(KeyRef<'_>) -> R) -> R {
+        self.0.with_key(f)
     }
 }
 
