@@ -4,6 +4,7 @@
 //! workers, to see the lookup scale to the second worker.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::hash::BuildHasher;
 use std::hint::black_box;
 
@@ -26,16 +27,21 @@ async fn by_tenant(tenant: u64) -> Result<u32, Failed> {
     Ok(black_box(1))
 }
 
-/// The next of 1000 keys, walked by each thread on its own (no shared
-/// counter, whose cache line would move between the workers).
+/// One of 1000 keys, drawn by each thread on its own (xorshift, seeded
+/// apart per thread): calls on two workers meet on a key as often as random
+/// traffic would, and share no counter.
 fn next_key() -> u64 {
+    static SEEDS: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
     thread_local! {
-        static NEXT: Cell<u64> = const { Cell::new(0) };
+        static STATE: Cell<u64> = Cell::new(SEEDS.fetch_add(0x6a09_e667_f3bc_c909, Ordering::Relaxed) | 1);
     }
-    NEXT.with(|n| {
-        let key = n.get();
-        n.set((key + 7) % 1000);
-        key
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        x % 1000
     })
 }
 
