@@ -1,7 +1,7 @@
 //! The success path allocates nothing: a counting global allocator watches
-//! calls through a breaker and a retry, imperative and annotated, and a
-//! hedged call whose first attempt wins (at once, or after waiting, which
-//! arms the hedge's delay).
+//! calls through a breaker and a retry, imperative and annotated, a hedged
+//! call whose first attempt wins (at once, or after waiting, which arms the
+//! hedge's delay), and calls on keyed instances whose keys exist.
 
 #![allow(clippy::expect_used)] // a test that panics on an unexpected outcome is the point
 
@@ -58,6 +58,18 @@ async fn limited(x: u64) -> Result<u64, Failed> {
 async fn annotated(x: u64) -> Result<u64, Failed> {
     Ok(x + 1)
 }
+
+/// One instance per host and per tenant: a call on keys that have their
+/// instances allocates nothing either.
+#[rate_limited(Rate, key = tenant)]
+#[concurrency_limit(Concurrency, key = tenant)]
+#[circuit_breakable(Breaker, key = host)]
+async fn keyed(host: &str, tenant: u64) -> Result<u64, Failed> {
+    let _ = host;
+    Ok(tenant + 4)
+}
+
+const HOSTS: [&str; 4] = ["a.example", "b.example", "c.example", "d.example"];
 
 #[hedged(Hedge)]
 async fn hedged(x: u64, wait: bool) -> Result<u64, Failed> {
@@ -129,6 +141,11 @@ fn successful_calls_allocate_nothing() {
             let _ = annotated(0).await;
             let _ = limited(0).await;
             let _ = hedged(0, true).await;
+            for host in HOSTS {
+                for tenant in 0..4 {
+                    let _ = keyed(host, tenant).await;
+                }
+            }
             breaker.try_acquire().expect("closed").success();
 
             let before = allocations();
@@ -142,12 +159,14 @@ fn successful_calls_allocate_nothing() {
                 assert_eq!(annotated(i).await.expect("ok"), i + 1);
                 assert_eq!(limited(i).await.expect("ok"), i + 2);
                 assert_eq!(hedged(i, i % 2 == 0).await.expect("ok"), i + 3);
+                let host = HOSTS[(i % 4) as usize];
+                assert_eq!(keyed(host, i % 4).await.expect("ok"), i % 4 + 4);
             }
             allocations() - before
         }));
         assert_eq!(
             allocated, 0,
-            "{kind}: {allocated} allocations in 5000 successful calls"
+            "{kind}: {allocated} allocations in 6000 successful calls"
         );
     }
 }
