@@ -37,6 +37,22 @@ const EPOCHS: usize = 64;
 /// map, after a look found no key to drop.
 const SKIP_FOR: Duration = Duration::from_secs(1);
 
+/// The store-load fence between a call's `Arc` clone (a store to the
+/// instance's count) and its read of the entry's mark.
+///
+/// On x86 the clone is a `lock`-prefixed read-modify-write, which the
+/// processor never lets a later load pass: only the compiler must be kept
+/// from moving the load up, and a compiler fence does that. An `mfence`
+/// there cost 3 ns per call on top of the clone's 2 (measured apart, in a
+/// loop of the three steps). Elsewhere, the full fence.
+#[inline(always)]
+fn after_clone_fence() {
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+    fence(Ordering::SeqCst);
+}
+
 /// At most one WARN line about overflowing keys per this period.
 const OVERFLOW_LOG_MS: u64 = 10_000;
 
@@ -257,7 +273,7 @@ impl<M: Mechanism> Keyed<M> {
         // Pairs with the sweep's fence between marking an entry and reading
         // its count: either the sweep sees this clone and leaves the entry,
         // or this call sees the mark and goes the slow way.
-        fence(Ordering::SeqCst);
+        after_clone_fence();
         let now = self.epoch.load(Ordering::Relaxed);
         let used = entry.used.load(Ordering::Relaxed);
         if used == now {
