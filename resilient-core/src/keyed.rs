@@ -28,12 +28,14 @@
 //! # Keys
 //!
 //! The expression's value must implement [`PartitionKey`], which strings,
-//! integers, `char`, `bool` and IP addresses do, and any `Display` type
-//! does when wrapped in [`DisplayKey`]. A key is a text or a whole number
+//! integers, `char`, `bool`, and IP and socket addresses do, and any
+//! `Display` type does when wrapped in [`DisplayKey`] (`DisplayKey(&value)`,
+//! so that the argument is not moved). A key is a text or a whole number
 //! ([`KeyRef`]): two texts that are equal are one key whatever their types
 //! (a `&str` host in one fn and a `String` in another reach one breaker),
 //! and so are two equal numbers (a `u32` tenant id and a `u64` one); a
-//! number and its text (`42` and `"42"`) are two keys. A number is looked
+//! number and its text (`42` and `"42"`) are two keys (but a `u128` past
+//! `i128::MAX`, keyed by its text, is its text's key). A number is looked
 //! up as a number, never written out as text on the way; logs, events and
 //! the snapshot show it in decimal. A `DisplayKey` of at most 64 bytes of
 //! text is looked up without allocating.
@@ -46,7 +48,10 @@
 //! ```toml
 //! [resilient.circuitbreaker.host]
 //! failure_rate_threshold = 50
+//! minimum_required_calls = 4
 //! wait_duration_in_open_state = "30s"
+//! permitted_calls_in_half_open_state = 1
+//! count_based = { window_size = 10 }
 //! keys = { max = 1000, idle_timeout = "10m" }
 //! ```
 //!
@@ -55,18 +60,23 @@
 //! - At `max` keys, a new key first evicts the least recently used keys
 //!   that can go (an eighth of `max` at a time, to spread the work).
 //! - A key is never evicted while a call or a handle holds its instance,
-//!   nor while the instance holds state a fresh one would not have: a
-//!   breaker in its open wait, forced open, or closed or disabled by hand
-//!   against its settings; a limit with places taken; a rate limiter with
-//!   permits spent in its current window. A breaker past its open wait may
-//!   go (its next call would be a probe; a host nobody calls any more must
-//!   not hold its key forever), and so may a half-open one with no probe
-//!   running. An adaptive limit's learned limit is lost with its key: it
-//!   learns again from the calls that follow.
+//!   nor while the instance holds what a fresh one would undo: a breaker in
+//!   its open wait, forced open, or closed or disabled by hand against its
+//!   settings; a limit with places taken; a rate limiter with permits spent
+//!   in its current window. What an idle key may lose: a closed breaker's
+//!   counted calls; an adaptive limit's learned limit (it learns again). A
+//!   breaker past its open wait may go too (a host nobody calls any more
+//!   must not hold its key forever), and so may a half-open one with no
+//!   probe running: if the host comes back, it starts with a fresh closed
+//!   breaker, which lets up to `minimum_required_calls` calls reach it
+//!   rather than one probe.
 //! - When `max` keys are all of that kind, a call with a new key runs under
-//!   the spec's own instance (shared by every such key) until one frees:
-//!   memory stays bounded, and the overflow is logged at WARN (at most once
-//!   per 10 s) and counted in the snapshot. After a look that found no key
+//!   the spec's own instance until one frees: memory stays bounded, and the
+//!   overflow is logged at WARN (at most once per 10 s) and counted in the
+//!   snapshot. The keys that overflow share that one instance: together
+//!   they get one key's limit, and one failing host among them opens the
+//!   breaker the others (and calls without a key) go through. Size
+//!   `keys.max` above the hosts or tenants active at once. After a look that found no key
 //!   to drop, the next `max / 8 - 1` new keys go there without looking, for
 //!   at most a second. A key that ran there and then gets a place of its
 //!   own can, for as long as its calls on the spec's instance last, have
@@ -89,7 +99,10 @@
 //! `keys.label_metrics = true`: each key is then a series of its own, which
 //! a metrics backend pays for (a recorder keeps the series of evicted keys
 //! too). Without it, keyed instances add to the spec's counters and
-//! histograms and set no gauge: the gauges show the spec's own instance.
+//! histograms and set no gauge: the gauges show the spec's own instance
+//! only, so a spec called only with keys has gauges that say nothing of
+//! them (use `label_metrics`, or the snapshot). A call that overflowed to
+//! the spec's own instance is told of as that instance's (`key: None`).
 
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
@@ -372,8 +385,8 @@ impl Default for KeySettings {
     }
 }
 
-/// The most `keys.max` accepts: an instance per key is a few hundred bytes,
-/// and a bound beyond this is no bound.
+/// The most `keys.max` accepts: an instance per key is 400 bytes to 1 KB
+/// and more (a breaker's window), and a bound beyond this is no bound.
 const MAX_KEYS: u64 = 1_000_000;
 
 impl KeySettings {

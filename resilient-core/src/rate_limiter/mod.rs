@@ -78,8 +78,14 @@ pub trait RateLimiterSpec: Spec<Mechanism = RateLimiter> + Sized {
     }
     /// The instance of `key` among the spec's keyed instances (see
     /// [`keyed`](crate::keyed)): the one `key = ..` in the attribute reaches
-    /// for the same key text, made now if the key has none. While the
-    /// handle lives, the key's instance is not evicted.
+    /// for an equal key (equal texts, or equal numbers: a number and its
+    /// text are two keys), made now if the key has none. While the handle
+    /// lives, the key's instance is not evicted, and it holds one of the
+    /// spec's `keys.max` places: take a handle to act on a key, not to look
+    /// at every key (the snapshot's [`keys`](crate::SpecSnapshot::keys)
+    /// shows them without making any). When `keys.max` keys are all held,
+    /// a new key's handle is the spec's own instance, shared with every key
+    /// that overflows.
     ///
     /// ```
     /// # use resilient_core::RateLimiterSpec;

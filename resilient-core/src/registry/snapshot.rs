@@ -171,8 +171,9 @@ pub struct KeysSnapshot {
     /// Breakers only: times a key's breaker would have opened and stayed
     /// closed, `keys.max_open_percent` of the keys being open already.
     pub held_closed: u64,
-    /// The first [`SHOWN`](Self::SHOWN) keys in text order, each with its
-    /// instance's state.
+    /// The first [`SHOWN`](Self::SHOWN) keys in text order (byte order:
+    /// `"10"` before `"9"`), each with its instance's state; past `SHOWN`
+    /// keys, the counts above are the whole picture.
     pub shown: Vec<KeyStatus>,
 }
 
@@ -207,7 +208,10 @@ impl KeyStatus {
     }
 
     /// The instance's state now, if it is a `T` (as
-    /// [`SpecSnapshot::status`] reads it).
+    /// [`SpecSnapshot::status`] reads it): a breaker's
+    /// [`circuit_breaker::Metrics`](crate::circuit_breaker::Metrics), a
+    /// limit's [`concurrency::Places`](crate::concurrency::Places); a rate
+    /// limiter shows no state.
     pub fn status<T: 'static>(&self) -> Option<&T> {
         let part: &dyn Part = self.status.as_deref()?;
         part.as_any().downcast_ref()
