@@ -14,13 +14,13 @@
 //! writers keep when each recent epoch started. A key last used in epoch
 //! `e` has been idle at least since epoch `e + 1` started.
 use std::collections::VecDeque;
-use std::sync::atomic::{fence, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::mechanism::Mechanism;
+use super::mechanism::{KeyShare, Mechanism};
 use super::snapshot::{KeyStatus, KeysSnapshot};
 use crate::keyed::{KeyRef, KeySettings};
 use crate::telemetry::Switches;
@@ -100,62 +100,6 @@ impl papaya::Equivalent<OwnedKey> for KeyRef<'_> {
 struct Entry<M> {
     instance: Arc<M>,
     used: AtomicU64,
-}
-
-/// What the keyed instances of one spec share: how many keys there are,
-/// and how many of them are ejected (breakers that opened on their own),
-/// against `keys.max_open_percent`. Not a public API.
-#[derive(Debug)]
-pub struct KeyShare {
-    keys: AtomicUsize,
-    ejected: AtomicUsize,
-    percent: AtomicU8,
-    /// Ejections refused by the cap, since the start.
-    held: AtomicU64,
-}
-
-impl KeyShare {
-    fn new(percent: u8) -> Self {
-        Self {
-            keys: AtomicUsize::new(0),
-            ejected: AtomicUsize::new(0),
-            percent: AtomicU8::new(percent),
-            held: AtomicU64::new(0),
-        }
-    }
-
-    /// Takes one ejection, if fewer than `max_open_percent` of the keys
-    /// (at least one) are ejected now; counts a refusal otherwise.
-    pub(crate) fn try_eject(&self) -> bool {
-        let keys = self.keys.load(Ordering::Relaxed);
-        let percent = usize::from(self.percent.load(Ordering::Relaxed));
-        let allowed = (keys.saturating_mul(percent) / 100).max(1);
-        let taken = self
-            .ejected
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |e| {
-                (e < allowed).then_some(e + 1)
-            })
-            .is_ok();
-        if !taken {
-            self.held.fetch_add(1, Ordering::Relaxed);
-        }
-        taken
-    }
-
-    /// Gives an ejection back: the breaker closed, or went.
-    pub(crate) fn release(&self) {
-        let _ = self
-            .ejected
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |e| e.checked_sub(1));
-    }
-
-    /// Keys ejected now, and how many ejections the cap refused.
-    pub(crate) fn ejections(&self) -> (usize, u64) {
-        (
-            self.ejected.load(Ordering::Relaxed),
-            self.held.load(Ordering::Relaxed),
-        )
-    }
 }
 
 /// What the instances of one spec are built from.

@@ -28,6 +28,7 @@
 //! flight, a rate limiter the permits spent, a budget its tokens); a call
 //! in flight finishes under the settings it started with.
 
+mod entry;
 mod keyed;
 mod mechanism;
 mod snapshot;
@@ -44,8 +45,10 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-pub(crate) use mechanism::{CallInstance, Key, Sealed, Shared};
-pub use mechanism::{Mechanism, Slot, Spec, SpecEntry};
+pub(crate) use entry::{CallInstance, Key, Shared};
+pub use entry::{Slot, Spec, SpecEntry};
+pub use mechanism::Mechanism;
+pub(crate) use mechanism::Sealed;
 pub use snapshot::{KeyStatus, KeysSnapshot, Part, Snapshot, SpecSnapshot};
 pub(crate) use versions::{Pinned, Tag, Versions};
 
@@ -53,10 +56,10 @@ use crate::error::{Error, Unconfigured};
 use crate::keyed::{KeyRef, KeySettings};
 use crate::settings::{self, Problem, Section, Value, UNKNOWN_KEY};
 use crate::telemetry::{Event, GlobalTelemetry, Listeners, Telemetry, TelemetrySettings};
-#[doc(hidden)]
-pub use keyed::KeyShare;
+use entry::{AnySettings, Instance, KeyedInstances};
 pub(crate) use keyed::Keyed;
-use mechanism::{AnySettings, Instance, KeyedInstances};
+#[doc(hidden)]
+pub use mechanism::KeyShare;
 
 static INSTALLED: OnceLock<Registry> = OnceLock::new();
 
