@@ -792,6 +792,34 @@ mod tests {
         );
     }
 
+    /// Two calls fail at once on a keyed breaker's closed period: both load
+    /// the same closed word, both find the window past its threshold, both
+    /// take an ejection. A opens the breaker; B's CAS fails and it gives back
+    /// the ejection the flag holds, which is A's; B's own stays counted.
+    /// Once the breaker closes nothing gives that one back: under the default
+    /// `max_open_percent = 100`, two keys can then never be open at once.
+    #[tokio::test]
+    async fn two_calls_opening_a_keyed_breaker_at_once_leak_no_ejection() {
+        use crate::keyed::{KeyRef, KeySettings};
+        let base = Arc::new(breaker(Duration::from_secs(30)));
+        let settings = base.settings().clone();
+        let keyed = crate::registry::Keyed::new(base, settings, KeySettings::default());
+        let (host, other) = (keyed.get(KeyRef::Text("host")), keyed.get(KeyRef::Text("other")));
+        let w = host.state.load(Ordering::Acquire);
+        host.open_on_failures(w); // A
+        host.open_on_failures(w); // B, with the word it read before A's CAS
+        assert_eq!(host.state(), State::Open);
+        host.reset();
+        assert_eq!(keyed.snapshot().ejected, 0, "no key is open");
+        fail(&other);
+        fail(&host);
+        assert_eq!(
+            (other.state(), host.state()),
+            (State::Open, State::Open),
+            "both keys fail: both open (100 %)"
+        );
+    }
+
     #[test]
     fn a_deadline_has_come_once_now_reaches_it() {
         assert!(!passed(10, 9));
