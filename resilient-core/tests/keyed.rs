@@ -905,3 +905,53 @@ fn max_open_percent_is_a_breaker_s_and_envoy_s_name_is_answered() {
         "{shown}"
     );
 }
+
+/// Two dead hosts open their breakers (two of four keys, 50 %), wait past
+/// their open wait and are evicted by two new hosts. With no key left open,
+/// a live host that starts failing opens its breaker: the evicted keys'
+/// ejections came back when they went, not whenever the map frees their
+/// memory.
+#[tokio::test(start_paused = true)]
+async fn evicted_open_keys_give_their_ejections_back_when_they_go() {
+    let r = registry::<CappedBreaker>(host_section(table([
+        ("max", int(4)),
+        ("idle_timeout", s("1h")),
+        ("max_open_percent", int(50)),
+    ])));
+    let hits = Hits::default();
+    r.scope(async {
+        for h in ["dead-1", "dead-2", "live-1", "live-2"] {
+            let _ = capped(&hits, h, false).await;
+        }
+        for h in ["dead-1", "dead-2"] {
+            for _ in 0..4 {
+                let _ = capped(&hits, h, true).await;
+            }
+        }
+    })
+    .await;
+    assert_eq!(keys::<CappedBreaker>(&r).ejected, 2);
+    tokio::time::advance(Duration::from_secs(31 * 60)).await;
+    let _ = keys::<CappedBreaker>(&r); // a new epoch: the live hosts rank above the dead ones
+    r.scope(async {
+        for h in ["live-1", "live-2", "new-1", "new-2"] {
+            let _ = capped(&hits, h, false).await;
+        }
+    })
+    .await;
+    let k = keys::<CappedBreaker>(&r);
+    let mut shown: Vec<String> = states(&k).into_iter().map(|(h, _)| h).collect();
+    shown.sort();
+    assert_eq!(shown, ["live-1", "live-2", "new-1", "new-2"], "the dead hosts went");
+    assert_eq!(k.ejected, 0, "no key is open");
+    r.scope(async {
+        for _ in 0..4 {
+            let _ = capped(&hits, "live-1", true).await;
+        }
+    })
+    .await;
+    assert!(
+        states(&keys::<CappedBreaker>(&r)).contains(&("live-1".to_owned(), State::Open)),
+        "a failing host opens with no key open"
+    );
+}
