@@ -942,7 +942,11 @@ async fn evicted_open_keys_give_their_ejections_back_when_they_go() {
     let k = keys::<CappedBreaker>(&r);
     let mut shown: Vec<String> = states(&k).into_iter().map(|(h, _)| h).collect();
     shown.sort();
-    assert_eq!(shown, ["live-1", "live-2", "new-1", "new-2"], "the dead hosts went");
+    assert_eq!(
+        shown,
+        ["live-1", "live-2", "new-1", "new-2"],
+        "the dead hosts went"
+    );
     assert_eq!(k.ejected, 0, "no key is open");
     r.scope(async {
         for _ in 0..4 {
@@ -954,4 +958,40 @@ async fn evicted_open_keys_give_their_ejections_back_when_they_go() {
         states(&keys::<CappedBreaker>(&r)).contains(&("live-1".to_owned(), State::Open)),
         "a failing host opens with no key open"
     );
+}
+
+/// A key's breaker that opened on its own holds one of the openings the
+/// cap allows; forced open, disabled or reset by hand, it gives it back
+/// (and a breaker forced open by hand takes none).
+#[tokio::test]
+async fn a_breaker_taken_over_by_hand_gives_its_opening_back() {
+    let r = registry::<CappedBreaker>(host_section(table([("max_open_percent", int(50))])));
+    let hits = Hits::default();
+    let open_on_failures = |host: &'static str| {
+        let hits = &hits;
+        async move {
+            for _ in 0..4 {
+                let _ = capped(hits, host, true).await;
+            }
+        }
+    };
+    let ejected = |r: &Registry| keys::<CappedBreaker>(r).ejected;
+    let _guard = r.set_default();
+    let _ = capped(&hits, "ok", false).await; // 2 keys with the next: 1 may open
+    for (n, by_hand) in ["force_open", "disable", "reset"].into_iter().enumerate() {
+        let host = ["a", "b", "c"][n];
+        open_on_failures(host).await;
+        assert_eq!(ejected(&r), 1, "{host} opened on its own");
+        let handle = CappedBreaker::for_key(host).expect("configured");
+        match by_hand {
+            "force_open" => handle.force_open(),
+            "disable" => handle.disable(),
+            _ => handle.reset(),
+        }
+        assert_eq!(ejected(&r), 0, "{by_hand} gave it back");
+    }
+    CappedBreaker::for_key("ok")
+        .expect("configured")
+        .force_open();
+    assert_eq!(ejected(&r), 0, "forced open by hand: not counted");
 }

@@ -445,8 +445,18 @@ impl Breaker {
             return;
         }
         // Marked before the state moves: a transition back to closed on
-        // another thread gives the ejection back.
-        self.ejected.store(true, Ordering::Release);
+        // another thread gives the ejection back. One mark per breaker: a
+        // call that finds it set (another call is opening the breaker, or
+        // a close has not given its ejection back yet) gives back the one
+        // it just took.
+        if self
+            .ejected
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            share.release();
+            return;
+        }
         if !self.open_from(w, State::Closed) && self.ejected.swap(false, Ordering::AcqRel) {
             share.release();
         }
@@ -625,7 +635,9 @@ impl Breaker {
         }
     }
 
-    fn give_back_ejection(&self) {
+    /// Gives back the ejection this breaker holds, if any: it closed, was
+    /// disabled or forced open by hand, or its key was dropped.
+    pub(crate) fn give_back_ejection(&self) {
         if self.ejected.swap(false, Ordering::AcqRel) {
             if let Some(share) = self.share.get() {
                 share.release();
@@ -794,17 +806,20 @@ mod tests {
 
     /// Two calls fail at once on a keyed breaker's closed period: both load
     /// the same closed word, both find the window past its threshold, both
-    /// take an ejection. A opens the breaker; B's CAS fails and it gives back
-    /// the ejection the flag holds, which is A's; B's own stays counted.
-    /// Once the breaker closes nothing gives that one back: under the default
-    /// `max_open_percent = 100`, two keys can then never be open at once.
+    /// take an ejection. The breaker holds one mark: the second call gives
+    /// its own back, so that once the breaker closes none stays counted
+    /// (with one leaked, under the default `max_open_percent = 100`, two
+    /// keys could never be open at once).
     #[tokio::test]
     async fn two_calls_opening_a_keyed_breaker_at_once_leak_no_ejection() {
         use crate::keyed::{KeyRef, KeySettings};
         let base = Arc::new(breaker(Duration::from_secs(30)));
         let settings = base.settings().clone();
         let keyed = crate::registry::Keyed::new(base, settings, KeySettings::default());
-        let (host, other) = (keyed.get(KeyRef::Text("host")), keyed.get(KeyRef::Text("other")));
+        let (host, other) = (
+            keyed.get(KeyRef::Text("host")),
+            keyed.get(KeyRef::Text("other")),
+        );
         let w = host.state.load(Ordering::Acquire);
         host.open_on_failures(w); // A
         host.open_on_failures(w); // B, with the word it read before A's CAS

@@ -161,6 +161,10 @@ impl Mechanism for Breaker {
     fn join(&self, share: &Arc<KeyShare>) {
         Breaker::join(self, share);
     }
+
+    fn evicted(&self) {
+        self.give_back_ejection();
+    }
 }
 
 /// A circuit breaker spec: implemented by `#[derive(CircuitBreakerSpec)]`.

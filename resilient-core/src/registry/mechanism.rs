@@ -73,6 +73,12 @@ pub trait Mechanism: Sealed + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn join(&self, _share: &Arc<KeyShare>) {}
 
+    /// A keyed instance was just dropped from its spec's keys (no call or
+    /// handle holds it): what it holds of the share goes back now, not when
+    /// its memory is freed (the map frees removed entries in batches).
+    #[doc(hidden)]
+    fn evicted(&self) {}
+
     /// Whether a fresh instance would be the same as this one now, so that a
     /// keyed instance can be dropped without losing anything a call would
     /// notice: a closed breaker, a limit with no place taken, a rate limiter

@@ -160,7 +160,9 @@ impl SpecSnapshot {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct KeysSnapshot {
-    /// The keys with an instance now.
+    /// The keys with an instance now. Counted before `shown` is read, and
+    /// without stopping calls: under load the two can differ by the keys
+    /// made or dropped meanwhile.
     pub count: usize,
     /// Calls that found `max` keys none of which could go, and ran under
     /// the spec's own instance, since the start.
