@@ -51,24 +51,9 @@ impl Hits {
     }
 }
 
-/// The keyed part of `spec`'s snapshot.
-fn keys<S: Spec>(r: &Registry) -> KeysSnapshot {
-    r.snapshot()
-        .specs
-        .into_iter()
-        .find(|s| s.spec == S::NAME)
-        .and_then(|s| s.keys().cloned())
-        .expect("a keyed spec has keys in its snapshot")
-}
-
 /// How many keys `spec` has (none: no keys part in its snapshot).
 fn key_count<S: Spec>(r: &Registry) -> usize {
-    r.snapshot()
-        .specs
-        .into_iter()
-        .find(|s| s.spec == S::NAME)
-        .and_then(|s| s.keys().map(|k| k.count))
-        .unwrap_or(0)
+    keys_of::<S>(r).map_or(0, |k| k.count)
 }
 
 /// Each shown key with its breaker's state.
@@ -329,7 +314,6 @@ async fn an_open_breaker_is_never_evicted_idle_or_at_the_maximum() {
 #[tokio::test]
 async fn a_hundred_thousand_keys_keep_at_most_max_instances() {
     let r = registry::<HostBreaker>(host_section(table([("max", int(100))])));
-    let hits = Hits::default();
     let most = r
         .scope(async {
             let mut most = 0;
@@ -359,7 +343,6 @@ async fn a_hundred_thousand_keys_keep_at_most_max_instances() {
         .shown
         .iter()
         .all(|s| s.key.parse::<u64>().expect("id") >= 99_800));
-    let _ = hits;
 }
 
 // ---------------------------------------------------------------- limits per key
@@ -485,19 +468,45 @@ fn two_workers_over_a_thousand_keys_keep_one_place_per_key() {
     }
 
     let r = registry::<ShardLimit>(table([("limit", int(1))]));
+    // Neighbouring tasks share keys: every key is hit by several at once.
+    let (a, j) = on_two_workers(&r, 64, 200, |t, i| (t * 31 + i * 7) % 1000, write);
+    assert_eq!(a + j, 64 * 200);
+    assert!(a > 0);
+    assert_eq!(PEAK.load(Ordering::SeqCst), 1, "one place per key");
+    let k = keys::<ShardLimit>(&r);
+    assert_eq!((k.count, k.overflowed), (1000, 0));
+    let busy: u32 = r.sync_scope(|| {
+        (0..1000usize)
+            .map(|shard| ShardLimit::for_key(&shard).expect("configured").in_use())
+            .sum()
+    });
+    assert_eq!(busy, 0, "every place of the 1000 keys came back");
+}
+
+/// `tasks` tasks on two workers, each making `calls` calls of `write`, each
+/// call in a task of its own (as a server makes them) under `r`, on the key
+/// `key(task, call)`: how many calls were admitted, and how many rejected.
+fn on_two_workers<F, Fut>(
+    r: &Registry,
+    tasks: usize,
+    calls: usize,
+    key: fn(usize, usize) -> usize,
+    write: F,
+) -> (u64, u64)
+where
+    F: Fn(usize) -> Fut + Copy + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), TestError>> + Send + 'static,
+{
     let (admitted, rejected) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     two_workers().block_on(async {
-        let tasks: Vec<_> = (0..64usize)
+        let tasks: Vec<_> = (0..tasks)
             .map(|t| {
                 let (r, admitted, rejected) =
                     (r.clone(), Arc::clone(&admitted), Arc::clone(&rejected));
                 tokio::spawn(async move {
-                    for i in 0..200usize {
-                        // Neighbouring tasks share keys: every key is hit by
-                        // several tasks at once.
-                        let shard = (t * 31 + i * 7) % 1000;
-                        let r = r.clone();
-                        let call = tokio::spawn(async move { r.scope(write(shard)).await });
+                    for i in 0..calls {
+                        let (r, k) = (r.clone(), key(t, i));
+                        let call = tokio::spawn(async move { r.scope(write(k)).await });
                         match call.await.expect("call") {
                             Ok(()) => admitted.fetch_add(1, Ordering::Relaxed),
                             Err(_) => rejected.fetch_add(1, Ordering::Relaxed),
@@ -510,23 +519,10 @@ fn two_workers_over_a_thousand_keys_keep_one_place_per_key() {
             t.await.expect("task");
         }
     });
-    let (a, j) = (
+    (
         admitted.load(Ordering::Relaxed),
         rejected.load(Ordering::Relaxed),
-    );
-    assert_eq!(a + j, 64 * 200);
-    assert!(a > 0);
-    assert_eq!(PEAK.load(Ordering::SeqCst), 1, "one place per key");
-    let k = keys::<ShardLimit>(&r);
-    assert_eq!((k.count, k.overflowed), (1000, 0));
-    let busy: u32 = r
-        .snapshot()
-        .specs
-        .iter()
-        .flat_map(|s| s.keys().into_iter().flat_map(|k| k.shown.iter()))
-        .map(|s| s.status::<Places>().expect("places").permits_in_use)
-        .sum();
-    assert_eq!(busy, 0, "every place came back");
+    )
 }
 
 // ---------------------------------------------------------------- rate limits per key
@@ -735,33 +731,7 @@ fn two_workers_churning_64_keys_through_16_never_make_two_instances_of_a_key() {
         ("limit", int(1)),
         ("keys", table([("max", int(16))])),
     ]));
-    let (admitted, rejected) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    two_workers().block_on(async {
-        let tasks: Vec<_> = (0..8usize)
-            .map(|t| {
-                let (r, admitted, rejected) =
-                    (r.clone(), Arc::clone(&admitted), Arc::clone(&rejected));
-                tokio::spawn(async move {
-                    for i in 0..2000usize {
-                        let shard = (t * 13 + i * 5) % 64;
-                        let r = r.clone();
-                        let call = tokio::spawn(async move { r.scope(write(shard)).await });
-                        match call.await.expect("call") {
-                            Ok(()) => admitted.fetch_add(1, Ordering::Relaxed),
-                            Err(_) => rejected.fetch_add(1, Ordering::Relaxed),
-                        };
-                    }
-                })
-            })
-            .collect();
-        for t in tasks {
-            t.await.expect("task");
-        }
-    });
-    let (a, j) = (
-        admitted.load(Ordering::Relaxed),
-        rejected.load(Ordering::Relaxed),
-    );
+    let (a, j) = on_two_workers(&r, 8, 2000, |t, i| (t * 13 + i * 5) % 64, write);
     assert_eq!(a + j, 8 * 2000);
     assert_eq!(
         PEAK.load(Ordering::SeqCst),

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use resilient_core::circuit_breaker::State;
-use resilient_core::registry::KeysSnapshot;
 use resilient_core::settings::Value;
 use resilient_core::{
     circuit_breakable, concurrency_limit, CircuitBreakerSpec, ConcurrencyLimitSpec, Error,
@@ -26,15 +25,6 @@ enum TestError {
     Down,
     #[error(transparent)]
     Resilience(#[from] Error),
-}
-
-fn keys<S: Spec>(r: &Registry) -> KeysSnapshot {
-    r.snapshot()
-        .specs
-        .into_iter()
-        .find(|s| s.spec == S::NAME)
-        .and_then(|s| s.keys().cloned())
-        .expect("keys")
 }
 
 fn metrics_on() -> (&'static str, Value) {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use resilient_core::circuit_breaker::State;
-use resilient_core::{CircuitBreakerSpec, Spec};
+use resilient_core::CircuitBreakerSpec;
 
 #[derive(CircuitBreakerSpec)]
 #[spec("keyed.race.host")]
@@ -78,14 +78,7 @@ fn breakers_opened_by_threads_at_once_give_every_ejection_back() {
     for t in threads {
         t.join().expect("thread");
     }
-    let snapshot = r.snapshot();
-    let keys = snapshot
-        .specs
-        .iter()
-        .find(|s| s.spec == RaceBreaker::NAME)
-        .and_then(|s| s.keys())
-        .expect("keys");
-    let leaked = keys.ejected;
+    let leaked = keys::<RaceBreaker>(&r).ejected;
     for k in 0..KEYS {
         let h = RaceBreaker::for_key(&format!("k{k}")).expect("configured");
         for _ in 0..2 {

@@ -4,14 +4,17 @@
 //! workers, to see the lookup scale to the second worker.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::hash::BuildHasher;
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{Criterion, Throughput};
 use resilient_core::circuit_breakable;
 
-use super::{breaker_only, current_thread, install, spread_over_tasks, Breaker, Failed};
+use super::{
+    breaker_only, current_thread, install, multi_thread, on_workers, spread_over_tasks, Breaker,
+    Failed,
+};
 
 const HOST: &str = "api.example.com";
 
@@ -82,18 +85,11 @@ pub fn keyed(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed breaker success, 64 tasks over 1000 keys");
     g.throughput(Throughput::Elements(1));
     for workers in [1, 2] {
-        let rt = match tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .enable_time()
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => panic!("{e}"),
-        };
+        let rt = multi_thread(workers);
         for key in 0..1000u64 {
             assert!(rt.block_on(by_tenant(key)).is_ok(), "key {key}");
         }
-        let on = format!("{workers} worker{}", if workers == 1 { "" } else { "s" });
+        let on = on_workers(workers);
         g.bench_function(format!("resilient no key, {on}"), |bench| {
             bench.iter_custom(|iters| {
                 spread_over_tasks(&rt, iters, || async {

@@ -190,6 +190,23 @@ fn install() {
     });
 }
 
+/// A multi-thread runtime with `workers` worker threads.
+fn multi_thread(workers: usize) -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// "1 worker", "2 workers": how a group names its runtime.
+fn on_workers(workers: usize) -> String {
+    format!("{workers} worker{}", if workers == 1 { "" } else { "s" })
+}
+
 fn current_thread() -> tokio::runtime::Runtime {
     match tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -494,14 +511,7 @@ fn breaker_tasks(c: &mut Criterion) {
     let striped = &*Box::leak(Box::new(striped));
     let failsafe = &*Box::leak(Box::new(failsafe::Config::new().build()));
     for workers in [1, 2] {
-        let rt = match tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .enable_time()
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => panic!("{e}"),
-        };
+        let rt = multi_thread(workers);
         let checks = [
             ("ring_buffer macro", rt.block_on(contended_ring()).is_ok()),
             (
@@ -517,7 +527,7 @@ fn breaker_tasks(c: &mut Criterion) {
         for (name, ok) in checks {
             assert!(ok, "{name}: the first call failed");
         }
-        let on = format!("{workers} worker{}", if workers == 1 { "" } else { "s" });
+        let on = on_workers(workers);
         g.bench_function(format!("resilient ring_buffer macro, {on}"), |bench| {
             bench.iter_custom(|iters| {
                 spread_over_tasks(&rt, iters, || async {
@@ -587,15 +597,8 @@ fn concurrency_success(c: &mut Criterion) {
     });
     g.throughput(Throughput::Elements(1));
     for workers in [1, 2] {
-        let rt = match tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .enable_time()
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => panic!("{e}"),
-        };
-        let on = format!("{workers} worker{}", if workers == 1 { "" } else { "s" });
+        let rt = multi_thread(workers);
+        let on = on_workers(workers);
         g.bench_function(
             format!("fixed #[concurrency_limit], 64 tasks, {on}"),
             |bench| {

@@ -1050,29 +1050,25 @@ pub(crate) fn lookup_keyed<M: Mechanism>(key: &Key<M>, of: KeyRef<'_>) -> Option
 /// [`lookup_keyed`] while a scope or default registry is alive.
 #[inline(never)]
 fn lookup_keyed_scoped<M: Mechanism>(key: &Key<M>, of: KeyRef<'_>) -> Option<Shared<M>> {
-    let find = |r: &Registry| r.find_keyed::<M>((key.type_id)());
-    let found = match SCOPED.try_with(find) {
-        Ok(found) => found,
-        Err(_) => DEFAULT
-            .try_with(|d| d.borrow().as_ref().and_then(find))
-            .ok()
-            .flatten(),
-    };
-    found.map(|keyed| CallInstance::Owned(keyed.get(of)))
+    in_scope(|r| r.find_keyed::<M>((key.type_id)())).map(|keyed| CallInstance::Owned(keyed.get(of)))
 }
 
 /// [`lookup`] while a scope or default registry is alive: the rare path.
 #[inline(never)]
 fn lookup_scoped<M: Mechanism>(key: &Key<M>) -> Option<Shared<M>> {
-    let find = |r: &Registry| r.find::<M>((key.type_id)());
-    let found = match SCOPED.try_with(find) {
+    in_scope(|r| r.find::<M>((key.type_id)())).map(CallInstance::Owned)
+}
+
+/// What `find` finds in the registry of the task's scope, or else of the
+/// thread's default.
+fn in_scope<T>(find: impl Fn(&Registry) -> Option<T>) -> Option<T> {
+    match SCOPED.try_with(&find) {
         Ok(found) => found,
         Err(_) => DEFAULT
-            .try_with(|d| d.borrow().as_ref().and_then(find))
+            .try_with(|d| d.borrow().as_ref().and_then(&find))
             .ok()
             .flatten(),
-    };
-    found.map(CallInstance::Owned)
+    }
 }
 
 /// The handle of spec `S`'s instance in the registry in use: what each

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use resilient_core::registry::KeysSnapshot;
 use resilient_core::settings::Value;
 use resilient_core::{Registry, RegistryBuilder, Spec};
 
@@ -84,6 +85,23 @@ pub fn build(builder: RegistryBuilder, sections: Vec<(&str, Value)>) -> Registry
 pub fn registry<S: Spec>(section: Value) -> Registry {
     build(Registry::builder().spec::<S>(), vec![(S::PATH, section)])
 }
+/// The keyed part of spec `S`'s snapshot, if it has keys.
+pub fn keys_of<S: Spec>(r: &Registry) -> Option<KeysSnapshot> {
+    r.snapshot()
+        .specs
+        .into_iter()
+        .find(|s| s.spec == S::NAME)
+        .and_then(|s| s.keys().cloned())
+}
+
+/// The keyed part of spec `S`'s snapshot; panics when it has no keys.
+pub fn keys<S: Spec>(r: &Registry) -> KeysSnapshot {
+    match keys_of::<S>(r) {
+        Some(k) => k,
+        None => panic!("`{}` has no keys in its snapshot", S::NAME),
+    }
+}
+
 /// A runtime with two worker threads, as a server has: calls in spawned
 /// tasks then really run on two threads.
 pub fn two_workers() -> tokio::runtime::Runtime {
