@@ -1,4 +1,4 @@
-//! Resilience for async Rust by annotation: retry an `async fn`, run it
+//! Resilience for async (and blocking) Rust by annotation: retry an `async fn`, run it
 //! through a circuit breaker, a timeout, a concurrency limit or a rate
 //! limiter, or answer its failures with a fallback, by writing one attribute
 //! each, with settings read from configuration and validated when the
@@ -169,6 +169,7 @@
 
 #![warn(missing_docs)]
 
+pub mod blocking;
 pub mod chaos;
 pub mod circuit_breaker;
 pub mod concurrency;
@@ -204,7 +205,8 @@ pub use retry::{RetryHandle, RetrySpec};
 pub use spec::{AllErrors, Classifier, Classify, SpecKind, Verdict};
 pub use timeout::{TimeoutHandle, TimeoutSpec};
 
-/// Retries an `async fn` under a retry spec: `#[retryable(PetRetry)]`.
+/// Retries an `async fn` under a retry spec: `#[retryable(PetRetry)]`; on a
+/// plain fn, its delays block the thread (see [`blocking`]).
 ///
 /// The fn keeps its exact signature. Each attempt runs the body with fresh
 /// clones of the owned arguments (references and `&self` are copied), so an
@@ -216,7 +218,8 @@ pub use timeout::{TimeoutHandle, TimeoutSpec};
 /// one fn nest.
 pub use resilient_macros::retryable;
 
-/// Runs an `async fn` through a circuit breaker: `#[circuit_breakable(PetBreaker)]`.
+/// Runs an `async fn` through a circuit breaker: `#[circuit_breakable(PetBreaker)]`;
+/// a plain fn too (see [`blocking`]).
 ///
 /// The fn keeps its exact signature and must return `Result<T, E>` with
 /// `E: From<resilient_core::Error>`; a rejected call returns
@@ -251,7 +254,8 @@ pub use resilient_macros::timeout;
 /// Declares a timeout spec: `#[derive(TimeoutSpec)] #[spec("resilient.timeout.pet")]`.
 pub use resilient_macros::TimeoutSpec;
 
-/// Limits how many calls run at once: `#[concurrency_limit(Reviews)]`.
+/// Limits how many calls run at once: `#[concurrency_limit(Reviews)]`; on a
+/// plain fn, a `block` limit's wait blocks the thread (see [`blocking`]).
 ///
 /// A rejected call returns [`Error::ConcurrencyLimitReached`] through the
 /// fn's error type. See [`concurrency`]. With `key = expr`, one limit per
@@ -262,7 +266,8 @@ pub use resilient_macros::concurrency_limit;
 /// `#[derive(ConcurrencyLimitSpec)] #[spec("resilient.concurrency.reviews")]`.
 pub use resilient_macros::ConcurrencyLimitSpec;
 
-/// Limits how many calls start per period: `#[rate_limited(PetRate)]`.
+/// Limits how many calls start per period: `#[rate_limited(PetRate)]`; on a
+/// plain fn, a reservation blocks the thread (see [`blocking`]).
 ///
 /// A rejected call returns [`Error::RateLimitExceeded`] through the fn's
 /// error type. See [`rate_limiter`]. With `key = expr`, one limiter per

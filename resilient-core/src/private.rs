@@ -15,8 +15,9 @@ use crate::concurrency::LimitCall;
 pub use crate::concurrency::{ConcurrencyLimitSpec, Enter, Limiter};
 pub use crate::error::Error;
 pub use crate::fallback::{
-    Answer, FallbackArity, FallbackErrorParam, FallbackFit, FallbackFn, FallbackOn, FallbackOutput,
-    FallbackParam, FallbackParams, FallbackPathParam, FallbackReceiver, NewFit,
+    Answer, BlockingFallbackOutput, FallbackArity, FallbackErrorParam, FallbackFit, FallbackFn,
+    FallbackOn, FallbackOutput, FallbackParam, FallbackParams, FallbackPathParam, FallbackReceiver,
+    NewFit,
 };
 use crate::hedging::HedgeCall;
 pub use crate::hedging::{unarmed as hedge_unarmed, HedgeStep, Hedges, Hedging, HedgingSpec};
@@ -369,6 +370,17 @@ where
     X: FallbackOutput<T, E, M>,
 {
     output.into_answer()
+}
+
+/// The answer of a blocking fn's fallback: its output, of the fn's output
+/// type `R` (the one check, at the `method` string).
+#[inline(always)]
+pub fn fallback_now<R, T, E, X>(output: X) -> Result<T, Fail<E>>
+where
+    R: ResultType<Ok = T, Err = E>,
+    X: BlockingFallbackOutput<T, E>,
+{
+    output.into_result().map_err(Fail::Body)
 }
 
 /// The fallback `target`'s parameters, matched against the arguments and

@@ -129,6 +129,7 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("telemetry", 2),
             // Keys, as calls give them and the `keys` table bounds them.
             ("keyed", 2),
+            ("blocking", 2),
             ("registry", 3),
             // The mechanisms.
             ("retry", 4),

@@ -116,13 +116,31 @@ pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
             check_fallback(func, f, &mut errors);
         }
     }
-    if sig.asyncness.is_none() {
-        errors.push(syn::Error::new(
-            sig.fn_token.span,
-            format!("`#[{name}]` needs an `async fn`: add `async` before `fn`"),
-        ));
+    // A plain fn is a blocking fn: its waits block the thread. What cannot
+    // work on a thread is refused at its spec.
+    let blocking = sig.asyncness.is_none();
+    if blocking {
+        for layer in layers {
+            if let (Some(why), Some(spec)) = (async_only(layer.kind), layer.spec()) {
+                errors.push(syn::Error::new(
+                    crate::model::spec_span(spec),
+                    format!(
+                        "`#[{}]` needs an `async fn`, and `{}` is a blocking fn (no `async`): {why}",
+                        layer.kind.attr_name(),
+                        sig.ident
+                    ),
+                ));
+            }
+        }
     }
     match &sig.output {
+        ReturnType::Type(_, ty) if blocking && returns_future(ty) => errors.push(syn::Error::new_spanned(
+            ty,
+            format!(
+                "`#[{name}]` takes an `async fn`, or a plain fn that returns `Result<T, E>` (a blocking fn); `{}` returns a future: write it as an `async fn`",
+                sig.ident
+            ),
+        )),
         ReturnType::Default => errors.push(syn::Error::new(
             sig.ident.span(),
             format!(
@@ -168,6 +186,43 @@ pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
         }
     }
     errors.finish()
+}
+
+/// Why a blocking fn cannot carry an attribute of `kind`, if it cannot.
+fn async_only(kind: Kind) -> Option<&'static str> {
+    match kind {
+        Kind::Timeout => Some(
+            "a thread cannot be stopped, so a timeout could only stop waiting while the work goes on holding what it holds; \
+             give the blocking client its own timeout (a socket's read timeout, a statement timeout), \
+             or call this fn from an `async fn` through `tokio::task::spawn_blocking` and put `#[timeout(..)]` on that one",
+        ),
+        Kind::Hedging => Some(
+            "hedged attempts run side by side in one future, which a thread cannot do; \
+             call this fn from an `async fn` through `tokio::task::spawn_blocking` and put `#[hedged(..)]` on that one",
+        ),
+        Kind::Chaos => Some(
+            "injected latency is a timer of the fn's future; \
+             put `#[chaos(..)]` on an `async fn` that calls this one through `tokio::task::spawn_blocking`",
+        ),
+        Kind::Retry
+        | Kind::CircuitBreaker
+        | Kind::ConcurrencyLimit
+        | Kind::RateLimiter
+        | Kind::Fallback => None,
+    }
+}
+
+/// Whether a return type is a future: `impl Future<..>`, or a boxed one
+/// (`Pin<Box<dyn Future<..>>>`, `BoxFuture<..>`).
+fn returns_future(ty: &Type) -> bool {
+    fn names_future(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|t| match t {
+            TokenTree::Ident(i) => i == "Future" || i == "BoxFuture" || i == "LocalBoxFuture",
+            TokenTree::Group(g) => names_future(g.stream()),
+            _ => false,
+        })
+    }
+    !is_result(ty) && names_future(ty.to_token_stream())
 }
 
 /// The error for a fn written `async fn` that an attribute expanded before
@@ -448,8 +503,15 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
     );
     block.set_span(func.body.span());
     let body_span = func.body.span();
-    let body = quote_spanned!(body_span=> async move #block);
-    let body = layer::awaited(timed, Span::call_site(), body);
+    let blocking = func.sig.asyncness.is_none();
+    let body = if blocking {
+        // A closure called in place: `return` and `?` leave it as they
+        // left the fn.
+        quote_spanned!(body_span=> (move || -> #ret #block)())
+    } else {
+        let body = quote_spanned!(body_span=> async move #block);
+        layer::awaited(timed, Span::call_site(), body)
+    };
     let body = quote! {
         {
             #(#rebind)*
@@ -466,6 +528,7 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
             .receiver()
             .map_or_else(Span::call_site, |r| r.self_token.span),
         fn_name: func.sig.ident.clone(),
+        blocking,
     };
     // Without a retry the call consumes its arguments: a fallback gets clones
     // saved before it.

@@ -245,6 +245,9 @@ pub(crate) struct Context {
     pub(crate) self_span: proc_macro2::Span,
     /// The fn's name.
     pub(crate) fn_name: Ident,
+    /// Whether the fn is a plain fn (no `async`): its waits block the
+    /// thread, its body is a closure called in place.
+    pub(crate) blocking: bool,
 }
 
 /// How a method takes `self`.

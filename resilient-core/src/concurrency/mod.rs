@@ -818,6 +818,41 @@ impl Limiter {
                 .ok()
                 .and_then(Result::ok),
         };
+        self.queued(permit, spec, limit, sampled)
+    }
+
+    /// As [`when_full`](Self::when_full), blocking the thread (a blocking
+    /// fn; see [`crate::blocking`] for when the wait is refused).
+    fn when_full_blocking(
+        &self,
+        spec: &'static str,
+        settings: &LimiterSettings,
+    ) -> Result<Place<'_>, Error> {
+        let limit = self.limit_of(settings);
+        match settings.common.policy {
+            Policy::Reject => Err(Self::reached(spec, limit)),
+            Policy::Block { max_wait } => {
+                let refused = || {
+                    tracing::warn!(
+                        spec,
+                        "a blocking fn found the concurrency limit `{spec}` full on a current-thread tokio runtime, where waiting for a place could wait for a task of that runtime forever: rejected at once; call blocking fns from `tokio::task::spawn_blocking` on a multi-thread runtime, or from a thread of their own (told once per process)"
+                    );
+                };
+                let permit = crate::blocking::wait_for(self.semaphore.acquire(), max_wait, refused)
+                    .and_then(Result::ok);
+                self.queued(permit, spec, limit, settings.adaptive.is_some())
+            }
+        }
+    }
+
+    /// The place of a call that waited, if a permit came.
+    fn queued<'a>(
+        &'a self,
+        permit: Option<tokio::sync::SemaphorePermit<'a>>,
+        spec: &'static str,
+        limit: u32,
+        sampled: bool,
+    ) -> Result<Place<'a>, Error> {
         let mut place = permit
             .map(|permit| Place::queued(self, permit))
             .ok_or_else(|| Self::reached(spec, limit))?;
@@ -1081,12 +1116,32 @@ impl<'a> LimitCall<'a> {
 
     /// Waits for a place, as the limit's policy (when the call found it
     /// full) says.
-    pub async fn wait(&self, mut full: Full<'_>) -> Result<Held<'_>, Error> {
+    pub async fn wait(&self, full: Full<'_>) -> Result<Held<'_>, Error> {
         let Some(instance) = &self.instance else {
             return Err(self.key.not_configured());
         };
         let limiter = &**instance;
         let result = limiter.when_full(self.key.name, full.settings).await;
+        Self::waited(limiter, full, result)
+    }
+
+    /// As [`wait`](Self::wait), blocking the thread (a blocking fn; see
+    /// [`crate::blocking`]).
+    pub fn wait_blocking(&self, full: Full<'_>) -> Result<Held<'_>, Error> {
+        let Some(instance) = &self.instance else {
+            return Err(self.key.not_configured());
+        };
+        let limiter = &**instance;
+        let result = limiter.when_full_blocking(self.key.name, full.settings);
+        Self::waited(limiter, full, result)
+    }
+
+    /// A call that waited, with what its wait gave.
+    fn waited<'l>(
+        limiter: &'l Limiter,
+        mut full: Full<'_>,
+        result: Result<Place<'l>, Error>,
+    ) -> Result<Held<'l>, Error> {
         // Counted from here on: as held, or as rejected.
         let started = full.started.take();
         match result {

@@ -458,6 +458,25 @@ where
     }
 }
 
+/// What the fallback of a blocking fn may return: the annotated fn's
+/// `Result<T, E>` (a blocking fn has nothing to await a future with).
+#[diagnostic::on_unimplemented(
+    message = "the fallback of a blocking fn returns `{Self}`, not the annotated fn's output",
+    label = "the fallback of a blocking fn must return the annotated fn's output type `Result<{T}, {E}>`",
+    note = "a blocking fn's fallback is a plain fn (not an `async fn`) with the annotated fn's return type"
+)]
+pub trait BlockingFallbackOutput<T, E> {
+    /// The output as the fallback's answer.
+    fn into_result(self) -> Result<T, E>;
+}
+
+impl<T, E> BlockingFallbackOutput<T, E> for Result<T, E> {
+    #[inline]
+    fn into_result(self) -> Result<T, E> {
+        self
+    }
+}
+
 fn handles<E>(on: &FallbackOn<E>, fail: &Fail<E>) -> bool {
     match (on, fail) {
         // A missing registry is a mistake to see, not a failure to hide.

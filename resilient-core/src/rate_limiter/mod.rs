@@ -738,6 +738,18 @@ impl RateCall {
             started: reserved.started.take(),
         })
     }
+
+    /// As [`wait`](Self::wait), blocking the thread (a blocking fn; see
+    /// [`crate::blocking`]).
+    pub fn wait_blocking<'a>(&'a self, mut reserved: Reserved<'a>) -> Result<Granted<'a>, Error> {
+        // Nothing can end a thread's sleep early: the permit is due after.
+        let limiter = reserved.limiter;
+        crate::blocking::sleep(reserved.taken.wait);
+        Ok(Granted {
+            limiter,
+            started: reserved.started.take(),
+        })
+    }
 }
 
 impl Granted<'_> {

@@ -563,6 +563,17 @@ impl RetryWait<'_> {
     /// Sleeps for the delay, then spends the token: the retry starts.
     pub async fn wait(self) {
         tokio::time::sleep(self.delay).await;
+        self.spend();
+    }
+
+    /// As [`wait`](Self::wait), blocking the thread (a blocking fn's
+    /// retry; see [`crate::blocking`]).
+    pub fn wait_blocking(self) {
+        crate::blocking::sleep(self.delay);
+        self.spend();
+    }
+
+    fn spend(self) {
         if let Some(w) = self.withdrawal {
             w.spend();
         }

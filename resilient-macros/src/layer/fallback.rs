@@ -112,6 +112,31 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStre
     // fallback. A sync fallback's answer is not awaited, and the matches end
     // before an async one's await: no outcome lives across an await (the
     // future stays `Send` whatever `T` and `E` are).
+    let prepare = quote_spanned! {span=>
+        let __resilient_args = (#(#args,)*);
+        let __resilient_fit = #p::fallback_fit::<#ret, _, _, _, _>(&#target, &__resilient_args, &__resilient_error);
+        let __resilient_passed = __resilient_fit.passed(&__resilient_args);
+        let (#(#markers,)*) = __resilient_fit.named();
+        let __resilient_args = (#(#typed,)*);
+        let __resilient_error = __resilient_fit.error(__resilient_passed, __resilient_error);
+    };
+    if cx.blocking {
+        // A blocking fn's fallback is a plain fn: its answer, at once.
+        return quote_spanned! {span=>
+            {
+            let __resilient_inner = #inner;
+            match #p::fallback_decide(#fn_name, #on, __resilient_wrap, __resilient_inner) {
+                ::core::result::Result::Ok(__resilient_o) => __resilient_o,
+                ::core::result::Result::Err(__resilient_error) => {
+                    #prepare
+                    #p::fallback_now::<#ret, _, _, _>(
+                        __resilient_fit.call(#target, __resilient_args, __resilient_error),
+                    )
+                }
+            }
+            }
+        };
+    }
     let later = super::awaited(timed, span, quote_spanned!(span=> __resilient_later));
     quote_spanned! {span=>
         '__resilient_fallback: {
@@ -124,12 +149,7 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStre
             ) {
                 ::core::result::Result::Ok(__resilient_o) => break '__resilient_fallback __resilient_o,
                 ::core::result::Result::Err(__resilient_error) => {
-                    let __resilient_args = (#(#args,)*);
-                    let __resilient_fit = #p::fallback_fit::<#ret, _, _, _, _>(&#target, &__resilient_args, &__resilient_error);
-                    let __resilient_passed = __resilient_fit.passed(&__resilient_args);
-                    let (#(#markers,)*) = __resilient_fit.named();
-                    let __resilient_args = (#(#typed,)*);
-                    let __resilient_error = __resilient_fit.error(__resilient_passed, __resilient_error);
+                    #prepare
                     match #p::fallback_output::<#ret, _, _, _, _>(
                         __resilient_fit.call(#target, __resilient_args, __resilient_error),
                     ) {

@@ -4,7 +4,7 @@
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote_spanned;
 
-use crate::model::{spec_span, Layer};
+use crate::model::{spec_span, Context, Layer};
 
 /// A timer entered before `inner`, whose awaits it bounds (see
 /// [`super::awaited`]), and left with its outcome, if it came in time; a
@@ -44,6 +44,7 @@ pub(crate) fn timeout(layer: &Layer, inner: TokenStream) -> TokenStream {
 /// the limit's settings allow.
 pub(crate) fn limit(
     layer: &Layer,
+    cx: &Context,
     runner: &str,
     check: &str,
     timed: bool,
@@ -56,10 +57,12 @@ pub(crate) fn limit(
     let check = Ident::new(check, Span::call_site());
     let span = spec_span(spec);
     let inside = super::inside_guard(span, inner);
-    let wait = super::awaited(
+    let wait = super::wait(
+        cx,
         timed,
         span,
-        quote_spanned!(span=> __resilient_limit.wait(__resilient_w)),
+        quote_spanned!(span=> __resilient_limit),
+        quote_spanned!(span=> __resilient_w),
     );
     let spec_ref = quote_spanned!(span=> ::resilient_core::__private::#check::<#spec>());
     let start = match layer.key() {

@@ -99,6 +99,24 @@ pub(crate) fn awaited(timed: bool, span: Span, fut: TokenStream) -> TokenStream 
     }
 }
 
+/// The wait `wait.wait(args)` of a layer: awaited in an `async fn` (see
+/// [`awaited`]), or `wait.wait_blocking(args)` in a blocking fn, which
+/// blocks the thread (nothing bounds it there: a blocking fn has no
+/// `#[timeout]`).
+pub(crate) fn wait(
+    cx: &Context,
+    timed: bool,
+    span: Span,
+    on: TokenStream,
+    args: TokenStream,
+) -> TokenStream {
+    if cx.blocking {
+        quote_spanned!(span=> #on.wait_blocking(#args))
+    } else {
+        awaited(timed, span, quote_spanned!(span=> #on.wait(#args)))
+    }
+}
+
 /// The outcome of `layer` around `inner`, the outcome of what is inside it
 /// (an expression of type `Result<T, Fail<E>>` that may await); `timed` says
 /// whether the layer is inside the fn's `#[timeout]`.
@@ -108,13 +126,18 @@ pub(crate) fn call(layer: &Layer, cx: &Context, timed: bool, inner: TokenStream)
         return fallback::call(args, cx, timed, inner);
     }
     match layer.kind {
-        Kind::Retry => retry::call(layer, ret, timed, inner),
+        Kind::Retry => retry::call(layer, cx, timed, inner),
         Kind::CircuitBreaker => circuit_breaker::call(layer, ret, inner),
         Kind::Timeout => limits::timeout(layer, inner),
-        Kind::ConcurrencyLimit => {
-            limits::limit(layer, "concurrency_limit", "concurrency_spec", timed, inner)
-        }
-        Kind::RateLimiter => limits::limit(layer, "rate_limited", "rate_spec", timed, inner),
+        Kind::ConcurrencyLimit => limits::limit(
+            layer,
+            cx,
+            "concurrency_limit",
+            "concurrency_spec",
+            timed,
+            inner,
+        ),
+        Kind::RateLimiter => limits::limit(layer, cx, "rate_limited", "rate_spec", timed, inner),
         Kind::Chaos => chaos::call(layer, ret, timed, inner),
         Kind::Hedging => hedging::call(layer, ret, timed, inner),
         Kind::Fallback => inner,

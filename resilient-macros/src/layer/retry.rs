@@ -3,14 +3,10 @@
 use proc_macro2::TokenStream;
 use quote::quote_spanned;
 
-use crate::model::{spec_span, Layer};
+use crate::model::{spec_span, Context, Layer};
 
-pub(crate) fn call(
-    layer: &Layer,
-    ret: &TokenStream,
-    timed: bool,
-    inner: TokenStream,
-) -> TokenStream {
+pub(crate) fn call(layer: &Layer, cx: &Context, timed: bool, inner: TokenStream) -> TokenStream {
+    let ret = &cx.ret;
     let Some(spec) = layer.spec() else {
         return inner;
     };
@@ -18,7 +14,13 @@ pub(crate) fn call(
     // type; the rest has none that can fail, so each mistake is reported
     // once. The attempts are a loop in the fn's own future.
     let span = spec_span(spec);
-    let wait = super::awaited(timed, span, quote_spanned!(span=> __resilient_wait.wait()));
+    let wait = super::wait(
+        cx,
+        timed,
+        span,
+        quote_spanned!(span=> __resilient_wait),
+        TokenStream::new(),
+    );
     quote_spanned! {span=>
         {
             // The settings are read once, here: the call runs under them.
