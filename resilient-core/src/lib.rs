@@ -184,6 +184,7 @@ pub mod registry;
 pub mod retry;
 pub mod settings;
 mod spec;
+pub mod stream;
 pub mod telemetry;
 pub mod timeout;
 

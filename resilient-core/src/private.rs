@@ -372,6 +372,53 @@ where
     output.into_answer()
 }
 
+/// The body's stream (items of the fn's item type `R`), entering a
+/// stream's chain of layers (see [`crate::stream`]).
+#[inline(always)]
+pub fn stream_lift<R, T, E, S>(body: S) -> crate::stream::Lift<S>
+where
+    R: ResultType<Ok = T, Err = E>,
+    S: crate::stream::Stream<Item = Result<T, E>>,
+{
+    crate::stream::lift(body)
+}
+
+/// A stream's chain as the fn returns it.
+#[inline(always)]
+pub fn stream_lower<S, E>(wrap: fn(Error) -> E, chain: S) -> crate::stream::Lower<S, E> {
+    crate::stream::lower(wrap, chain)
+}
+
+/// A breaker's layer of a stream, around what `make` makes.
+#[inline(always)]
+pub fn stream_breaker<C, F, S>(
+    call: BreakerCall<'static, C>,
+    make: F,
+) -> crate::stream::BreakerStream<F, S, C> {
+    crate::stream::breaker(call, make)
+}
+
+/// A concurrency limit's layer of a stream.
+#[inline(always)]
+pub fn stream_limit<F, S>(call: LimitCall<'static>, make: F) -> crate::stream::LimitStream<F, S> {
+    crate::stream::limit(call, make)
+}
+
+/// A rate limiter's layer of a stream.
+#[inline(always)]
+pub fn stream_rate<F, S>(call: RateCall, make: F) -> crate::stream::RateStream<F, S> {
+    crate::stream::rate(call, make)
+}
+
+/// A retry's layer of a stream: `make` makes the stream for each attempt.
+#[inline(always)]
+pub fn stream_retry<F, S, T, E, Tr, J>(
+    call: RetryCall<'static, T, E, Tr, J>,
+    make: F,
+) -> crate::stream::RetryStream<F, S, T, E, Tr, J> {
+    crate::stream::retry(call, make)
+}
+
 /// The answer of a blocking fn's fallback: its output, of the fn's output
 /// type `R` (the one check, at the `method` string).
 #[inline(always)]
@@ -539,4 +586,11 @@ impl<T: Clone> FallbackReceiverArg for T {}
 /// A clone of the receiver, for a fallback method.
 pub fn fallback_receiver_arg<T: FallbackReceiverArg>(receiver: &T) -> T {
     receiver.clone()
+}
+
+/// A blocking fn's body (or a stream fn's), called once: an `FnOnce`, so
+/// that it may return borrows of what it captured, as the fn could.
+#[inline(always)]
+pub fn call_once<R>(body: impl FnOnce() -> R) -> R {
+    body()
 }

@@ -142,10 +142,12 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("rate_limiter", 5),
             // Hedging takes its budget from retry's bucket.
             ("hedging", 5),
+            // The layers of a stream, each around a mechanism's guard.
+            ("stream", 6),
             // What generated code names, and the crate root.
-            ("private", 6),
-            ("__private", 6),
-            ("lib", 7),
+            ("private", 7),
+            ("__private", 7),
+            ("lib", 8),
         ],
     );
 }

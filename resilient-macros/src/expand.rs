@@ -117,9 +117,40 @@ pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
         }
     }
     // A plain fn is a blocking fn: its waits block the thread. What cannot
-    // work on a thread is refused at its spec.
+    // work on a thread is refused at its spec. A plain fn that returns a
+    // stream is a stream's: what cannot work on a stream is refused.
     let blocking = sig.asyncness.is_none();
-    if blocking {
+    let stream = match &sig.output {
+        ReturnType::Type(_, ty) if blocking => stream_shape(ty),
+        _ => None,
+    };
+    if let Some(shape) = &stream {
+        for layer in layers {
+            if let Some(why) = not_on_streams(layer.kind) {
+                let at = match (&layer.args, layer.spec()) {
+                    (_, Some(spec)) => crate::model::spec_span(spec),
+                    (LayerArgs::Fallback(f), None) => f.method.span(),
+                    _ => Span::call_site(),
+                };
+                errors.push(syn::Error::new(
+                    at,
+                    format!(
+                        "`#[{}]` does not take a stream (yet), and `{}` returns one: {why}",
+                        layer.kind.attr_name(),
+                        sig.ident
+                    ),
+                ));
+            }
+        }
+        if !is_result(&shape.item) {
+            errors.push(syn::Error::new_spanned(
+                &shape.item,
+                format!(
+                    "`#[{name}]` on a stream needs items of type `Result<T, E>` (or an alias whose name ends in `Result`), where `E: From<resilient_core::Error>`: a failure, or a resilience error that ends the stream, is an `Err` item; make the stream's `Item` a `Result`"
+                ),
+            ));
+        }
+    } else if blocking {
         for layer in layers {
             if let (Some(why), Some(spec)) = (async_only(layer.kind), layer.spec()) {
                 errors.push(syn::Error::new(
@@ -134,6 +165,7 @@ pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
         }
     }
     match &sig.output {
+        ReturnType::Type(..) if stream.is_some() => {}
         ReturnType::Type(_, ty) if blocking && returns_future(ty) => errors.push(syn::Error::new_spanned(
             ty,
             format!(
@@ -209,6 +241,101 @@ fn async_only(kind: Kind) -> Option<&'static str> {
         | Kind::ConcurrencyLimit
         | Kind::RateLimiter
         | Kind::Fallback => None,
+    }
+}
+
+/// Why a stream cannot carry an attribute of `kind`, if it cannot.
+fn not_on_streams(kind: Kind) -> Option<&'static str> {
+    match kind {
+        Kind::Timeout => Some(
+            "a limit to the first item and between items is not built yet; \
+             bound the stream with the client's own timeout, or the awaits that consume it with `tokio::time::timeout`",
+        ),
+        Kind::Fallback => Some(
+            "replacing a stream that fails before its first item is not built yet; \
+             match the first item where the stream is consumed",
+        ),
+        Kind::Hedging => Some("a stream cannot be hedged; hedge an `async fn` that returns the whole answer"),
+        Kind::Chaos => Some("faults are injected into `async fn`s only"),
+        Kind::Retry | Kind::CircuitBreaker | Kind::ConcurrencyLimit | Kind::RateLimiter => None,
+    }
+}
+
+/// A stream-returning fn's stream: its item type, and whether the fn
+/// returns it boxed.
+pub(crate) struct StreamShape {
+    pub(crate) item: Type,
+    pub(crate) boxed: bool,
+}
+
+/// The stream a return type names: `impl Stream<Item = X> + ..`,
+/// `Pin<Box<dyn Stream<Item = X> + ..>>`, or `BoxStream<'_, X>`.
+pub(crate) fn stream_shape(ty: &Type) -> Option<StreamShape> {
+    fn item_of(
+        bounds: &syn::punctuated::Punctuated<syn::TypeParamBound, syn::Token![+]>,
+    ) -> Option<Type> {
+        bounds.iter().find_map(|b| match b {
+            syn::TypeParamBound::Trait(t) => {
+                let last = t.path.segments.last()?;
+                if last.ident != "Stream" {
+                    return None;
+                }
+                match &last.arguments {
+                    syn::PathArguments::AngleBracketed(args) => {
+                        args.args.iter().find_map(|a| match a {
+                            syn::GenericArgument::AssocType(at) if at.ident == "Item" => {
+                                Some(at.ty.clone())
+                            }
+                            _ => None,
+                        })
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+    }
+    fn type_args(seg: &syn::PathSegment) -> Vec<&Type> {
+        match &seg.arguments {
+            syn::PathArguments::AngleBracketed(args) => args
+                .args
+                .iter()
+                .filter_map(|a| match a {
+                    syn::GenericArgument::Type(t) => Some(t),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+    match ty {
+        Type::ImplTrait(i) => item_of(&i.bounds).map(|item| StreamShape { item, boxed: false }),
+        Type::Group(g) => stream_shape(&g.elem),
+        Type::Paren(p) => stream_shape(&p.elem),
+        Type::Path(p) if p.qself.is_none() => {
+            let last = p.path.segments.last()?;
+            if last.ident == "BoxStream" || last.ident == "LocalBoxStream" {
+                let item = type_args(last).first().map(|t| (*t).clone())?;
+                return Some(StreamShape { item, boxed: true });
+            }
+            if last.ident != "Pin" {
+                return None;
+            }
+            let Type::Path(boxed) = *type_args(last).first()? else {
+                return None;
+            };
+            let b = boxed.path.segments.last()?;
+            if b.ident != "Box" {
+                return None;
+            }
+            match type_args(b).first()? {
+                Type::TraitObject(o) => {
+                    item_of(&o.bounds).map(|item| StreamShape { item, boxed: true })
+                }
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 
@@ -466,6 +593,11 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
             let #self_mut #self_ident = #p::#clone_receiver(&#this);
         });
     }
+    if func.sig.asyncness.is_none() {
+        if let Some(shape) = stream_shape(&ret) {
+            return expand_stream(&func, layers, markers, body, &rebind, &shape);
+        }
+    }
     // The return type, for the layers' bounds (errors about it point at it).
     // `check` rejected `impl Trait` in it, which could not be named here.
     let ret_arg = ret.to_token_stream();
@@ -507,7 +639,7 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
     let body = if blocking {
         // A closure called in place: `return` and `?` leave it as they
         // left the fn.
-        quote_spanned!(body_span=> (move || -> #ret #block)())
+        quote_spanned!(body_span=> #p::call_once(move || -> #ret #block))
     } else {
         let body = quote_spanned!(body_span=> async move #block);
         layer::awaited(timed, Span::call_site(), body)
@@ -575,6 +707,49 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
         #(#saved)*
         let __resilient_out = #chain;
         #p::finish::<#ret_arg, _, _>(__resilient_out, __resilient_wrap)
+    })
+}
+
+/// The body of a fn that returns a stream: each layer a stream around the
+/// next (innermost the body's, made when first polled), then the fn's
+/// error type for resilience errors. `check` has passed.
+fn expand_stream(
+    func: &Func,
+    layers: &[Layer],
+    markers: TokenStream,
+    body: TokenStream,
+    rebind: &[TokenStream],
+    shape: &StreamShape,
+) -> TokenStream {
+    let p = quote!(::resilient_core::__private);
+    let item = shape.item.to_token_stream();
+    let body_span = func.body.span();
+    let mut block = Group::new(proc_macro2::Delimiter::Brace, body);
+    block.set_span(body_span);
+    // A closure of its own, so that the body's `return` gives the body's
+    // stream.
+    let body =
+        quote_spanned!(body_span=> #p::stream_lift::<#item, _, _, _>(#p::call_once(move || #block)));
+    let chain = layers.iter().rev().fold(body, |inner, layer| {
+        layer::stream::call(layer, &item, rebind, inner)
+    });
+    // At the item type: a missing `From<resilient_core::Error>` is reported
+    // there.
+    let mut spans = item.clone().into_iter().map(|t| t.span());
+    let first = spans.next().unwrap_or_else(Span::call_site);
+    let last = spans.last().unwrap_or(first);
+    let wrap_fn = quote_spanned!(first=> #p::error_wrap::<#item, _>);
+    let wrap = quote_spanned!(last=> #wrap_fn());
+    let stream = quote!(#p::stream_lower(__resilient_wrap, #chain));
+    let stream = if shape.boxed {
+        quote!(::std::boxed::Box::pin(#stream))
+    } else {
+        stream
+    };
+    func.with_body(quote! {
+        #markers
+        let __resilient_wrap = #wrap;
+        #stream
     })
 }
 

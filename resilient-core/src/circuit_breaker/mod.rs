@@ -437,6 +437,70 @@ impl<'a> Permit<'a> {
     }
 }
 
+/// A [`Permit`], as plain data (see [`crate::stream`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PermitParts {
+    taken: Taken,
+    started: u64,
+}
+
+impl<'a> Permit<'a> {
+    /// The permit as plain data: nothing is recorded until
+    /// [`from_parts`](Self::from_parts) makes it a permit again.
+    pub(crate) fn into_parts(self) -> PermitParts {
+        let parts = PermitParts {
+            taken: self.taken,
+            started: self.started,
+        };
+        std::mem::forget(self);
+        parts
+    }
+
+    /// The permit `parts` came from, of `breaker`.
+    pub(crate) fn from_parts(breaker: &'a Breaker, parts: PermitParts) -> Self {
+        Self {
+            breaker,
+            taken: parts.taken,
+            started: parts.started,
+        }
+    }
+
+    /// Ends the permit as `verdict` says.
+    pub(crate) fn judged(mut self, verdict: Verdict) {
+        self.end(match verdict {
+            Verdict::Success => End::Success,
+            Verdict::Failure | Verdict::RetryAfter(_) => End::Failure,
+            Verdict::Ignore => End::Neither,
+        });
+    }
+}
+
+impl<C> BreakerCall<'_, C> {
+    /// The breaker this call enters, if the spec has settings.
+    pub(crate) fn breaker(&self) -> Option<&Breaker> {
+        self.instance.as_deref()
+    }
+}
+
+impl<C: Copy> BreakerCall<'_, C> {
+    /// How the spec classifies an outcome.
+    pub(crate) fn classify(&self) -> C {
+        self.ops.classify
+    }
+}
+
+impl<C> Entered<'_, C> {
+    /// The permit as plain data (see [`Permit::into_parts`]).
+    pub(crate) fn into_parts(self) -> PermitParts {
+        self.permit.into_parts()
+    }
+}
+
+/// How a breaker counts a resilience error raised inside it (for streams).
+pub(crate) fn on_resilience_error(error: &Error) -> Verdict {
+    on_resilience(error)
+}
+
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if self.taken != Taken::Free {

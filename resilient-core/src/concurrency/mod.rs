@@ -1212,6 +1212,83 @@ impl<'a> Held<'a> {
     }
 }
 
+/// A [`Held`] place, as plain data: what a stream keeps between polls, with
+/// the limiter it came from beside it (see [`crate::stream`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeldParts {
+    kind: Kind,
+    started: Option<Instant>,
+}
+
+/// A [`Full`] call's start, as plain data.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FullParts {
+    started: Option<Instant>,
+}
+
+impl<'a> Held<'a> {
+    /// The place as plain data: nothing is freed or counted until
+    /// [`from_parts`](Self::from_parts) makes it a guard again.
+    pub(crate) fn into_parts(self) -> HeldParts {
+        let parts = HeldParts {
+            kind: self.place.kind,
+            started: self.started,
+        };
+        std::mem::forget(self);
+        parts
+    }
+
+    /// The guard `parts` came from, of `limiter`.
+    pub(crate) fn from_parts(limiter: &'a Limiter, parts: HeldParts) -> Self {
+        Self {
+            place: Place {
+                limiter,
+                kind: parts.kind,
+            },
+            started: parts.started,
+        }
+    }
+}
+
+impl Full<'_> {
+    /// The wait's start as plain data (see [`Held::into_parts`]).
+    pub(crate) fn into_parts(self) -> FullParts {
+        let parts = FullParts {
+            started: self.started,
+        };
+        std::mem::forget(self);
+        parts
+    }
+}
+
+impl<'a> LimitCall<'a> {
+    /// Another call of the same spec and instance.
+    pub(crate) fn duplicate(&self) -> Self {
+        Self {
+            key: self.key,
+            instance: self.instance.clone(),
+        }
+    }
+
+    /// The limiter this call enters, if the spec has settings.
+    pub(crate) fn limiter(&self) -> Option<&Limiter> {
+        self.instance.as_deref()
+    }
+
+    /// [`wait`](Self::wait) for the [`Full`] that `parts` came from.
+    pub(crate) async fn wait_from_parts(&self, parts: FullParts) -> Result<Held<'_>, Error> {
+        let Some(limiter) = self.limiter() else {
+            return Err(self.key.not_configured());
+        };
+        let full = Full {
+            telemetry: &limiter.telemetry,
+            settings: limiter.config.get(),
+            started: parts.started,
+        };
+        self.wait(full).await
+    }
+}
+
 impl Drop for Held<'_> {
     #[inline]
     fn drop(&mut self) {

@@ -682,6 +682,83 @@ fn cancelled(limiter: &RateLimiter, started: &mut Option<Instant>) {
     }
 }
 
+/// A [`Granted`] permit, as plain data (see [`crate::stream`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GrantedParts {
+    started: Option<Instant>,
+}
+
+/// A [`Reserved`] permit, as plain data.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReservedParts {
+    taken: Taken,
+    started: Option<Instant>,
+}
+
+impl<'a> Granted<'a> {
+    /// The permit as plain data: nothing is counted until
+    /// [`from_parts`](Self::from_parts) makes it a guard again.
+    pub(crate) fn into_parts(self) -> GrantedParts {
+        let parts = GrantedParts {
+            started: self.started,
+        };
+        std::mem::forget(self);
+        parts
+    }
+
+    /// The guard `parts` came from, of `limiter`.
+    pub(crate) fn from_parts(limiter: &'a RateLimiter, parts: GrantedParts) -> Self {
+        Self {
+            limiter,
+            started: parts.started,
+        }
+    }
+}
+
+impl<'a> Reserved<'a> {
+    /// The reservation as plain data (see [`Granted::into_parts`]).
+    pub(crate) fn into_parts(self) -> ReservedParts {
+        let parts = ReservedParts {
+            taken: self.taken,
+            started: self.started,
+        };
+        std::mem::forget(self);
+        parts
+    }
+
+    /// The reservation `parts` came from, of `limiter`.
+    pub(crate) fn from_parts(limiter: &'a RateLimiter, parts: ReservedParts) -> Self {
+        Self {
+            limiter,
+            taken: parts.taken,
+            started: parts.started,
+        }
+    }
+}
+
+impl RateCall {
+    /// Another call of the same spec and instance.
+    pub(crate) fn duplicate(&self) -> Self {
+        Self {
+            key: self.key,
+            instance: self.instance.clone(),
+        }
+    }
+
+    /// The limiter this call asks, if the spec has settings.
+    pub(crate) fn limiter(&self) -> Option<&RateLimiter> {
+        self.instance.as_deref()
+    }
+
+    /// [`wait`](Self::wait) for the reservation that `parts` came from.
+    pub(crate) async fn wait_from_parts(&self, parts: ReservedParts) -> Result<Granted<'_>, Error> {
+        let Some(limiter) = self.limiter() else {
+            return Err(self.key.not_configured());
+        };
+        self.wait(Reserved::from_parts(limiter, parts)).await
+    }
+}
+
 impl Drop for Reserved<'_> {
     #[inline]
     fn drop(&mut self) {

@@ -56,6 +56,14 @@ impl Withdrawal<'_> {
     pub(crate) fn spend(self) {
         std::mem::forget(self);
     }
+
+    /// The withdrawal as plain data: the token is out until
+    /// [`Budget::give_back`] returns it.
+    pub(crate) fn into_max(self) -> u64 {
+        let max = self.max;
+        std::mem::forget(self);
+        max
+    }
 }
 
 impl Drop for Withdrawal<'_> {
@@ -70,6 +78,12 @@ fn scaled(x: f64) -> u64 {
 }
 
 impl Budget {
+    /// Returns the token of a withdrawal made into plain data
+    /// ([`Withdrawal::into_max`]), `max` its bucket's capacity.
+    pub(crate) fn give_back(&self, max: u64) {
+        self.add(SCALE, max);
+    }
+
     /// A bucket holding no token yet (see [`reset`](Self::reset)).
     pub(crate) fn new() -> Self {
         Self {

@@ -578,6 +578,15 @@ impl RetryWait<'_> {
             w.spend();
         }
     }
+
+    /// The wait as plain data: its delay, and its budget token's bucket
+    /// capacity if it holds one (given back by [`RetryCall::give_back`]).
+    pub(crate) fn into_parts(self) -> (Duration, Option<u64>) {
+        (
+            self.delay,
+            self.withdrawal.map(budget::Withdrawal::into_max),
+        )
+    }
 }
 
 impl<'a, T, E, Tr: Default, J> RetryCall<'a, T, E, Tr, J>
@@ -634,6 +643,26 @@ where
         retry
             .telemetry
             .ended(outcome, timed.take().map(|at| at.elapsed()));
+    }
+
+    /// An attempt that ended with no value and no failure (a stream that
+    /// ended before its first item): a success.
+    pub(crate) fn succeeded_empty(&mut self) {
+        let Some(retry) = self.retry.as_deref() else {
+            return;
+        };
+        let tag = self.config.tag();
+        if tag & ENABLED == 0 {
+            return;
+        }
+        let config = self.config.get(&retry.config);
+        self.calls += 1;
+        if tag & BUDGET != 0 {
+            if let Some(p) = &config.budget {
+                retry.budget.deposit(p);
+            }
+        }
+        Self::ended(&mut self.timed, retry, Outcome::Success);
     }
 
     /// Judges the outcome of an attempt: the call's result, or the wait
@@ -745,6 +774,16 @@ where
         let trail = self.trail.get_or_insert_with(Tr::default);
         keep(ops, retry, trail, wait, outcome);
         Step::Wait(RetryWait { delay, withdrawal })
+    }
+}
+
+impl<T, E, Tr, J> RetryCall<'_, T, E, Tr, J> {
+    /// Returns a budget token taken for a retry that will not start (see
+    /// [`RetryWait::into_parts`]).
+    pub(crate) fn give_back(&self, max: u64) {
+        if let Some(retry) = self.retry.as_deref() {
+            retry.budget.give_back(max);
+        }
     }
 }
 

@@ -6,6 +6,7 @@ mod fallback;
 mod hedging;
 mod limits;
 mod retry;
+pub(crate) mod stream;
 
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote_spanned;

@@ -94,6 +94,30 @@ impl Client {
     }
 }
 
+/// A connection pool whose methods hand out borrows, as blocking database
+/// APIs do: the body returns a borrow of what it captured.
+pub struct Pool {
+    conns: Vec<u8>,
+}
+
+impl Pool {
+    #[circuit_breakable(DbBreaker)]
+    pub fn conn(&mut self) -> Result<&mut u8, UiError> {
+        self.conns.first_mut().ok_or(UiError::Failed)
+    }
+
+    #[circuit_breakable(DbBreaker)]
+    pub fn peek(&mut self) -> Result<&u8, UiError> {
+        self.conns.push(1);
+        self.conns.first().ok_or(UiError::Failed)
+    }
+}
+
+#[concurrency_limit(DbPool)]
+pub fn first_mut<'a>(v: &'a mut Vec<u8>) -> Result<&'a mut u8, UiError> {
+    v.first_mut().ok_or(UiError::Failed)
+}
+
 pub trait Ledger {
     fn balance(&self, account: u64) -> Result<i64, UiError>;
 }
@@ -125,6 +149,9 @@ fn main() {
     not_configured(client.clone().owned(1));
     not_configured(Arc::new(client.clone()).shared());
     not_configured(client.balance(1));
+    let mut pool = Pool { conns: vec![7] };
+    assert!(pool.conn().is_err() && pool.peek().is_err());
+    assert!(first_mut(&mut vec![1]).is_err());
     // A fallback never hides a missing configuration.
     not_configured(all_five("a", 3));
     not_configured(client.by_ref(4));

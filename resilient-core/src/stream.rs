@@ -1,0 +1,612 @@
+//! Streams: the attributes on a fn that returns a stream of results.
+//!
+//! `#[retryable]`, `#[circuit_breakable]` (keyed too), `#[concurrency_limit]`
+//! and `#[rate_limited]` take a fn (not `async`) that returns
+//! `impl Stream<Item = Result<T, E>>` (the [`Stream`] trait of
+//! `futures-core`, re-exported here), or a boxed one
+//! (`Pin<Box<dyn Stream<Item = Result<T, E>> + Send>>`). A paged listing, a
+//! gRPC server stream, an SSE feed: a stream is one call that answers many
+//! times, and each mechanism treats it as one call.
+//!
+//! ```
+//! use resilient_core::stream::Stream;
+//! use resilient_core::{circuit_breakable, retryable, CircuitBreakerSpec, RetrySpec};
+//!
+//! #[derive(RetrySpec)]
+//! #[spec("resilient.retry.feed")]
+//! pub struct FeedRetry;
+//!
+//! #[derive(CircuitBreakerSpec)]
+//! #[spec("resilient.circuitbreaker.feed")]
+//! pub struct FeedBreaker;
+//!
+//! #[derive(Debug, thiserror::Error)]
+//! pub enum FeedError {
+//!     #[error("feed unavailable")]
+//!     Unavailable,
+//!     #[error(transparent)]
+//!     Resilience(#[from] resilient_core::Error),
+//! }
+//!
+//! #[circuit_breakable(FeedBreaker)]
+//! #[retryable(FeedRetry)]
+//! pub fn events(from: u64) -> impl Stream<Item = Result<u64, FeedError>> {
+//!     futures_util::stream::iter((from..from + 3).map(Ok))
+//! }
+//! ```
+//!
+//! # What each mechanism does with a stream
+//!
+//! The fn's body makes the stream when it is first polled (a stream not
+//! polled takes nothing and makes nothing), and again for each retry.
+//!
+//! | attribute | on a stream | Kora (`Flow`) | Spring 7 (`Flux`) |
+//! |---|---|---|---|
+//! | `#[retryable]` | a failure before the first item makes the stream again, after the spec's wait, with fresh clones of the arguments, within `attempts`; once an item has passed, a failure ends the stream with it (no item is seen twice) | `retryWhen`: the flow is collected again after any failure, so items before it are emitted again | `retryWhen` with the spec's backoff: the publisher is subscribed again after any failure, items before it are seen again |
+//! | `#[circuit_breakable]` | one permit per stream, taken at its first poll; its outcome is the stream's first failure, or its end; a rejected stream yields one `Err` and ends | a permit per collection; the outcome at completion or error | (no breaker) |
+//! | `#[concurrency_limit]` | one place per stream, from its first poll until it ends or is dropped | (no limit on `Flow`) | a place per subscription until completion, error or cancellation |
+//! | `#[rate_limited]` | one permit per stream, at its first poll | a permit per collection | (no rate limiter) |
+//!
+//! A failure is what the spec's classification says of an item, as for the
+//! result of an `async fn` (with `classify = http`, a 503 response is one),
+//! and a mechanism's rejection inside ends the stream with that error. A
+//! stream that ends before its first item is a success.
+//!
+//! Dropping the stream at any point gives back what it holds: its place,
+//! its breaker permit (counted as neither success nor failure), a budget
+//! token reserved for a retry that has not started.
+//!
+//! A retry's wait, a `block` limit's wait for a place and a rate limiter's
+//! reservation happen inside the stream's poll, on tokio's clock (the
+//! paused clock of a test applies). The items themselves pass through with
+//! no allocation and no clock read.
+//!
+//! `#[timeout]`, `#[fallback]`, `#[hedged]` and `#[chaos]` do not take a
+//! stream yet: each is a compile error at its attribute.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+pub use futures_core::Stream;
+use pin_project_lite::pin_project;
+
+use crate::circuit_breaker::{on_resilience_error, BreakerCall, Permit, PermitParts};
+use crate::concurrency::{Enter, Held, HeldParts, LimitCall};
+use crate::error::Error;
+use crate::outcome::{self, Fail};
+use crate::rate_limiter::{Granted, GrantedParts, RateCall};
+use crate::retry::{Judge, RetryCall, Step};
+use crate::spec::Verdict;
+
+/// A wait a stream makes before it starts (for a place, for a permit),
+/// boxed: only a stream that must wait pays for it.
+type Waiting<P> = Pin<Box<dyn Future<Output = Result<P, Error>> + Send>>;
+
+pin_project! {
+    /// The body's stream, its errors the body's own inside the chain.
+    #[doc(hidden)]
+    pub struct Lift<S> {
+        #[pin]
+        inner: S,
+    }
+}
+
+/// `inner`, the body's stream, entering the chain.
+pub(crate) fn lift<S>(inner: S) -> Lift<S> {
+    Lift { inner }
+}
+
+impl<S, T, E> Stream for Lift<S>
+where
+    S: Stream<Item = Result<T, E>>,
+{
+    type Item = Result<T, Fail<E>>;
+
+    #[inline]
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.project()
+            .inner
+            .poll_next(cx)
+            .map(|item| item.map(|r| r.map_err(Fail::Body)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+pin_project! {
+    /// The chain's stream as the fn returns it: a resilience error becomes
+    /// the fn's error type.
+    #[doc(hidden)]
+    pub struct Lower<S, E> {
+        #[pin]
+        chain: S,
+        wrap: fn(Error) -> E,
+    }
+}
+
+/// `chain` as the fn's stream.
+pub(crate) fn lower<S, E>(wrap: fn(Error) -> E, chain: S) -> Lower<S, E> {
+    Lower { chain, wrap }
+}
+
+impl<S, T, E> Stream for Lower<S, E>
+where
+    S: Stream<Item = Result<T, Fail<E>>>,
+{
+    type Item = Result<T, E>;
+
+    #[inline]
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.project();
+        let wrap = *this.wrap;
+        this.chain
+            .poll_next(cx)
+            .map(|item| item.map(|r| r.map_err(|f| f.into_error(wrap))))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.chain.size_hint()
+    }
+}
+
+/// Where a layer's stream is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not polled yet.
+    Start,
+    /// Waiting to start (for a place, a permit, a retry's delay).
+    Waiting,
+    /// Its inner stream runs.
+    Running,
+    /// Ended: it yields nothing more.
+    Done,
+}
+
+pin_project! {
+    /// `#[circuit_breakable]` on a stream: one permit per stream.
+    #[doc(hidden)]
+    pub struct BreakerStream<F, S, C> {
+        call: BreakerCall<'static, C>,
+        make: Option<F>,
+        // The permit while the stream's outcome is not known.
+        permit: Option<PermitParts>,
+        phase: Phase,
+        #[pin]
+        inner: Option<S>,
+    }
+
+    impl<F, S, C> PinnedDrop for BreakerStream<F, S, C> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let (Some(parts), Some(breaker)) = (this.permit.take(), this.call.breaker()) {
+                // Dropped before its outcome: counts as neither.
+                drop(Permit::from_parts(breaker, parts));
+            }
+        }
+    }
+}
+
+/// A breaker's stream around what `make` makes.
+pub(crate) fn breaker<F, S, C>(call: BreakerCall<'static, C>, make: F) -> BreakerStream<F, S, C> {
+    BreakerStream {
+        call,
+        make: Some(make),
+        permit: None,
+        phase: Phase::Start,
+        inner: None,
+    }
+}
+
+impl<F, S, C, T, E> Stream for BreakerStream<F, S, C>
+where
+    F: FnOnce() -> S,
+    S: Stream<Item = Result<T, Fail<E>>>,
+    C: Fn(&Result<T, E>) -> Verdict + Copy,
+{
+    type Item = Result<T, Fail<E>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut this = self.project();
+        if *this.phase == Phase::Start {
+            match this.call.enter() {
+                Ok(entered) => *this.permit = Some(entered.into_parts()),
+                Err(e) => {
+                    *this.phase = Phase::Done;
+                    *this.make = None;
+                    return Poll::Ready(Some(Err(Fail::Resilience(e))));
+                }
+            }
+            let Some(make) = this.make.take() else {
+                *this.phase = Phase::Done;
+                return Poll::Ready(None);
+            };
+            this.inner.set(Some(make()));
+            *this.phase = Phase::Running;
+        }
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            return Poll::Ready(None);
+        };
+        let item = ready!(inner.poll_next(cx));
+        let Some(parts) = *this.permit else {
+            if item.is_none() {
+                *this.phase = Phase::Done;
+                this.inner.set(None);
+            }
+            return Poll::Ready(item);
+        };
+        let Some(breaker) = this.call.breaker() else {
+            return Poll::Ready(item);
+        };
+        match item {
+            Some(outcome) => {
+                let (outcome, verdict) =
+                    outcome::classify(outcome, this.call.classify(), on_resilience_error);
+                if verdict != Verdict::Success {
+                    *this.permit = None;
+                    Permit::from_parts(breaker, parts).judged(verdict);
+                }
+                Poll::Ready(Some(outcome))
+            }
+            None => {
+                *this.permit = None;
+                Permit::from_parts(breaker, parts).judged(Verdict::Success);
+                *this.phase = Phase::Done;
+                this.inner.set(None);
+                Poll::Ready(None)
+            }
+        }
+    }
+}
+
+pin_project! {
+    /// `#[concurrency_limit]` on a stream: one place, held until the stream
+    /// ends or is dropped.
+    #[doc(hidden)]
+    pub struct LimitStream<F, S> {
+        call: LimitCall<'static>,
+        make: Option<F>,
+        held: Option<HeldParts>,
+        failed: bool,
+        phase: Phase,
+        waiting: Option<Waiting<HeldParts>>,
+        #[pin]
+        inner: Option<S>,
+    }
+
+    impl<F, S> PinnedDrop for LimitStream<F, S> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            // The wait first: a place it took is freed with it.
+            *this.waiting = None;
+            if let (Some(parts), Some(limiter)) = (this.held.take(), this.call.limiter()) {
+                drop(Held::from_parts(limiter, parts));
+            }
+        }
+    }
+}
+
+/// A concurrency limit's stream around what `make` makes.
+pub(crate) fn limit<F, S>(call: LimitCall<'static>, make: F) -> LimitStream<F, S> {
+    LimitStream {
+        call,
+        make: Some(make),
+        held: None,
+        failed: false,
+        phase: Phase::Start,
+        waiting: None,
+        inner: None,
+    }
+}
+
+impl<F, S, T, E> Stream for LimitStream<F, S>
+where
+    F: FnOnce() -> S,
+    S: Stream<Item = Result<T, Fail<E>>>,
+{
+    type Item = Result<T, Fail<E>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut this = self.project();
+        loop {
+            let entered = match *this.phase {
+                Phase::Start => match this.call.try_enter() {
+                    Enter::Ready(entered) => entered.map(Held::into_parts),
+                    Enter::Wait(full) => {
+                        let parts = full.into_parts();
+                        let call = this.call.duplicate();
+                        *this.waiting = Some(Box::pin(async move {
+                            call.wait_from_parts(parts).await.map(Held::into_parts)
+                        }));
+                        *this.phase = Phase::Waiting;
+                        continue;
+                    }
+                },
+                Phase::Waiting => {
+                    let Some(waiting) = this.waiting.as_mut() else {
+                        *this.phase = Phase::Done;
+                        continue;
+                    };
+                    let entered = ready!(waiting.as_mut().poll(cx));
+                    *this.waiting = None;
+                    entered
+                }
+                Phase::Running => break,
+                Phase::Done => return Poll::Ready(None),
+            };
+            match (entered, this.make.take()) {
+                (Ok(parts), Some(make)) => {
+                    *this.held = Some(parts);
+                    this.inner.set(Some(make()));
+                    *this.phase = Phase::Running;
+                }
+                (Ok(parts), None) => {
+                    *this.held = Some(parts);
+                    *this.phase = Phase::Done;
+                }
+                (Err(e), _) => {
+                    *this.phase = Phase::Done;
+                    return Poll::Ready(Some(Err(Fail::Resilience(e))));
+                }
+            }
+        }
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            return Poll::Ready(None);
+        };
+        let item = ready!(inner.poll_next(cx));
+        match &item {
+            Some(Err(_)) => *this.failed = true,
+            Some(Ok(_)) => {}
+            None => {
+                *this.phase = Phase::Done;
+                this.inner.set(None);
+                if let (Some(parts), Some(limiter)) = (this.held.take(), this.call.limiter()) {
+                    let outcome: Result<(), Fail<()>> = if *this.failed {
+                        Err(Fail::Body(()))
+                    } else {
+                        Ok(())
+                    };
+                    let _ = Held::from_parts(limiter, parts).exit(outcome);
+                }
+            }
+        }
+        Poll::Ready(item)
+    }
+}
+
+pin_project! {
+    /// `#[rate_limited]` on a stream: one permit per stream, at its start.
+    #[doc(hidden)]
+    pub struct RateStream<F, S> {
+        call: RateCall,
+        make: Option<F>,
+        granted: Option<GrantedParts>,
+        failed: bool,
+        phase: Phase,
+        waiting: Option<Waiting<GrantedParts>>,
+        #[pin]
+        inner: Option<S>,
+    }
+
+    impl<F, S> PinnedDrop for RateStream<F, S> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            *this.waiting = None;
+            if let (Some(parts), Some(limiter)) = (this.granted.take(), this.call.limiter()) {
+                drop(Granted::from_parts(limiter, parts));
+            }
+        }
+    }
+}
+
+/// A rate limiter's stream around what `make` makes.
+pub(crate) fn rate<F, S>(call: RateCall, make: F) -> RateStream<F, S> {
+    RateStream {
+        call,
+        make: Some(make),
+        granted: None,
+        failed: false,
+        phase: Phase::Start,
+        waiting: None,
+        inner: None,
+    }
+}
+
+impl<F, S, T, E> Stream for RateStream<F, S>
+where
+    F: FnOnce() -> S,
+    S: Stream<Item = Result<T, Fail<E>>>,
+{
+    type Item = Result<T, Fail<E>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut this = self.project();
+        loop {
+            let entered = match *this.phase {
+                Phase::Start => match this.call.try_enter() {
+                    Enter::Ready(entered) => entered.map(Granted::into_parts),
+                    Enter::Wait(reserved) => {
+                        let parts = reserved.into_parts();
+                        let call = this.call.duplicate();
+                        *this.waiting = Some(Box::pin(async move {
+                            call.wait_from_parts(parts).await.map(Granted::into_parts)
+                        }));
+                        *this.phase = Phase::Waiting;
+                        continue;
+                    }
+                },
+                Phase::Waiting => {
+                    let Some(waiting) = this.waiting.as_mut() else {
+                        *this.phase = Phase::Done;
+                        continue;
+                    };
+                    let entered = ready!(waiting.as_mut().poll(cx));
+                    *this.waiting = None;
+                    entered
+                }
+                Phase::Running => break,
+                Phase::Done => return Poll::Ready(None),
+            };
+            match (entered, this.make.take()) {
+                (Ok(parts), Some(make)) => {
+                    *this.granted = Some(parts);
+                    this.inner.set(Some(make()));
+                    *this.phase = Phase::Running;
+                }
+                (Ok(parts), None) => {
+                    *this.granted = Some(parts);
+                    *this.phase = Phase::Done;
+                }
+                (Err(e), _) => {
+                    *this.phase = Phase::Done;
+                    return Poll::Ready(Some(Err(Fail::Resilience(e))));
+                }
+            }
+        }
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            return Poll::Ready(None);
+        };
+        let item = ready!(inner.poll_next(cx));
+        match &item {
+            Some(Err(_)) => *this.failed = true,
+            Some(Ok(_)) => {}
+            None => {
+                *this.phase = Phase::Done;
+                this.inner.set(None);
+                if let (Some(parts), Some(limiter)) = (this.granted.take(), this.call.limiter()) {
+                    let outcome: Result<(), Fail<()>> = if *this.failed {
+                        Err(Fail::Body(()))
+                    } else {
+                        Ok(())
+                    };
+                    let _ = Granted::from_parts(limiter, parts).exit(outcome);
+                }
+            }
+        }
+        Poll::Ready(item)
+    }
+}
+
+pin_project! {
+    /// `#[retryable]` on a stream: made again after a failure before its
+    /// first item.
+    #[doc(hidden)]
+    pub struct RetryStream<F, S, T, E, Tr, J> {
+        call: RetryCall<'static, T, E, Tr, J>,
+        make: F,
+        phase: Phase,
+        // Whether an item has passed: a failure then ends the stream.
+        passed: bool,
+        // The budget token of the retry being waited for (its bucket's
+        // capacity), given back if the stream is dropped first.
+        token: Option<u64>,
+        #[pin]
+        sleep: Option<tokio::time::Sleep>,
+        #[pin]
+        inner: Option<S>,
+    }
+
+    impl<F, S, T, E, Tr, J> PinnedDrop for RetryStream<F, S, T, E, Tr, J> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(max) = this.token.take() {
+                this.call.give_back(max);
+            }
+        }
+    }
+}
+
+/// A retry's stream around what `make` makes, once per attempt.
+pub(crate) fn retry<F, S, T, E, Tr, J>(
+    call: RetryCall<'static, T, E, Tr, J>,
+    make: F,
+) -> RetryStream<F, S, T, E, Tr, J> {
+    RetryStream {
+        call,
+        make,
+        phase: Phase::Start,
+        passed: false,
+        token: None,
+        sleep: None,
+        inner: None,
+    }
+}
+
+impl<F, S, T, E, Tr, J> Stream for RetryStream<F, S, T, E, Tr, J>
+where
+    F: FnMut() -> S,
+    S: Stream<Item = Result<T, Fail<E>>>,
+    Tr: Default,
+    J: Judge<T, E>,
+{
+    type Item = Result<T, Fail<E>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut this = self.project();
+        loop {
+            match *this.phase {
+                Phase::Start => {
+                    if let Some(fail) = this.call.refused() {
+                        *this.phase = Phase::Done;
+                        return Poll::Ready(Some(Err(fail)));
+                    }
+                    this.inner.set(Some((this.make)()));
+                    *this.phase = Phase::Running;
+                }
+                Phase::Waiting => {
+                    if let Some(sleep) = this.sleep.as_mut().as_pin_mut() {
+                        ready!(sleep.poll(cx));
+                    }
+                    this.sleep.set(None);
+                    // The retry starts: its token is spent.
+                    *this.token = None;
+                    this.inner.set(Some((this.make)()));
+                    *this.phase = Phase::Running;
+                }
+                Phase::Running => {
+                    let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+                        *this.phase = Phase::Done;
+                        continue;
+                    };
+                    let item = ready!(inner.poll_next(cx));
+                    if *this.passed {
+                        if item.is_none() {
+                            *this.phase = Phase::Done;
+                            this.inner.set(None);
+                        }
+                        return Poll::Ready(item);
+                    }
+                    let Some(attempt) = item else {
+                        // Ended before its first item: a success.
+                        this.call.succeeded_empty();
+                        *this.phase = Phase::Done;
+                        this.inner.set(None);
+                        return Poll::Ready(None);
+                    };
+                    let delay = match this.call.step(attempt) {
+                        Step::Done(out) => {
+                            *this.passed = true;
+                            if out.is_err() {
+                                // The failure retry gave up on: it ends the stream.
+                                *this.phase = Phase::Done;
+                                this.inner.set(None);
+                            }
+                            return Poll::Ready(Some(out));
+                        }
+                        Step::Wait(wait) => {
+                            let (delay, token) = wait.into_parts();
+                            *this.token = token;
+                            delay
+                        }
+                    };
+                    this.inner.set(None);
+                    this.sleep.set(Some(tokio::time::sleep(delay)));
+                    *this.phase = Phase::Waiting;
+                }
+                Phase::Done => return Poll::Ready(None),
+            }
+        }
+    }
+}
