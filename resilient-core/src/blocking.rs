@@ -14,7 +14,7 @@
 //! pub struct LedgerRetry;
 //!
 //! #[derive(CircuitBreakerSpec)]
-//! #[spec("resilient.circuit_breaker.ledger")]
+//! #[spec("resilient.circuitbreaker.ledger")]
 //! pub struct LedgerBreaker;
 //!
 //! #[derive(Debug, thiserror::Error)]
@@ -47,31 +47,44 @@
 //! # On a tokio runtime
 //!
 //! A blocking fn belongs on a thread that may block: a plain thread, or
-//! [`tokio::task::spawn_blocking`]. When one is called on a runtime anyway,
-//! its waits follow this rule, so that they never deadlock the runtime:
+//! [`tokio::task::spawn_blocking`]. Its waits block whatever thread calls
+//! it:
 //!
 //! | where the wait happens | what it does |
 //! |---|---|
-//! | no runtime on the thread | blocks the thread |
-//! | a multi-thread runtime (a worker, `block_on`, `spawn_blocking`) | blocks inside [`tokio::task::block_in_place`]: a worker first hands its other tasks to another thread |
-//! | a current-thread runtime: a retry's delay, a rate limiter's reservation | blocks the thread (and, on the runtime's own thread, every task of the runtime with it) until the time has passed |
+//! | a plain thread, `spawn_blocking`, a multi-thread runtime | blocks the thread (on a worker, the worker's queued tasks are stolen by the others meanwhile) |
+//! | a current-thread runtime: a retry's delay, a rate limiter's reservation | blocks the thread (on the runtime's own thread, every task of the runtime with it) until the time has passed |
 //! | a current-thread runtime: a `block` limit's wait for a place | refused at once, with the limit's error, and one WARN per process naming `spawn_blocking` |
 //!
-//! The last row is the deadlock the rule prevents: on a current-thread
-//! runtime the place may be held by a task of the same runtime, which cannot
-//! run while its only thread waits for it. tokio does not tell whether the
-//! thread is that runtime's own or one of its `spawn_blocking` threads, so
-//! both are refused; on a multi-thread runtime both wait.
+//! A place held by something only the waiting thread can run is never
+//! freed while it waits. On a current-thread runtime that is every task of
+//! the runtime, so the wait is refused there (tokio does not tell the
+//! runtime's own thread from its `spawn_blocking` threads, so both are
+//! refused). Elsewhere it is a task of a `LocalSet` the thread drives, or a
+//! future joined with the call in the same task (`join!`, `select!`): the
+//! wait then lasts its whole `max_wait`, or for ever without one. Set
+//! `max_wait` on a `block` limit that blocking fns share with async code.
+//!
+//! The waits run on the real clock. On a runtime whose clock is paused
+//! (`start_paused` in a test), tokio's clock stands still while the thread
+//! sleeps: a retry's overall `timeout` and a rate limiter's periods, which
+//! are measured on tokio's clock, do not move. Test blocking fns on a plain
+//! thread, or on a runtime whose clock runs.
 //!
 //! # What a blocking fn cannot carry
 //!
-//! `#[timeout]` is a compile error on a plain fn (a thread cannot be
-//! cancelled: a timeout could only stop waiting, while the work goes on
-//! holding what it holds); give the blocking client its own timeout (most
-//! have one: a socket's read timeout, a statement timeout), or call the fn
-//! from an `async fn` through `spawn_blocking` and put `#[timeout]` there.
-//! `#[hedged]` (attempts run side by side) and `#[chaos]` (its latency is a
-//! timer) are async only too. A `#[fallback]` of a blocking fn is a plain fn.
+//! `#[timeout]` is a compile error on a plain fn: a thread cannot be
+//! stopped, so a timeout could only stop waiting while the work goes on,
+//! holding its connection, its place and its breaker permit. Give the
+//! blocking client its own timeout (a socket's read timeout, a statement
+//! timeout): that one bounds the work. A `#[timeout]` on an `async fn`
+//! that runs this one through `spawn_blocking` bounds only how long the
+//! caller waits. `#[hedged]` (attempts run side by side) and `#[chaos]`
+//! (its latency is a timer) are async only too. A `#[fallback]` of a
+//! blocking fn is a plain fn.
+//!
+//! The body runs in a closure called in place, so `#[track_caller]` on a
+//! blocking fn reports the body's location, not the caller's.
 
 use std::future::Future;
 use std::pin::pin;
@@ -83,35 +96,10 @@ use std::time::{Duration, Instant};
 
 use tokio::runtime::{Handle, RuntimeFlavor};
 
-/// Where a blocking wait happens, by [the rule](self#on-a-tokio-runtime).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Here {
-    /// No runtime: block the thread.
-    Plain,
-    /// A multi-thread runtime: block inside `block_in_place`.
-    MultiThread,
-    /// A current-thread runtime.
-    CurrentThread,
-}
-
-fn here() -> Here {
-    match Handle::try_current() {
-        Err(_) => Here::Plain,
-        Ok(handle) => match handle.runtime_flavor() {
-            RuntimeFlavor::CurrentThread => Here::CurrentThread,
-            // The multi-thread flavor, and any flavor tokio adds later whose
-            // threads `block_in_place` accepts.
-            _ => Here::MultiThread,
-        },
-    }
-}
-
-/// Runs `wait`, a wait that blocks the thread, by the rule.
-fn blocking<R>(wait: impl FnOnce() -> R) -> R {
-    match here() {
-        Here::MultiThread => tokio::task::block_in_place(wait),
-        Here::Plain | Here::CurrentThread => wait(),
-    }
+/// Whether the calling thread drives a current-thread runtime (or may:
+/// tokio does not tell its own thread from its `spawn_blocking` threads).
+fn on_current_thread_runtime() -> bool {
+    Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::CurrentThread)
 }
 
 /// Blocks the calling thread for `delay` (a retry's delay, a rate
@@ -119,7 +107,7 @@ fn blocking<R>(wait: impl FnOnce() -> R) -> R {
 /// again when a signal wakes it early).
 pub(crate) fn sleep(delay: Duration) {
     if !delay.is_zero() {
-        blocking(|| thread::sleep(delay));
+        thread::sleep(delay);
     }
 }
 
@@ -133,7 +121,7 @@ pub(crate) fn wait_for<F: Future>(
     max_wait: Option<Duration>,
     refused: impl FnOnce(),
 ) -> Option<F::Output> {
-    if here() == Here::CurrentThread {
+    if on_current_thread_runtime() {
         static WARNED: AtomicBool = AtomicBool::new(false);
         if !WARNED.swap(true, Ordering::Relaxed) {
             refused();
@@ -141,7 +129,7 @@ pub(crate) fn wait_for<F: Future>(
         return None;
     }
     let deadline = max_wait.and_then(|w| Instant::now().checked_add(w));
-    blocking(|| park_on(fut, deadline))
+    park_on(fut, deadline)
 }
 
 /// Wakes the thread that polls.

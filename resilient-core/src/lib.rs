@@ -1,4 +1,4 @@
-//! Resilience for async (and blocking) Rust by annotation: retry an `async fn`, run it
+//! Resilience for async Rust by annotation: retry an `async fn`, run it
 //! through a circuit breaker, a timeout, a concurrency limit or a rate
 //! limiter, or answer its failures with a fallback, by writing one attribute
 //! each, with settings read from configuration and validated when the
@@ -14,6 +14,10 @@
 //! | `#[fallback(method = "name(args)")]` | none | [`fallback`](mod@fallback) |
 //! | `#[chaos(Spec)]` | `ChaosSpec` | [`chaos`](mod@chaos) |
 //! | `#[hedged(Spec)]` | `HedgingSpec` | [`hedging`] |
+//!
+//! The first five also go on a blocking fn (a plain `fn -> Result<T, E>`,
+//! see [`blocking`]), and retry, breaker and both limits on a fn that
+//! returns a stream of results (see [`stream`]).
 //!
 //! ```
 //! use resilient_core::{retryable, RetrySpec};

@@ -461,3 +461,55 @@ fn on_a_multi_thread_worker_a_blocking_fn_waits_for_an_async_holder() {
     });
     assert_eq!(seen.ran.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn a_retry_delay_waits_in_every_runtime_context_without_panicking() {
+    // Contexts where tokio refuses `block_in_place`: a `LocalSet` driven on
+    // a multi-thread runtime, and a current-thread `block_on` with a
+    // multi-thread runtime's handle entered. A blocking fn's wait must not
+    // panic in either.
+    let r = registry::<Flaky>(table([("attempts", int(3)), ("delay", s("10ms"))]));
+    let _registry = r.set_default();
+    let mt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let local = tokio::task::LocalSet::new();
+    let calls = Mutex::new(Vec::new());
+    let out = local.block_on(&mt, async { fetch(&calls, 2) });
+    assert_eq!(out.expect("the second call's value"), 2);
+
+    let ct = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let calls = Mutex::new(Vec::new());
+    let out = ct.block_on(async {
+        let _entered = mt.handle().enter();
+        fetch(&calls, 2)
+    });
+    assert_eq!(out.expect("the second call's value"), 2);
+    let calls = calls.into_inner().unwrap();
+    assert!(calls[1] - calls[0] >= Duration::from_millis(10));
+}
+
+#[test]
+fn a_fn_that_blocks_on_a_runtime_of_its_own_is_no_tokio_main() {
+    // A sync facade over an async client: `let body = async ..` and
+    // `block_on(body)`, as `#[tokio::main]` writes, but by the user.
+    #[retryable(Flaky)]
+    fn facade(rt: &tokio::runtime::Runtime, id: u64) -> Result<u64, DbError> {
+        let body = async move { Ok::<u64, DbError>(id) };
+        rt.block_on(body)
+    }
+    let r = retry_registry_for_facade();
+    let _registry = r.set_default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    assert_eq!(facade(&rt, 5).expect("ok"), 5);
+}
+
+fn retry_registry_for_facade() -> Registry {
+    registry::<Flaky>(table([("attempts", int(1)), ("delay", s("1ms"))]))
+}

@@ -41,7 +41,7 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
             let e = syn::Error::new(
                 Span::call_site(),
                 format!(
-                    "`#[{name}]` goes on an `async fn` with a body (a free fn, a method, or a method of a trait impl)"
+                    "`#[{name}]` goes on a fn with a body: an `async fn`, a blocking fn, or a fn that returns a stream (a free fn, a method, or a method of a trait impl)"
                 ),
             );
             return diag::with_item(item, e);

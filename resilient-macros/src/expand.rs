@@ -225,8 +225,8 @@ fn async_only(kind: Kind) -> Option<&'static str> {
     match kind {
         Kind::Timeout => Some(
             "a thread cannot be stopped, so a timeout could only stop waiting while the work goes on holding what it holds; \
-             give the blocking client its own timeout (a socket's read timeout, a statement timeout), \
-             or call this fn from an `async fn` through `tokio::task::spawn_blocking` and put `#[timeout(..)]` on that one",
+             give the blocking client its own timeout (a socket's read timeout, a statement timeout), which bounds the work itself \
+             (a `#[timeout]` on an `async fn` that awaits this one through `tokio::task::spawn_blocking` bounds only the caller's wait)",
         ),
         Kind::Hedging => Some(
             "hedged attempts run side by side in one future, which a thread cannot do; \
@@ -392,7 +392,10 @@ fn rewritten_above(func: &Func, name: &str) -> Option<syn::Error> {
     });
     // And the runtime it blocks on, so that a plain fn of the user's that
     // happens to hold `let body = async ..` is not mistaken for one.
-    let blocks_on = contains_ident(func.body.stream(), "block_on");
+    // tokio's own words, so that a blocking fn of the user's that blocks
+    // on a future of its own is not mistaken for one.
+    let blocks_on = contains_ident(func.body.stream(), "block_on")
+        && contains_literal(func.body.stream(), "\"Failed building the Runtime\"");
     if async_local && blocks_on {
         let above = if test_attr {
             "`#[tokio::test]`"
@@ -408,6 +411,16 @@ fn rewritten_above(func: &Func, name: &str) -> Option<syn::Error> {
         ));
     }
     None
+}
+
+/// Whether `tokens` hold the literal `text` (as written, quotes included),
+/// at any depth.
+fn contains_literal(tokens: TokenStream, text: &str) -> bool {
+    tokens.into_iter().any(|t| match t {
+        TokenTree::Literal(l) => l.to_string() == text,
+        TokenTree::Group(g) => contains_literal(g.stream(), text),
+        _ => false,
+    })
 }
 
 /// Whether `tokens` hold the identifier `name`, at any depth.
@@ -728,8 +741,7 @@ fn expand_stream(
     block.set_span(body_span);
     // A closure of its own, so that the body's `return` gives the body's
     // stream.
-    let body =
-        quote_spanned!(body_span=> #p::stream_lift::<#item, _, _, _>(#p::call_once(move || #block)));
+    let body = quote_spanned!(body_span=> #p::stream_lift::<#item, _, _, _>(#p::call_once(move || #block)));
     let chain = layers.iter().rev().fold(body, |inner, layer| {
         layer::stream::call(layer, &item, rebind, inner)
     });

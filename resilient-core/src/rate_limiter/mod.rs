@@ -548,6 +548,18 @@ impl RateLimiter {
         Box::pin(tokio::time::sleep(taken.wait)).await;
         reservation.due();
     }
+
+    /// As [`wait_for`](Self::wait_for), blocking the thread; a panic
+    /// meanwhile gives the permit back as a drop does.
+    fn wait_blocking(&self, taken: Taken) {
+        let reservation = Reservation {
+            limiter: self,
+            taken,
+            due: false,
+        };
+        crate::blocking::sleep(taken.wait);
+        reservation.due();
+    }
 }
 
 /// A permit taken from a limiter.
@@ -819,9 +831,8 @@ impl RateCall {
     /// As [`wait`](Self::wait), blocking the thread (a blocking fn; see
     /// [`crate::blocking`]).
     pub fn wait_blocking<'a>(&'a self, mut reserved: Reserved<'a>) -> Result<Granted<'a>, Error> {
-        // Nothing can end a thread's sleep early: the permit is due after.
         let limiter = reserved.limiter;
-        crate::blocking::sleep(reserved.taken.wait);
+        limiter.wait_blocking(reserved.taken);
         Ok(Granted {
             limiter,
             started: reserved.started.take(),
