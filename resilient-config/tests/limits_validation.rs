@@ -1027,6 +1027,7 @@ async fn full_timeout_section_builds_and_reads_back() -> TestResult {
         TimeoutSettings {
             enabled: true,
             duration: Duration::from_secs(2),
+            idle: None,
         }
     );
 
@@ -1039,6 +1040,7 @@ async fn full_timeout_section_builds_and_reads_back() -> TestResult {
         TimeoutSettings {
             enabled: false,
             duration: Duration::from_secs(90),
+            idle: None,
         }
     );
     Ok(())
@@ -1052,6 +1054,7 @@ async fn defaults_of_a_minimal_timeout_section() -> TestResult {
         TimeoutSettings {
             enabled: true,
             duration: Duration::from_millis(300),
+            idle: None,
         }
     );
     Ok(())
@@ -1181,6 +1184,7 @@ async fn values_given_as_strings_are_accepted() -> TestResult {
         TimeoutSettings {
             enabled: false,
             duration: Duration::from_millis(750),
+            idle: None,
         }
     );
     assert_eq!(

@@ -410,6 +410,15 @@ pub fn stream_rate<F, S>(call: RateCall, make: F) -> crate::stream::RateStream<F
     crate::stream::rate(call, make)
 }
 
+/// A timeout's layer of a stream.
+#[inline(always)]
+pub fn stream_timeout<F, S>(
+    call: TimeoutCall<'static>,
+    make: F,
+) -> crate::stream::TimeoutStream<F, S> {
+    crate::stream::timeout(call, make)
+}
+
 /// A retry's layer of a stream: `make` makes the stream for each attempt.
 #[inline(always)]
 pub fn stream_retry<F, S, T, E, Tr, J>(

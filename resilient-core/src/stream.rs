@@ -1,7 +1,8 @@
 //! Streams: the attributes on a fn that returns a stream of results.
 //!
-//! `#[retryable]`, `#[circuit_breakable]` (keyed too), `#[concurrency_limit]`
-//! and `#[rate_limited]` take a fn (not `async`) that returns
+//! `#[retryable]`, `#[circuit_breakable]` (keyed too), `#[timeout]`,
+//! `#[concurrency_limit]` and `#[rate_limited]` take a fn (not `async`)
+//! that returns
 //! `impl Stream<Item = Result<T, E>>` (the [`Stream`] trait of
 //! `futures-core`, re-exported here), or a boxed one
 //! (`Pin<Box<dyn Stream<Item = Result<T, E>> + Send>>`). A paged listing, a
@@ -42,10 +43,16 @@
 //!
 //! | attribute | on a stream | Kora (`Flow`) | Spring 7 (`Flux`) |
 //! |---|---|---|---|
-//! | `#[retryable]` | a failure before the first item makes the stream again, after the spec's wait, with fresh clones of the arguments, within `attempts`; once an item has passed, a failure ends the stream with it (no item is seen twice) | `retryWhen`: the flow is collected again after any failure, so items before it are emitted again | `retryWhen` with the spec's backoff: the publisher is subscribed again after any failure, items before it are seen again |
-//! | `#[circuit_breakable]` | one permit per stream, taken at its first poll; its outcome is the stream's first failure, or its end; a rejected stream yields one `Err` and ends | a permit per collection; the outcome at completion or error | (no breaker) |
-//! | `#[concurrency_limit]` | one place per stream, from its first poll until it ends or is dropped | (no limit on `Flow`) | a place per subscription until completion, error or cancellation |
-//! | `#[rate_limited]` | one permit per stream, at its first poll | a permit per collection | (no rate limiter) |
+//! | `#[retryable]` | a failure before the first item makes the stream again, after the spec's wait, with fresh clones of the arguments, within `attempts`; once an item has passed, a failure ends the stream with it (no item is seen twice) | `retryWhen`: the whole flow is collected again after a failure, so the items before it come again | the publisher is subscribed again after a failure: a `Flux` that emits 1 then fails, 2 retries, gives `[1, 1, 1, 2, 3]` |
+//! | `#[circuit_breakable]` | one permit per stream, taken at its first poll; its outcome is the stream's first failure, or its end; a rejected stream yields one `Err` and ends, its body makes nothing | a permit taken before `emitAll`, success recorded at completion | (no breaker) |
+//! | `#[concurrency_limit]` | one place per stream, from its first poll until it ends or is dropped | (none) | `@ConcurrencyLimit` does not limit subscriptions |
+//! | `#[rate_limited]` | one permit per stream, at its first poll | (none) | (no rate limiter) |
+//! | `#[timeout]` | `duration` bounds the wait for the first item, the spec's `idle` (if set) every gap between items; either ends the stream with [`Error::Timeout`] | one deadline for the whole flow, checked only when an item arrives (a stalled flow never times out) | (none) |
+//!
+//! An idle limit reads no clock per item: it looks at the stream every
+//! quarter of `idle` (at most once a millisecond), so a stream ends between
+//! `idle` and `idle` plus one such period after its last item, never
+//! earlier.
 //!
 //! A failure is what the spec's classification says of an item, as for the
 //! result of an `async fn` (with `classify = http`, a 503 response is one),
@@ -61,15 +68,17 @@
 //! paused clock of a test applies). The items themselves pass through with
 //! no allocation and no clock read.
 //!
-//! `#[timeout]`, `#[fallback]`, `#[hedged]` and `#[chaos]` do not take a
-//! stream yet: each is a compile error at its attribute.
+//! `#[fallback]`, `#[hedged]` and `#[chaos]` do not take a stream yet: each
+//! is a compile error at its attribute.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 pub use futures_core::Stream;
 use pin_project_lite::pin_project;
+use tokio::time::{Instant, Sleep};
 
 use crate::circuit_breaker::{on_resilience_error, BreakerCall, Permit, PermitParts};
 use crate::concurrency::{Enter, Held, HeldParts, LimitCall};
@@ -78,6 +87,7 @@ use crate::outcome::{self, Fail};
 use crate::rate_limiter::{Granted, GrantedParts, RateCall};
 use crate::retry::{Judge, RetryCall, Step};
 use crate::spec::Verdict;
+use crate::timeout::{StreamTimer, TimeoutCall};
 
 /// A wait a stream makes before it starts (for a place, for a permit),
 /// boxed: only a stream that must wait pays for it.
@@ -607,6 +617,172 @@ where
                 }
                 Phase::Done => return Poll::Ready(None),
             }
+        }
+    }
+}
+
+pin_project! {
+    /// `#[timeout]` on a stream: a limit to its first item (`duration`) and,
+    /// if set, between items (`idle`).
+    #[doc(hidden)]
+    pub struct TimeoutStream<F, S> {
+        call: TimeoutCall<'static>,
+        make: Option<F>,
+        // The timer while the stream's outcome is not counted.
+        timer: Option<StreamTimer>,
+        phase: Phase,
+        failed: bool,
+        // Items seen, and as many when the idle timer last looked.
+        items: u64,
+        looked: u64,
+        // When the stream was last seen active: a tick's time, never later
+        // than the item it saw.
+        active: Option<Instant>,
+        #[pin]
+        sleep: Option<Sleep>,
+        #[pin]
+        inner: Option<S>,
+    }
+
+    impl<F, S> PinnedDrop for TimeoutStream<F, S> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(timer) = this.timer.take() {
+                this.call.stream_ended(timer, None);
+            }
+        }
+    }
+}
+
+/// A timeout's stream around what `make` makes.
+pub(crate) fn timeout<F, S>(call: TimeoutCall<'static>, make: F) -> TimeoutStream<F, S> {
+    TimeoutStream {
+        call,
+        make: Some(make),
+        timer: None,
+        phase: Phase::Start,
+        failed: false,
+        items: 0,
+        looked: 0,
+        active: None,
+        sleep: None,
+        inner: None,
+    }
+}
+
+/// How often an idle limit looks at a stream: four times per `idle`, and
+/// at most once a millisecond. A stream idle for `idle` ends at the first
+/// look after that: between `idle` and `idle` + one period after its last
+/// item, never earlier.
+fn idle_period(idle: Duration) -> Duration {
+    (idle / 4).max(Duration::from_millis(1)).min(idle)
+}
+
+impl<F, S, T, E> Stream for TimeoutStream<F, S>
+where
+    F: FnOnce() -> S,
+    S: Stream<Item = Result<T, Fail<E>>>,
+{
+    type Item = Result<T, Fail<E>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut this = self.project();
+        if *this.phase == Phase::Start {
+            match this.call.start_stream() {
+                Ok(timer) => *this.timer = timer,
+                Err(e) => {
+                    *this.phase = Phase::Done;
+                    *this.make = None;
+                    return Poll::Ready(Some(Err(Fail::Resilience(e))));
+                }
+            }
+            let Some(make) = this.make.take() else {
+                *this.phase = Phase::Done;
+                return Poll::Ready(None);
+            };
+            this.inner.set(Some(make()));
+            *this.phase = Phase::Running;
+        }
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            return Poll::Ready(None);
+        };
+        let Some(timer) = *this.timer else {
+            // Disabled, or counted: the items pass as they come.
+            let item = ready!(inner.poll_next(cx));
+            if item.is_none() {
+                *this.phase = Phase::Done;
+                this.inner.set(None);
+            }
+            return Poll::Ready(item);
+        };
+        if let Poll::Ready(item) = inner.poll_next(cx) {
+            match &item {
+                Some(outcome) => {
+                    *this.failed |= outcome.is_err();
+                    if *this.items == 0 {
+                        // The first item: its limit is met; the idle limit
+                        // (if any) starts, from the one clock read it needs.
+                        match timer.idle {
+                            Some(idle) => {
+                                let now = Instant::now();
+                                *this.active = Some(now);
+                                let at = now + idle_period(idle);
+                                this.sleep.set(Some(tokio::time::sleep_until(at)));
+                            }
+                            None => {
+                                this.sleep.set(None);
+                                // Nothing more to time: counted now.
+                                *this.timer = None;
+                                this.call.stream_ended(timer, Some(*this.failed));
+                            }
+                        }
+                    }
+                    *this.items += 1;
+                }
+                None => {
+                    *this.phase = Phase::Done;
+                    this.inner.set(None);
+                    this.sleep.set(None);
+                    *this.timer = None;
+                    this.call.stream_ended(timer, Some(*this.failed));
+                }
+            }
+            return Poll::Ready(item);
+        }
+        if this.sleep.is_none() && *this.items == 0 {
+            // Armed at the first wait for the first item, as a call's timer.
+            this.sleep.set(Some(tokio::time::sleep(timer.duration)));
+        }
+        loop {
+            let Some(sleep) = this.sleep.as_mut().as_pin_mut() else {
+                return Poll::Pending;
+            };
+            let due = sleep.deadline();
+            ready!(sleep.poll(cx));
+            let after = match timer.idle {
+                Some(idle) if *this.items > 0 => {
+                    if *this.items != *this.looked {
+                        *this.looked = *this.items;
+                        *this.active = Some(due);
+                    }
+                    let active = this.active.unwrap_or(due);
+                    if due.saturating_duration_since(active) < idle {
+                        let next = due + idle_period(idle);
+                        if let Some(sleep) = this.sleep.as_mut().as_pin_mut() {
+                            sleep.reset(next);
+                        }
+                        continue;
+                    }
+                    idle
+                }
+                _ => timer.duration,
+            };
+            *this.phase = Phase::Done;
+            this.inner.set(None);
+            this.sleep.set(None);
+            *this.timer = None;
+            let e = this.call.stream_timed_out(timer, after);
+            return Poll::Ready(Some(Err(Fail::Resilience(e))));
         }
     }
 }

@@ -102,7 +102,14 @@ fn registry(kind: &str) -> Registry {
         table([
             ("breaker", breaker),
             ("retry", retry),
-            ("timeout", table([("duration", Value::Str("1s".into()))])),
+            (
+                "timeout",
+                table([
+                    ("duration", Value::Str("1s".into())),
+                    // For streams only: an async fn's call ignores it.
+                    ("idle", Value::Str("1s".into())),
+                ]),
+            ),
             ("concurrency", table([("limit", Value::Int(4))])),
             ("hedging", table([("delay", Value::Str("1s".into()))])),
             (
@@ -169,4 +176,39 @@ fn successful_calls_allocate_nothing() {
             "{kind}: {allocated} allocations in 6000 successful calls"
         );
     }
+}
+
+/// The stack the stream figures measure: retry, breaker and timeout with
+/// an idle limit around a stream of numbers.
+#[retryable(Retry)]
+#[circuit_breakable(Breaker)]
+#[timeout(Timeout)]
+fn numbers(n: u64) -> impl resilient_core::stream::Stream<Item = Result<u64, Failed>> {
+    futures_util::stream::iter((0..n).map(Ok))
+}
+
+#[test]
+fn a_stream_s_items_allocate_nothing() {
+    use futures_util::StreamExt;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let r = registry("striped_approx");
+    let allocated = rt.block_on(r.scope(async {
+        // Warm up: thread-locals and the like may allocate once.
+        assert_eq!(numbers(10).count().await, 10);
+        let before = allocations();
+        let mut s = std::pin::pin!(numbers(1_000));
+        let mut sum = 0;
+        while let Some(item) = s.next().await {
+            sum += item.expect("ok");
+        }
+        assert_eq!(sum, 499_500);
+        allocations() - before
+    }));
+    assert_eq!(
+        allocated, 0,
+        "{allocated} allocations for a 1000-item stream"
+    );
 }

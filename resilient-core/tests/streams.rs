@@ -439,3 +439,95 @@ fn streams_on_two_workers_give_back_every_place() {
     );
     assert_eq!(limit.in_use(), 0, "every place came back");
 }
+
+#[derive(resilient_core::TimeoutSpec)]
+#[spec("streams.timeout")]
+struct FeedTimeout;
+
+/// Items at the given gaps (each after sleeping it), then the end.
+fn paced_items(gaps: Vec<u64>) -> impl Stream<Item = Result<usize, FeedError>> + Send {
+    futures_util::stream::unfold((0usize, gaps), |(i, gaps)| async move {
+        let gap = *gaps.get(i)?;
+        tokio::time::sleep(Duration::from_millis(gap)).await;
+        Some((Ok(i), (i + 1, gaps)))
+    })
+}
+
+#[resilient_core::timeout(FeedTimeout)]
+fn timed(gaps: Vec<u64>) -> impl Stream<Item = Result<usize, FeedError>> {
+    paced_items(gaps)
+}
+
+fn timeout_registry(idle: Option<&str>) -> Registry {
+    let mut section = table([("duration", s("1s"))]);
+    if let Some(idle) = idle {
+        section = with(section, "idle", s(idle));
+    }
+    registry::<FeedTimeout>(section)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_item_later_than_duration_ends_the_stream_at_duration() {
+    let r = timeout_registry(None);
+    let _registry = r.set_default();
+    let start = Instant::now();
+    let items = collect(timed(vec![2_000, 10])).await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert!(
+        items[0]
+            .as_ref()
+            .is_err_and(|e| e.contains("timed out after 1s")),
+        "{items:?}"
+    );
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    // In time: every item, however long the whole stream takes.
+    let items = collect(timed(vec![900, 900, 900])).await;
+    assert_eq!(items, vec![Ok(0), Ok(1), Ok(2)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gap_longer_than_idle_ends_the_stream_never_early() {
+    let r = timeout_registry(Some("400ms"));
+    let _registry = r.set_default();
+    // Ten items 300 ms apart pass: no gap reaches 400 ms.
+    let items = collect(timed(vec![300; 10])).await;
+    assert_eq!(items.len(), 10, "{items:?}");
+    assert!(items.iter().all(Result::is_ok));
+    // Then a gap of 5 s: the stream ends between 400 and 500 ms after its
+    // last item (looked at every 100 ms).
+    let mut s = Box::pin(timed(vec![100, 100, 5_000]));
+    assert!(matches!(s.next().await, Some(Ok(0))));
+    assert!(matches!(s.next().await, Some(Ok(1))));
+    let last = Instant::now();
+    let end = s.next().await;
+    let gap = last.elapsed();
+    assert!(
+        matches!(&end, Some(Err(FeedError::Resilience(Error::Timeout { after, .. }))) if *after == Duration::from_millis(400)),
+        "{end:?}"
+    );
+    assert!(
+        gap >= Duration::from_millis(400) && gap <= Duration::from_millis(500),
+        "ended {gap:?} after the last item"
+    );
+    assert!(s.next().await.is_none(), "ended");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_disabled_timeout_passes_a_stream_through() {
+    let r = registry::<FeedTimeout>(table([("duration", s("1s")), ("enabled", boolean(false))]));
+    let _registry = r.set_default();
+    let items = collect(timed(vec![5_000])).await;
+    assert_eq!(items, vec![Ok(0)]);
+}
+
+#[test]
+fn an_idle_limit_of_zero_is_a_startup_problem() {
+    let section = table([("duration", s("1s")), ("idle", s("0s"))]);
+    let problems = Registry::builder()
+        .spec::<FeedTimeout>()
+        .build(&root(vec![(FeedTimeout::PATH, section)]))
+        .expect_err("invalid");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].key, "idle");
+    assert!(problems[0].rule.contains("must be > 0"), "{problems:?}");
+}

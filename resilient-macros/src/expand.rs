@@ -247,17 +247,19 @@ fn async_only(kind: Kind) -> Option<&'static str> {
 /// Why a stream cannot carry an attribute of `kind`, if it cannot.
 fn not_on_streams(kind: Kind) -> Option<&'static str> {
     match kind {
-        Kind::Timeout => Some(
-            "a limit to the first item and between items is not built yet; \
-             bound the stream with the client's own timeout, or the awaits that consume it with `tokio::time::timeout`",
-        ),
         Kind::Fallback => Some(
             "replacing a stream that fails before its first item is not built yet; \
              match the first item where the stream is consumed",
         ),
-        Kind::Hedging => Some("a stream cannot be hedged; hedge an `async fn` that returns the whole answer"),
+        Kind::Hedging => {
+            Some("a stream cannot be hedged; hedge an `async fn` that returns the whole answer")
+        }
         Kind::Chaos => Some("faults are injected into `async fn`s only"),
-        Kind::Retry | Kind::CircuitBreaker | Kind::ConcurrencyLimit | Kind::RateLimiter => None,
+        Kind::Retry
+        | Kind::CircuitBreaker
+        | Kind::Timeout
+        | Kind::ConcurrencyLimit
+        | Kind::RateLimiter => None,
     }
 }
 

@@ -75,18 +75,29 @@ pub trait TimeoutSpec: Spec<Mechanism = Timeout> + Sized {
 /// | key | default | rule |
 /// |---|---|---|
 /// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
-/// | `duration` | required | duration > 0: how long a call may take, from its first wait |
+/// | `duration` | required | duration > 0: how long a call may take, from its first wait; on a stream, how long its first item may take |
+/// | `idle` | none | duration > 0, streams only: the longest gap between two items (see [`crate::stream`]) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TimeoutSettings {
     /// `false` turns the spec into a pass-through.
     pub enabled: bool,
-    /// How long a call may take.
+    /// How long a call may take (a stream: until its first item).
     #[cfg_attr(
         feature = "serde",
         serde(serialize_with = "crate::settings::ser::duration")
     )]
     pub duration: Duration,
+    /// A stream's longest gap between two items; `None`: no limit. A call
+    /// of an `async fn` has no items, and ignores it.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "crate::settings::ser::option_duration",
+            skip_serializing_if = "Option::is_none"
+        )
+    )]
+    pub idle: Option<Duration>,
 }
 
 impl TimeoutSettings {
@@ -106,9 +117,23 @@ impl TimeoutSettings {
             }
             other => other.flatten(),
         };
+        // Outer `None`: a problem (recorded); inner `None`: no idle limit.
+        let idle = match s.duration("idle", false) {
+            None => Some(None),
+            Some(Some(d)) if d.is_zero() => {
+                s.invalid(
+                    "idle",
+                    "must be > 0 (leave it out for no limit between items)",
+                );
+                None
+            }
+            Some(Some(d)) => Some(Some(d)),
+            Some(None) => None,
+        };
         Some(Self {
             enabled: enabled?,
             duration: duration?,
+            idle: idle?,
         })
     }
 }
@@ -281,6 +306,83 @@ impl<'a> TimeoutCall<'a> {
     }
 }
 
+/// A stream's timer, as plain data (see [`crate::stream`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StreamTimer {
+    pub(crate) duration: Duration,
+    pub(crate) idle: Option<Duration>,
+    pub(crate) started: Option<Instant>,
+}
+
+impl TimeoutCall<'_> {
+    /// A stream's timer under the settings in force: `None` when the spec
+    /// is disabled (the stream passes through, untimed and uncounted).
+    pub(crate) fn start_stream(&self) -> Result<Option<StreamTimer>, Error> {
+        let Some(instance) = &self.instance else {
+            return Err(self.key.not_configured());
+        };
+        let (settings, tag) = instance.config.get_tagged();
+        Ok((tag & ENABLED != 0).then(|| StreamTimer {
+            duration: settings.duration,
+            idle: settings.idle,
+            started: instance.telemetry.start(),
+        }))
+    }
+
+    /// A stream timed out (`after` its first-item or idle limit).
+    #[cold]
+    pub(crate) fn stream_timed_out(&self, timer: StreamTimer, after: Duration) -> Error {
+        if let Some(timeout) = self.instance.as_deref() {
+            timed_out(timeout, timer.started, after);
+        }
+        Error::Timeout {
+            spec: self.key.name,
+            after,
+        }
+    }
+
+    /// A stream ended in time, `failed` or not; or was dropped before
+    /// (`None`).
+    pub(crate) fn stream_ended(&self, timer: StreamTimer, failed: Option<bool>) {
+        let Some(timeout) = self.instance.as_deref() else {
+            return;
+        };
+        match failed {
+            Some(failed) => {
+                let outcome: Result<(), Fail<()>> =
+                    if failed { Err(Fail::Body(())) } else { Ok(()) };
+                let _ = timeout.telemetry.done(outcome, timer.started);
+            }
+            None => {
+                if let Some(at) = timer.started {
+                    timeout
+                        .telemetry
+                        .ended(Outcome::Cancelled, Some(at.elapsed()));
+                }
+            }
+        }
+    }
+}
+
+/// The limit passed: telemetry (a call timed out `after` its limit).
+fn timed_out(timeout: &Timeout, started: Option<Instant>, after: Duration) {
+    let t = &timeout.telemetry;
+    t.ended(Outcome::TimedOut, started.map(|s| s.elapsed()));
+    t.emit(|| Event::TimedOut {
+        spec: t.spec,
+        path: t.path,
+        after,
+    });
+    if t.logging() {
+        let (spec, path) = (t.spec, t.path);
+        tracing::info!(
+            target: "resilient::timeout",
+            spec, path, ?after,
+            "call timed out after {after:?}"
+        );
+    }
+}
+
 /// What a call's timer keeps: the limit, and when the call started (for
 /// telemetry, if it measures durations).
 #[doc(hidden)]
@@ -344,21 +446,7 @@ impl Armed<'_> {
     fn timed_out(&self, spec: &'static str) -> Error {
         self.end();
         let after = self.settings.duration;
-        let t = &self.timeout.telemetry;
-        t.ended(Outcome::TimedOut, self.started.map(|s| s.elapsed()));
-        t.emit(|| Event::TimedOut {
-            spec: t.spec,
-            path: t.path,
-            after,
-        });
-        if t.logging() {
-            let (spec, path) = (t.spec, t.path);
-            tracing::info!(
-                target: "resilient::timeout",
-                spec, path, ?after,
-                "call timed out after {after:?}"
-            );
-        }
+        timed_out(self.timeout, self.started, after);
         Error::Timeout { spec, after }
     }
 }

@@ -48,7 +48,10 @@ pub(crate) fn call(
             let start = limit_start(layer, "rate_limited", "rate_spec", span);
             quote_spanned!(span=> #p::stream_rate(#start, move || #inner))
         }
-        Kind::Timeout | Kind::Fallback | Kind::Chaos | Kind::Hedging => inner,
+        Kind::Timeout => quote_spanned! {span=>
+            #p::stream_timeout(#p::timeout(#p::timeout_spec::<#spec>()), move || #inner)
+        },
+        Kind::Fallback | Kind::Chaos | Kind::Hedging => inner,
     }
 }
 

@@ -1,4 +1,5 @@
-//! Fns that return streams under every attribute a stream can carry: an
+//! Fns that return streams under every attribute a stream can carry (all
+//! five on one): an
 //! `impl Stream` (with a lifetime, borrowing `&self`), a boxed stream, a
 //! `BoxStream` alias, a keyed breaker, a retry over an owned argument that
 //! is cloned per attempt, a method taking `self` by value, a body with an
@@ -13,8 +14,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use resilient_core::stream::Stream;
 use resilient_core::{
-    circuit_breakable, concurrency_limit, rate_limited, retryable, CircuitBreakerSpec,
-    ConcurrencyLimitSpec, RateLimiterSpec,
+    circuit_breakable, concurrency_limit, rate_limited, retryable, timeout, CircuitBreakerSpec,
+    ConcurrencyLimitSpec, RateLimiterSpec, TimeoutSpec,
 };
 use ui_tests::{UiError, UiRetry};
 
@@ -30,9 +31,14 @@ pub struct FeedLimit;
 #[spec("ui.streams.rate")]
 pub struct FeedRate;
 
+#[derive(TimeoutSpec)]
+#[spec("ui.streams.timeout")]
+pub struct FeedTimeout;
+
 static MADE: AtomicU32 = AtomicU32::new(0);
 
 #[retryable(UiRetry)]
+#[timeout(FeedTimeout)]
 #[circuit_breakable(FeedBreaker, key = topic.as_str())]
 #[concurrency_limit(FeedLimit)]
 #[rate_limited(FeedRate)]

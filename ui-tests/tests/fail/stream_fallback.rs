@@ -1,5 +1,5 @@
-//! `#[timeout]` and `#[fallback]` do not take a stream: each is an error at
-//! its attribute that says what to do instead.
+//! `#[fallback]` does not take a stream (yet): an error at its attribute
+//! that says what to do instead; the `#[timeout]` beside it is fine.
 use futures_util::stream;
 use resilient_core::stream::Stream;
 use resilient_core::{fallback, retryable, timeout, TimeoutSpec};
