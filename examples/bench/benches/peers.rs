@@ -89,6 +89,15 @@ fn three_attributes_blocking() -> Result<u32, Failed> {
     Ok(black_box(1))
 }
 
+/// The same three layers on an `async fn`: what the blocking fn's layers
+/// cost beside the async ones'.
+#[retryable(Retry)]
+#[circuit_breakable(Breaker)]
+#[concurrency_limit(Limit)]
+async fn three_attributes() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
 /// The blocking fn without any attribute: the floor.
 fn op_blocking() -> Result<u32, Failed> {
     Ok(black_box(1))
@@ -484,9 +493,11 @@ fn stack_success(c: &mut Criterion) {
 /// (the same atomics, `thread::sleep` for the delay) and the bare fn, all
 /// called on the bench thread outside any runtime: with the registry as the
 /// thread's default (`set_default`, how a test or a thread of its own
-/// runs) and with the installed registry (how an application runs).
+/// runs) and with the installed registry (how an application runs); and
+/// the same layers on an `async fn` on a current-thread runtime.
 fn blocking(c: &mut Criterion) {
     install();
+    let rt = current_thread();
     let hand = hand::Hand::new(ATTEMPTS, RETRY_DELAY, 5, OPEN_WAIT, LIMIT, TIMEOUT);
     let default = registry("ring_buffer");
     let checks = [
@@ -499,6 +510,10 @@ fn blocking(c: &mut Criterion) {
             three_attributes_blocking().is_ok()
         }),
         ("hand-written", hand.call_blocking().is_ok()),
+        (
+            "3 attributes, async",
+            rt.block_on(three_attributes()).is_ok(),
+        ),
     ];
     for (name, ok) in checks {
         assert!(ok, "{name}: the first call failed");
@@ -517,6 +532,14 @@ fn blocking(c: &mut Criterion) {
     g.bench_function("hand-written blocking reference", |bench| {
         bench.iter(|| black_box(hand.call_blocking().is_ok()));
     });
+    g.bench_function(
+        "resilient 3 attributes on an async fn, installed registry",
+        |bench| {
+            bench
+                .to_async(&rt)
+                .iter(|| async { black_box(three_attributes().await.is_ok()) });
+        },
+    );
     g.finish();
 }
 
