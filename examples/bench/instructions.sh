@@ -6,9 +6,13 @@
 # bare fn without attributes; a chaos spec left disabled, its default; a
 # hedging spec whose first attempt succeeds at once, so no hedge starts; a
 # breaker keyed by a host string and one keyed by a u64, on a key that has
-# its instance), runs
+# its instance; the bench's hand-written reference, `hand`), runs
 # each stack N and 2N times and prints (Ir(2N) - Ir(N)) / N, which leaves out
-# the start-up; then the size of each stack's future in bytes.
+# the start-up; then the size of each stack's future in bytes. A checkout
+# with blocking fns adds the bench's "blocking" group, called outside any
+# runtime: `blocking` (a plain fn under retry, breaker and limit, installed
+# registry), `blocking_default` (the same under `set_default`),
+# `hand_blocking` (the reference's blocking loop) and `bare_blocking`.
 #
 # Usage: examples/bench/instructions.sh [CHECKOUT] [N]
 #   CHECKOUT: the resilient checkout to measure (default: this one), so that
@@ -36,11 +40,24 @@ resilient-core = { path = "$root/resilient-core" }
 thiserror = "2"
 tokio = { version = "1", features = ["rt", "time"] }
 
+[features]
+# The checkout has blocking fns (resilient-core/src/blocking.rs).
+blocking = []
+
 [profile.release]
 debug = 1
 
 [workspace]
 TOML
+# The bench's hand-written reference, from this checkout whatever the
+# measured one.
+cp "$here/examples/bench/benches/hand.rs" "$work/src/hand.rs"
+features=()
+stacks="bare four retry breaker keyed keyed_u64 limit timeout chaos hedged hand"
+if [ -f "$root/resilient-core/src/blocking.rs" ]; then
+  features=(--features blocking)
+  stacks="$stacks bare_blocking blocking blocking_default hand_blocking"
+fi
 cat > "$work/src/main.rs" <<'RS'
 use std::hint::black_box;
 
@@ -74,6 +91,19 @@ async fn keyed_u64(tenant: u64) -> Result<u32, Failed> { let _ = tenant; Ok(blac
 #[chaos(Chaos)] async fn chaos() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[hedged(Hedging)] async fn hedged() -> Result<u32, Failed> { Ok(black_box(1)) }
 async fn bare() -> Result<u32, Failed> { Ok(black_box(1)) }
+
+#[allow(dead_code)] // `call_blocking` without the blocking stacks
+mod hand;
+
+/// The bench's "blocking" group: the stack's layers but the timeout on a
+/// plain fn, and the plain fn alone.
+#[cfg(feature = "blocking")]
+mod blocking {
+    use super::*;
+    #[retryable(Retry)] #[circuit_breakable(Breaker)] #[concurrency_limit(Limit)]
+    pub fn three() -> Result<u32, Failed> { Ok(black_box(1)) }
+    pub fn bare() -> Result<u32, Failed> { Ok(black_box(1)) }
+}
 
 fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
@@ -113,13 +143,32 @@ fn main() {
         // A second attempt after 100 ms: the calls here answer at once.
         ("hedging", table([("delay", s("100ms")), ("max_hedged_attempts", Value::Int(1))])),
     ]))]);
-    let registry = Registry::builder()
+    let build = || Registry::builder()
         .spec::<Retry>().spec::<Breaker>().spec::<Timeout>().spec::<Limit>().spec::<Chaos>()
         .spec::<Hedging>()
         .build(&root);
-    match registry.map(|r| r.install()) {
+    match build().map(|r| r.install()) {
         Ok(Ok(())) => {}
         _ => panic!("the registry did not build and install"),
+    }
+    // The bench's settings: 3 attempts 1 ms apart, open after 5 failures
+    // for 1 s, 64 in flight, timeout 1 s.
+    let (ms, secs) = (std::time::Duration::from_millis, std::time::Duration::from_secs);
+    let hand = hand::Hand::new(3, ms(1), 5, secs(1), 64, secs(1));
+    #[cfg(feature = "blocking")]
+    if let "bare_blocking" | "blocking" | "blocking_default" | "hand_blocking" = which.as_str() {
+        // Outside any runtime, as a thread of its own calls a blocking fn.
+        let default = build().unwrap_or_else(|_| panic!("the registry did not build"));
+        let _default = (which == "blocking_default").then(|| default.set_default());
+        for _ in 0..n {
+            let ok = match which.as_str() {
+                "blocking" | "blocking_default" => blocking::three().is_ok(),
+                "hand_blocking" => hand.call_blocking().is_ok(),
+                _ => blocking::bare().is_ok(),
+            };
+            assert!(ok);
+        }
+        return;
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     rt.block_on(async {
@@ -135,6 +184,7 @@ fn main() {
                 "chaos" => chaos().await,
                 "hedged" => hedged().await,
                 "bare" => bare().await,
+                "hand" => Ok(hand.call().await.unwrap_or_else(|e| panic!("{e:?}"))),
                 other => panic!("unknown stack {other}"),
             };
             assert!(matches!(r, Ok(1)));
@@ -144,13 +194,13 @@ fn main() {
 RS
 echo "building against $root ..." >&2
 target=${CARGO_TARGET_DIR:-$work/target}
-cargo build -q --release --manifest-path "$work/Cargo.toml" --target-dir "$target"
+cargo build -q --release --manifest-path "$work/Cargo.toml" --target-dir "$target" "${features[@]}"
 bin="$target/release/percall"
 ir() { # ir STACK CALLS: instructions of the whole run
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
     awk '/Collected/ {print $4}'
 }
-for stack in ${STACKS:-bare four retry breaker keyed keyed_u64 limit timeout chaos hedged}; do
+for stack in ${STACKS:-$stacks}; do
   a=$(ir "$stack" "$n")
   b=$(ir "$stack" $((2 * n)))
   echo "$stack: $(( (b - a) / n )) instructions per call"

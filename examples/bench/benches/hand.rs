@@ -1,7 +1,9 @@
 //! The hand-written reference: what a competent engineer writes inline when
 //! asked for retry, a circuit breaker, a limit on calls in flight and a
 //! timeout around one call, without a framework. No allocation, no lock, no
-//! clock read on the success path.
+//! clock read on the success path. [`Hand::call_blocking`] is the same
+//! without async and without the timeout, for a blocking fn: the retry's
+//! delay sleeps the thread.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -93,8 +95,10 @@ impl Hand {
         }
     }
 
-    /// One attempt: breaker, then limit, then timeout around the op.
-    async fn attempt(&self) -> Result<u32, HandError> {
+    /// The breaker's permission, then a place in flight, held until the
+    /// guard drops.
+    #[inline]
+    fn enter(&self) -> Result<InFlight<'_>, HandError> {
         if !self.permitted() {
             return Err(HandError::Open);
         }
@@ -102,7 +106,12 @@ impl Hand {
             self.in_flight.fetch_sub(1, Ordering::Release);
             return Err(HandError::Full);
         }
-        let _in_flight = InFlight(&self.in_flight);
+        Ok(InFlight(&self.in_flight))
+    }
+
+    /// One attempt: breaker, then limit, then timeout around the op.
+    async fn attempt(&self) -> Result<u32, HandError> {
+        let _in_flight = self.enter()?;
         let result =
             match tokio::time::timeout(self.timeout, async { Ok::<u32, HandError>(black_box(1)) })
                 .await
@@ -126,6 +135,32 @@ impl Hand {
                 Err(_) => {
                     attempt += 1;
                     tokio::time::sleep(self.delay).await;
+                }
+            }
+        }
+    }
+
+    /// One blocking attempt: breaker, then limit, around the op.
+    fn attempt_blocking(&self) -> Result<u32, HandError> {
+        let _in_flight = self.enter()?;
+        let result = Ok::<u32, HandError>(black_box(1));
+        self.record(result.is_ok());
+        result
+    }
+
+    /// [`call`](Self::call) for a blocking fn: the same retry loop, breaker
+    /// and limit, no timeout (a thread cannot be stopped), and the delay
+    /// blocks the thread.
+    pub fn call_blocking(&self) -> Result<u32, HandError> {
+        let mut attempt = 1;
+        loop {
+            match self.attempt_blocking() {
+                Ok(v) => return Ok(v),
+                Err(e @ HandError::Open) => return Err(e),
+                Err(e) if attempt >= self.attempts => return Err(e),
+                Err(_) => {
+                    attempt += 1;
+                    std::thread::sleep(self.delay);
                 }
             }
         }

@@ -80,6 +80,29 @@ async fn four_attributes() -> Result<u32, Failed> {
     Ok(black_box(1))
 }
 
+/// The stack group's layers on a blocking fn, in the same order, without
+/// the timeout (a compile error on a plain fn: a thread cannot be stopped).
+#[retryable(Retry)]
+#[circuit_breakable(Breaker)]
+#[concurrency_limit(Limit)]
+fn three_attributes_blocking() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
+/// The same three layers on an `async fn`: what the blocking fn's layers
+/// cost beside the async ones'.
+#[retryable(Retry)]
+#[circuit_breakable(Breaker)]
+#[concurrency_limit(Limit)]
+async fn three_attributes() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
+/// The blocking fn without any attribute: the floor.
+fn op_blocking() -> Result<u32, Failed> {
+    Ok(black_box(1))
+}
+
 #[retryable(Retry)]
 async fn retry_only() -> Result<u32, Failed> {
     Ok(black_box(1))
@@ -465,6 +488,61 @@ fn stack_success(c: &mut Criterion) {
     g.finish();
 }
 
+/// A blocking fn under `#[retryable] #[circuit_breakable]
+/// #[concurrency_limit]` beside the hand-written reference's blocking loop
+/// (the same atomics, `thread::sleep` for the delay) and the bare fn, all
+/// called on the bench thread outside any runtime: with the registry as the
+/// thread's default (`set_default`, how a test or a thread of its own
+/// runs) and with the installed registry (how an application runs); and
+/// the same layers on an `async fn` on a current-thread runtime.
+fn blocking(c: &mut Criterion) {
+    install();
+    let rt = current_thread();
+    let hand = hand::Hand::new(ATTEMPTS, RETRY_DELAY, 5, OPEN_WAIT, LIMIT, TIMEOUT);
+    let default = registry("ring_buffer");
+    let checks = [
+        (
+            "3 attributes, installed",
+            three_attributes_blocking().is_ok(),
+        ),
+        ("3 attributes, thread default", {
+            let _default = default.set_default();
+            three_attributes_blocking().is_ok()
+        }),
+        ("hand-written", hand.call_blocking().is_ok()),
+        (
+            "3 attributes, async",
+            rt.block_on(three_attributes()).is_ok(),
+        ),
+    ];
+    for (name, ok) in checks {
+        assert!(ok, "{name}: the first call failed");
+    }
+    let mut g = c.benchmark_group("blocking");
+    g.bench_function("fn alone (baseline)", |bench| {
+        bench.iter(|| black_box(op_blocking().is_ok()));
+    });
+    g.bench_function("resilient 3 attributes, thread default registry", |bench| {
+        let _default = default.set_default();
+        bench.iter(|| black_box(three_attributes_blocking().is_ok()));
+    });
+    g.bench_function("resilient 3 attributes, installed registry", |bench| {
+        bench.iter(|| black_box(three_attributes_blocking().is_ok()));
+    });
+    g.bench_function("hand-written blocking reference", |bench| {
+        bench.iter(|| black_box(hand.call_blocking().is_ok()));
+    });
+    g.bench_function(
+        "resilient 3 attributes on an async fn, installed registry",
+        |bench| {
+            bench
+                .to_async(&rt)
+                .iter(|| async { black_box(three_attributes().await.is_ok()) });
+        },
+    );
+    g.finish();
+}
+
 /// `iters` calls of `call`, spread over 64 tasks on a runtime with `workers`
 /// worker threads; the wall time from the first spawn to the last task's end.
 fn spread_over_tasks<F, Fut>(rt: &tokio::runtime::Runtime, iters: u64, call: F) -> Duration
@@ -660,6 +738,7 @@ criterion_group!(
     breaker_tasks,
     concurrency_success,
     reload::reload,
-    keyed::keyed
+    keyed::keyed,
+    blocking
 );
 criterion_main!(benches);
