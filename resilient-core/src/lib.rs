@@ -15,9 +15,9 @@
 //! | `#[chaos(Spec)]` | `ChaosSpec` | [`chaos`](mod@chaos) |
 //! | `#[hedged(Spec)]` | `HedgingSpec` | [`hedging`] |
 //!
-//! The first five also go on a blocking fn (a plain `fn -> Result<T, E>`,
-//! see [`blocking`]), and retry, breaker and both limits on a fn that
-//! returns a stream of results (see [`stream`]).
+//! All but `#[timeout]`, `#[chaos]` and `#[hedged]` also go on a blocking
+//! fn (a plain `fn -> Result<T, E>`, see [`blocking`]), and all but the
+//! last two on a fn that returns a stream of results (see [`stream`]).
 //!
 //! ```
 //! use resilient_core::{retryable, RetrySpec};

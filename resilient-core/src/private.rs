@@ -410,6 +410,29 @@ pub fn stream_rate<F, S>(call: RateCall, make: F) -> crate::stream::RateStream<F
     crate::stream::rate(call, make)
 }
 
+/// A fallback's layer of a stream: `fallback` makes the replacement.
+#[inline(always)]
+pub fn stream_fallback<F, S, G, R, E>(
+    fn_name: &'static str,
+    on: FallbackOn<E>,
+    wrap: fn(Error) -> E,
+    make: F,
+    fallback: G,
+) -> crate::stream::FallbackStream<F, S, G, R, E> {
+    crate::stream::fallback(fn_name, on, wrap, make, fallback)
+}
+
+/// A stream fn's fallback's output, of the fn's item type `R`, entering
+/// the chain (its one check, at the `method` string).
+#[inline(always)]
+pub fn fallback_stream<R, T, E, X>(output: X) -> crate::stream::Lift<X::Stream>
+where
+    R: ResultType<Ok = T, Err = E>,
+    X: crate::stream::StreamFallbackOutput<T, E>,
+{
+    crate::stream::lift(output.into_stream())
+}
+
 /// A timeout's layer of a stream.
 #[inline(always)]
 pub fn stream_timeout<F, S>(

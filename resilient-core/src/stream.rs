@@ -1,8 +1,8 @@
 //! Streams: the attributes on a fn that returns a stream of results.
 //!
 //! `#[retryable]`, `#[circuit_breakable]` (keyed too), `#[timeout]`,
-//! `#[concurrency_limit]` and `#[rate_limited]` take a fn (not `async`)
-//! that returns
+//! `#[concurrency_limit]`, `#[rate_limited]` and `#[fallback]` take a fn
+//! (not `async`) that returns
 //! `impl Stream<Item = Result<T, E>>` (the [`Stream`] trait of
 //! `futures-core`, re-exported here), or a boxed one
 //! (`Pin<Box<dyn Stream<Item = Result<T, E>> + Send>>`). A paged listing, a
@@ -47,6 +47,7 @@
 //! | `#[circuit_breakable]` | one permit per stream, taken at its first poll; its outcome is the stream's first failure, or its end; a rejected stream yields one `Err` and ends, its body makes nothing | a permit taken before `emitAll`, success recorded at completion | (no breaker) |
 //! | `#[concurrency_limit]` | one place per stream, from its first poll until it ends or is dropped | (none) | `@ConcurrencyLimit` does not limit subscriptions |
 //! | `#[rate_limited]` | one permit per stream, at its first poll | (none) | (no rate limiter) |
+//! | `#[fallback]` | a failure before the first item (that `on` takes) replaces the stream by the fallback's: a plain fn with the same arguments (and optionally the error) that returns a stream of the same items; a failure after an item passes on | `.catch { emitAll(fallback(..)) }`: a failure at any point, after the items already emitted | (no fallback) |
 //! | `#[timeout]` | `duration` bounds the wait for the first item, the spec's `idle` (if set) every gap between items; either ends the stream with [`Error::Timeout`] | one deadline for the whole flow, checked only when an item arrives (a stalled flow never times out) | (none) |
 //!
 //! An idle limit reads no clock per item: it looks at the stream every
@@ -68,8 +69,10 @@
 //! paused clock of a test applies). The items themselves pass through with
 //! no allocation and no clock read.
 //!
-//! `#[fallback]`, `#[hedged]` and `#[chaos]` do not take a stream yet: each
-//! is a compile error at its attribute.
+//! `#[hedged]` and `#[chaos]` do not take a stream: each is a compile error
+//! at its attribute. A retry that restarts a stream after items have
+//! passed (so that the caller sees them twice, as Kora and Spring do) is
+//! not offered.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -83,6 +86,7 @@ use tokio::time::{Instant, Sleep};
 use crate::circuit_breaker::{on_resilience_error, BreakerCall, Permit, PermitParts};
 use crate::concurrency::{Enter, Held, HeldParts, LimitCall};
 use crate::error::Error;
+use crate::fallback::FallbackOn;
 use crate::outcome::{self, Fail};
 use crate::rate_limiter::{Granted, GrantedParts, RateCall};
 use crate::retry::{Judge, RetryCall, Step};
@@ -784,5 +788,134 @@ where
             let e = this.call.stream_timed_out(timer, after);
             return Poll::Ready(Some(Err(Fail::Resilience(e))));
         }
+    }
+}
+
+pin_project! {
+    /// `#[fallback]` on a stream: a failure before the first item (that the
+    /// fallback's `on` takes) replaces the stream by the fallback's.
+    #[doc(hidden)]
+    pub struct FallbackStream<F, S, G, R, E> {
+        fn_name: &'static str,
+        on: FallbackOn<E>,
+        wrap: fn(Error) -> E,
+        make: Option<F>,
+        fallback: Option<G>,
+        phase: Phase,
+        passed: bool,
+        #[pin]
+        inner: Option<S>,
+        #[pin]
+        replacement: Option<R>,
+    }
+}
+
+/// A fallback's stream around what `make` makes; `fallback` makes the
+/// replacement from the error it answers.
+pub(crate) fn fallback<F, S, G, R, E>(
+    fn_name: &'static str,
+    on: FallbackOn<E>,
+    wrap: fn(Error) -> E,
+    make: F,
+    fallback: G,
+) -> FallbackStream<F, S, G, R, E> {
+    FallbackStream {
+        fn_name,
+        on,
+        wrap,
+        make: Some(make),
+        fallback: Some(fallback),
+        phase: Phase::Start,
+        passed: false,
+        inner: None,
+        replacement: None,
+    }
+}
+
+impl<F, S, G, R, T, E> Stream for FallbackStream<F, S, G, R, E>
+where
+    F: FnOnce() -> S,
+    S: Stream<Item = Result<T, Fail<E>>>,
+    G: FnOnce(E) -> R,
+    R: Stream<Item = Result<T, Fail<E>>>,
+{
+    type Item = Result<T, Fail<E>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut this = self.project();
+        if *this.phase == Phase::Start {
+            let Some(make) = this.make.take() else {
+                *this.phase = Phase::Done;
+                return Poll::Ready(None);
+            };
+            this.inner.set(Some(make()));
+            *this.phase = Phase::Running;
+        }
+        if let Some(replacement) = this.replacement.as_mut().as_pin_mut() {
+            let item = ready!(replacement.poll_next(cx));
+            if item.is_none() {
+                *this.phase = Phase::Done;
+                this.replacement.set(None);
+            }
+            return Poll::Ready(item);
+        }
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            return Poll::Ready(None);
+        };
+        let item = ready!(inner.poll_next(cx));
+        let Some(outcome) = item else {
+            *this.phase = Phase::Done;
+            this.inner.set(None);
+            return Poll::Ready(None);
+        };
+        if *this.passed {
+            return Poll::Ready(Some(outcome));
+        }
+        *this.passed = true;
+        match crate::fallback::decide(this.fn_name, this.on, *this.wrap, outcome) {
+            Ok(outcome) => Poll::Ready(Some(outcome)),
+            Err(error) => {
+                this.inner.set(None);
+                let Some(fallback) = this.fallback.take() else {
+                    *this.phase = Phase::Done;
+                    return Poll::Ready(None);
+                };
+                this.replacement.set(Some(fallback(error)));
+                let Some(replacement) = this.replacement.as_mut().as_pin_mut() else {
+                    return Poll::Ready(None);
+                };
+                let item = ready!(replacement.poll_next(cx));
+                if item.is_none() {
+                    *this.phase = Phase::Done;
+                    this.replacement.set(None);
+                }
+                Poll::Ready(item)
+            }
+        }
+    }
+}
+
+/// What the fallback of a stream fn may return: a stream of the annotated
+/// fn's items.
+#[diagnostic::on_unimplemented(
+    message = "the fallback of a stream fn returns `{Self}`, not a stream of the annotated fn's items",
+    label = "the fallback of a stream fn must return a stream of `Result<{T}, {E}>`",
+    note = "a stream fn's fallback is a plain fn that returns a stream with the annotated fn's `Item` type"
+)]
+pub trait StreamFallbackOutput<T, E> {
+    /// The replacement stream.
+    type Stream: Stream<Item = Result<T, E>>;
+    /// The output as the replacement stream.
+    fn into_stream(self) -> Self::Stream;
+}
+
+impl<S, T, E> StreamFallbackOutput<T, E> for S
+where
+    S: Stream<Item = Result<T, E>>,
+{
+    type Stream = S;
+
+    fn into_stream(self) -> S {
+        self
     }
 }

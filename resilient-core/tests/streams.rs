@@ -531,3 +531,69 @@ fn an_idle_limit_of_zero_is_a_startup_problem() {
     assert_eq!(problems[0].key, "idle");
     assert!(problems[0].rule.contains("must be > 0"), "{problems:?}");
 }
+
+/// A feed with a cache: the cache's stream replaces the feed's when it
+/// fails before its first item.
+struct Cached {
+    feed: Arc<Feed>,
+    cache_made: AtomicUsize,
+}
+
+impl Cached {
+    #[resilient_core::fallback(method = "cached(from)")]
+    #[retryable(FeedRetry)]
+    fn events(&self, from: usize) -> impl Stream<Item = Result<usize, FeedError>> + '_ {
+        let _ = from;
+        self.feed.stream()
+    }
+
+    fn cached(
+        &self,
+        from: usize,
+        error: FeedError,
+    ) -> impl Stream<Item = Result<usize, FeedError>> + '_ {
+        assert!(error.to_string().contains("gave up"), "{error}");
+        self.cache_made.fetch_add(1, Ordering::SeqCst);
+        futures_util::stream::iter((from..from + 2).map(Ok))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_fails_before_its_first_item_is_replaced_by_the_fallback_s() {
+    let r = retry_registry(1);
+    let _registry = r.set_default();
+    let cached = Cached {
+        feed: Feed::new(3),
+        cache_made: AtomicUsize::new(0),
+    };
+    cached.feed.fail_first.store(5, Ordering::SeqCst);
+    let items = collect(cached.events(100)).await;
+    assert_eq!(items, vec![Ok(100), Ok(101)], "the cache's items");
+    assert_eq!(
+        (cached.feed.made(), cached.cache_made.load(Ordering::SeqCst)),
+        (2, 1),
+        "two attempts, then the fallback once"
+    );
+    // A feed that answers: the fallback is not called.
+    cached.feed.fail_first.store(0, Ordering::SeqCst);
+    let items = collect(cached.events(100)).await;
+    assert_eq!(items, vec![Ok(0), Ok(1), Ok(2)]);
+    assert_eq!(cached.cache_made.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_after_the_first_item_is_not_answered_by_the_fallback() {
+    let r = retry_registry(1);
+    let _registry = r.set_default();
+    let cached = Cached {
+        feed: Arc::new(Feed {
+            items: 1,
+            fail_after: true,
+            ..Feed::default()
+        }),
+        cache_made: AtomicUsize::new(0),
+    };
+    let items = collect(cached.events(100)).await;
+    assert_eq!(items, vec![Ok(0), Err("the feed failed".into())]);
+    assert_eq!(cached.cache_made.load(Ordering::SeqCst), 0);
+}

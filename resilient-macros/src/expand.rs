@@ -247,10 +247,6 @@ fn async_only(kind: Kind) -> Option<&'static str> {
 /// Why a stream cannot carry an attribute of `kind`, if it cannot.
 fn not_on_streams(kind: Kind) -> Option<&'static str> {
     match kind {
-        Kind::Fallback => Some(
-            "replacing a stream that fails before its first item is not built yet; \
-             match the first item where the stream is consumed",
-        ),
         Kind::Hedging => {
             Some("a stream cannot be hedged; hedge an `async fn` that returns the whole answer")
         }
@@ -259,7 +255,8 @@ fn not_on_streams(kind: Kind) -> Option<&'static str> {
         | Kind::CircuitBreaker
         | Kind::Timeout
         | Kind::ConcurrencyLimit
-        | Kind::RateLimiter => None,
+        | Kind::RateLimiter
+        | Kind::Fallback => None,
     }
 }
 
@@ -744,8 +741,19 @@ fn expand_stream(
     // A closure of its own, so that the body's `return` gives the body's
     // stream.
     let body = quote_spanned!(body_span=> #p::stream_lift::<#item, _, _, _>(#p::call_once(move || #block)));
+    let cx = Context {
+        ret: item.clone(),
+        again: layers.iter().any(|l| l.kind.calls_again()),
+        receiver: receiver(&func.sig),
+        self_span: func
+            .sig
+            .receiver()
+            .map_or_else(Span::call_site, |r| r.self_token.span),
+        fn_name: func.sig.ident.clone(),
+        blocking: false,
+    };
     let chain = layers.iter().rev().fold(body, |inner, layer| {
-        layer::stream::call(layer, &item, rebind, inner)
+        layer::stream::call(layer, &cx, &item, rebind, inner)
     });
     // At the item type: a missing `From<resilient_core::Error>` is reported
     // there.

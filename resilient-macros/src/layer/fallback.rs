@@ -167,3 +167,107 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStre
         }
     }
 }
+
+/// `#[fallback]` on a stream: what is inside, replaced by the fallback's
+/// stream when it fails before its first item. The fallback's arguments are
+/// cloned here, before what is inside takes the originals (inside a retry,
+/// the attempt's own clones).
+pub(crate) fn stream(
+    f: &FallbackArgs,
+    cx: &Context,
+    item: &TokenStream,
+    inner: TokenStream,
+) -> TokenStream {
+    let span = Span::call_site().located_at(f.method.span());
+    let p = quote_spanned!(span=> ::resilient_core::__private);
+    let fn_name = cx.fn_name.to_string();
+    let on = match &f.on {
+        FallbackOn::Any => quote!(#p::FallbackOn::Any),
+        FallbackOn::Resilience => quote!(#p::FallbackOn::Resilience),
+        FallbackOn::Rejection => quote!(#p::FallbackOn::Rejection),
+        FallbackOn::Timeout => quote!(#p::FallbackOn::Timeout),
+        FallbackOn::When(path) => quote!(#p::FallbackOn::When(#path)),
+    };
+    let self_ident = syn::Ident::new("self", cx.self_span);
+    let mut names: Vec<&syn::Ident> = Vec::new();
+    let target = &f.target;
+    let target = if f.target.get_ident().is_some() && cx.receiver.is_some() {
+        names.push(&self_ident);
+        quote_spanned!(span=> Self::#target)
+    } else {
+        quote!(#target)
+    };
+    names.extend(f.args.iter());
+    let mut clones = Vec::new();
+    let args: Vec<TokenStream> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            if *name == "self" && cx.receiver == Some(Receiver::Ref) {
+                return quote!(self);
+            }
+            let to = saved(name);
+            if !names[..i].iter().any(|n| n == name) {
+                let clone = clone_fn(name);
+                let at = if *name == "self" { cx.self_span } else { span };
+                clones.push(quote_spanned!(at=> let #to = #p::#clone(&#name);));
+            }
+            if names[i + 1..].iter().any(|n| n == name) {
+                let clone = clone_fn(name);
+                quote_spanned!(span=> #p::#clone(&#to))
+            } else {
+                quote_spanned!(span=> #to)
+            }
+        })
+        .collect();
+    let has_receiver = names.first().is_some_and(|n| *n == "self");
+    let self_path = cx.receiver.is_some()
+        && f.target.segments.len() > 1
+        && f.target.segments.first().is_some_and(|s| s.ident == "Self");
+    let markers: Vec<syn::Ident> = (0..names.len())
+        .map(|i| format_ident!("__resilient_param{}", i, span = span))
+        .collect();
+    let typed: Vec<TokenStream> = markers
+        .iter()
+        .enumerate()
+        .map(|(i, marker)| {
+            let field = syn::Index {
+                index: u32::try_from(i).unwrap_or(u32::MAX),
+                span,
+            };
+            if has_receiver && i == 0 {
+                quote_spanned!(span=> #p::fallback_receiver(#marker, __resilient_args.#field))
+            } else {
+                let number = i + usize::from(!has_receiver);
+                let check = if self_path {
+                    quote_spanned!(span=> fallback_path_param)
+                } else {
+                    quote_spanned!(span=> fallback_param)
+                };
+                quote_spanned!(span=> #p::#check::<_, _, #number>(#marker, __resilient_args.#field))
+            }
+        })
+        .collect();
+    quote_spanned! {span=>
+        {
+            #(#clones)*
+            #p::stream_fallback(
+                #fn_name,
+                #on,
+                __resilient_wrap,
+                move || #inner,
+                move |__resilient_error| {
+                    let __resilient_args = (#(#args,)*);
+                    let __resilient_fit = #p::fallback_fit::<#item, _, _, _, _>(&#target, &__resilient_args, &__resilient_error);
+                    let __resilient_passed = __resilient_fit.passed(&__resilient_args);
+                    let (#(#markers,)*) = __resilient_fit.named();
+                    let __resilient_args = (#(#typed,)*);
+                    let __resilient_error = __resilient_fit.error(__resilient_passed, __resilient_error);
+                    #p::fallback_stream::<#item, _, _, _>(
+                        __resilient_fit.call(#target, __resilient_args, __resilient_error),
+                    )
+                },
+            )
+        }
+    }
+}

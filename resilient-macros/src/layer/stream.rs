@@ -4,7 +4,7 @@
 use proc_macro2::{Span, TokenStream};
 use quote::quote_spanned;
 
-use crate::model::{spec_span, Kind, Layer};
+use crate::model::{spec_span, Context, Kind, Layer, LayerArgs};
 
 /// The stream of `layer` around `inner`, an expression that makes the
 /// stream inside it (the layer calls it once, or once per attempt for a
@@ -12,10 +12,14 @@ use crate::model::{spec_span, Kind, Layer};
 /// type. Layers a stream cannot carry were refused by the checks.
 pub(crate) fn call(
     layer: &Layer,
+    cx: &Context,
     item: &TokenStream,
     rebind: &[TokenStream],
     inner: TokenStream,
 ) -> TokenStream {
+    if let LayerArgs::Fallback(f) = &layer.args {
+        return super::fallback::stream(f, cx, item, inner);
+    }
     let Some(spec) = layer.spec() else {
         return inner;
     };

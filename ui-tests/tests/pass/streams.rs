@@ -1,5 +1,5 @@
 //! Fns that return streams under every attribute a stream can carry (all
-//! five on one): an
+//! six on one; a fallback never answers `NotConfigured`): an
 //! `impl Stream` (with a lifetime, borrowing `&self`), a boxed stream, a
 //! `BoxStream` alias, a keyed breaker, a retry over an owned argument that
 //! is cloned per attempt, a method taking `self` by value, a body with an
@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use resilient_core::stream::Stream;
 use resilient_core::{
-    circuit_breakable, concurrency_limit, rate_limited, retryable, timeout, CircuitBreakerSpec,
-    ConcurrencyLimitSpec, RateLimiterSpec, TimeoutSpec,
+    circuit_breakable, concurrency_limit, fallback, rate_limited, retryable, timeout,
+    CircuitBreakerSpec, ConcurrencyLimitSpec, RateLimiterSpec, TimeoutSpec,
 };
 use ui_tests::{UiError, UiRetry};
 
@@ -37,6 +37,7 @@ pub struct FeedTimeout;
 
 static MADE: AtomicU32 = AtomicU32::new(0);
 
+#[fallback(method = "replay(topic, from)")]
 #[retryable(UiRetry)]
 #[timeout(FeedTimeout)]
 #[circuit_breakable(FeedBreaker, key = topic.as_str())]
@@ -48,6 +49,11 @@ pub fn all_four(topic: String, from: u64) -> impl Stream<Item = Result<u64, UiEr
         return stream::iter(vec![Err(UiError::Failed)]).boxed();
     }
     stream::iter((from..from + 3).map(Ok)).boxed()
+}
+
+pub fn replay(topic: String, from: u64) -> impl Stream<Item = Result<u64, UiError>> + Send {
+    let n = topic.len() as u64;
+    stream::iter((from..from + n).map(Ok))
 }
 
 #[retryable(UiRetry)]
@@ -68,11 +74,16 @@ pub struct Feed {
 }
 
 impl Feed {
+    #[fallback(method = "empty()")]
     #[retryable(UiRetry)]
     #[concurrency_limit(FeedLimit)]
     pub fn borrowed(&self) -> impl Stream<Item = Result<u64, UiError>> + Send + '_ {
         MADE.fetch_add(1, Ordering::SeqCst);
         stream::iter(self.items.iter().map(|&i| Ok(i)))
+    }
+
+    fn empty(&self) -> impl Stream<Item = Result<u64, UiError>> + Send + '_ {
+        stream::iter(self.items.iter().take(0).map(|&i| Ok(i)))
     }
 
     #[retryable(UiRetry)]
