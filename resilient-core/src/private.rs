@@ -389,25 +389,32 @@ pub fn stream_lower<S, E>(wrap: fn(Error) -> E, chain: S) -> crate::stream::Lowe
     crate::stream::lower(wrap, chain)
 }
 
-/// A breaker's layer of a stream, around what `make` makes.
+/// A breaker's layer of a stream, around what `make` makes; `start`
+/// looks the breaker up at the stream's first poll.
 #[inline(always)]
-pub fn stream_breaker<C, F, S>(
-    call: BreakerCall<'static, C>,
-    make: F,
-) -> crate::stream::BreakerStream<F, S, C> {
-    crate::stream::breaker(call, make)
+pub fn stream_breaker<G, C, F, S>(start: G, make: F) -> crate::stream::BreakerStream<G, C, F, S>
+where
+    G: FnOnce() -> BreakerCall<'static, C>,
+{
+    crate::stream::breaker(start, make)
 }
 
 /// A concurrency limit's layer of a stream.
 #[inline(always)]
-pub fn stream_limit<F, S>(call: LimitCall<'static>, make: F) -> crate::stream::LimitStream<F, S> {
-    crate::stream::limit(call, make)
+pub fn stream_limit<G, F, S>(start: G, make: F) -> crate::stream::LimitStream<G, F, S>
+where
+    G: FnOnce() -> LimitCall<'static>,
+{
+    crate::stream::limit(start, make)
 }
 
 /// A rate limiter's layer of a stream.
 #[inline(always)]
-pub fn stream_rate<F, S>(call: RateCall, make: F) -> crate::stream::RateStream<F, S> {
-    crate::stream::rate(call, make)
+pub fn stream_rate<G, F, S>(start: G, make: F) -> crate::stream::RateStream<G, F, S>
+where
+    G: FnOnce() -> RateCall,
+{
+    crate::stream::rate(start, make)
 }
 
 /// A fallback's layer of a stream: `fallback` makes the replacement.
@@ -425,30 +432,34 @@ pub fn stream_fallback<F, S, G, R, E>(
 /// A stream fn's fallback's output, of the fn's item type `R`, entering
 /// the chain (its one check, at the `method` string).
 #[inline(always)]
-pub fn fallback_stream<R, T, E, X>(output: X) -> crate::stream::Lift<X::Stream>
+pub fn fallback_stream<R, T, E, X, M>(output: X) -> crate::stream::Lift<X::Stream>
 where
     R: ResultType<Ok = T, Err = E>,
-    X: crate::stream::StreamFallbackOutput<T, E>,
+    X: crate::stream::StreamFallbackOutput<T, E, M>,
 {
     crate::stream::lift(output.into_stream())
 }
 
 /// A timeout's layer of a stream.
 #[inline(always)]
-pub fn stream_timeout<F, S>(
-    call: TimeoutCall<'static>,
-    make: F,
-) -> crate::stream::TimeoutStream<F, S> {
-    crate::stream::timeout(call, make)
+pub fn stream_timeout<G, F, S>(start: G, make: F) -> crate::stream::TimeoutStream<G, F, S>
+where
+    G: FnOnce() -> TimeoutCall<'static>,
+{
+    crate::stream::timeout(start, make)
 }
 
-/// A retry's layer of a stream: `make` makes the stream for each attempt.
+/// A retry's layer of a stream: `make` makes the stream for each attempt;
+/// `start` starts the retry's call at the first poll.
 #[inline(always)]
-pub fn stream_retry<F, S, T, E, Tr, J>(
-    call: RetryCall<'static, T, E, Tr, J>,
+pub fn stream_retry<G, F, S, T, E, Tr, J>(
+    start: G,
     make: F,
-) -> crate::stream::RetryStream<F, S, T, E, Tr, J> {
-    crate::stream::retry(call, make)
+) -> crate::stream::RetryStream<G, F, S, T, E, Tr, J>
+where
+    G: FnOnce() -> RetryCall<'static, T, E, Tr, J>,
+{
+    crate::stream::retry(start, make)
 }
 
 /// The answer of a blocking fn's fallback: its output, of the fn's output

@@ -58,11 +58,25 @@
 //! A failure is what the spec's classification says of an item, as for the
 //! result of an `async fn` (with `classify = http`, a 503 response is one),
 //! and a mechanism's rejection inside ends the stream with that error. A
-//! stream that ends before its first item is a success.
+//! stream that ends before its first item is a success. A breaker judges a
+//! half-open probe's stream by its first item (a long healthy stream must
+//! not keep every other call out), and a slow call by the time to the
+//! first item, not the stream's whole life.
 //!
 //! Dropping the stream at any point gives back what it holds: its place,
-//! its breaker permit (counted as neither success nor failure), a budget
-//! token reserved for a retry that has not started.
+//! its breaker permit, a budget token reserved for a retry that has not
+//! started. A stream dropped after items ended as it went so far (a
+//! consumer that takes what it needs, `take(n)`, ended a healthy stream: a
+//! success; one that stops at an error, a failure); one dropped before any
+//! item counts as cancelled, and for a breaker as neither.
+//!
+//! Each layer finds its instance in the registry in use at the stream's
+//! first poll (a keyed layer: when the fn is called, from its arguments),
+//! so a stream polled outside the scope it was made in fails as a whole
+//! with `NotConfigured`. The body runs at the first poll too, so a stream
+//! that borrows what the fn borrows says so in its type (`impl Stream +
+//! '_`). A retry's and a timeout's timer are kept in the stream: the stream
+//! is not `Unpin` (`Box::pin` it, or use `pin!`, to call `next`).
 //!
 //! A retry's wait, a `block` limit's wait for a place and a rate limiter's
 //! reservation happen inside the stream's poll, on tokio's clock (the
@@ -179,43 +193,87 @@ enum Phase {
     Done,
 }
 
+/// What a layer has seen pass: whether an item came, and whether a
+/// failure did. A stream dropped after an item ended as it went so far: a
+/// consumer that takes what it needs and drops the rest (`take(n)`) ends a
+/// healthy stream, not a cancelled one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Seen {
+    item: bool,
+    failed: bool,
+}
+
+impl Seen {
+    fn saw<T, E>(&mut self, item: &Result<T, E>) {
+        self.item = true;
+        self.failed |= item.is_err();
+    }
+
+    /// The outcome a layer records for the stream so far, if an item came.
+    fn outcome(self) -> Option<Result<(), Fail<()>>> {
+        self.item.then(|| {
+            if self.failed {
+                Err(Fail::Body(()))
+            } else {
+                Ok(())
+            }
+        })
+    }
+}
+
 pin_project! {
     /// `#[circuit_breakable]` on a stream: one permit per stream.
     #[doc(hidden)]
-    pub struct BreakerStream<F, S, C> {
-        call: BreakerCall<'static, C>,
+    pub struct BreakerStream<G, C, F, S> {
+        start: Option<G>,
+        call: Option<BreakerCall<'static, C>>,
         make: Option<F>,
         // The permit while the stream's outcome is not known.
         permit: Option<PermitParts>,
+        seen: Seen,
         phase: Phase,
         #[pin]
         inner: Option<S>,
     }
 
-    impl<F, S, C> PinnedDrop for BreakerStream<F, S, C> {
+    impl<G, C, F, S> PinnedDrop for BreakerStream<G, C, F, S> {
         fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            if let (Some(parts), Some(breaker)) = (this.permit.take(), this.call.breaker()) {
-                // Dropped before its outcome: counts as neither.
-                drop(Permit::from_parts(breaker, parts));
+            let mut this = this.project();
+            // The body's stream first, as an async fn's body goes before
+            // its guards.
+            this.inner.set(None);
+            let breaker = this.call.as_ref().and_then(BreakerCall::breaker);
+            if let (Some(parts), Some(breaker)) = (this.permit.take(), breaker) {
+                let permit = Permit::from_parts(breaker, parts);
+                if this.seen.item {
+                    // Items passed, no failure among them: a success.
+                    permit.judged(Verdict::Success, parts);
+                } else {
+                    // Dropped before any item: counts as neither.
+                    drop(permit);
+                }
             }
         }
     }
 }
 
-/// A breaker's stream around what `make` makes.
-pub(crate) fn breaker<F, S, C>(call: BreakerCall<'static, C>, make: F) -> BreakerStream<F, S, C> {
+/// A breaker's stream around what `make` makes; `start` looks its breaker
+/// up at the first poll.
+pub(crate) fn breaker<G, C, F, S>(start: G, make: F) -> BreakerStream<G, C, F, S> {
     BreakerStream {
-        call,
+        start: Some(start),
+        call: None,
         make: Some(make),
         permit: None,
+        seen: Seen::default(),
         phase: Phase::Start,
         inner: None,
     }
 }
 
-impl<F, S, C, T, E> Stream for BreakerStream<F, S, C>
+impl<G, C, F, S, T, E> Stream for BreakerStream<G, C, F, S>
 where
+    G: FnOnce() -> BreakerCall<'static, C>,
     F: FnOnce() -> S,
     S: Stream<Item = Result<T, Fail<E>>>,
     C: Fn(&Result<T, E>) -> Verdict + Copy,
@@ -225,18 +283,15 @@ where
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let mut this = self.project();
         if *this.phase == Phase::Start {
-            match this.call.enter() {
-                Ok(entered) => *this.permit = Some(entered.into_parts()),
-                Err(e) => {
-                    *this.phase = Phase::Done;
-                    *this.make = None;
-                    return Poll::Ready(Some(Err(Fail::Resilience(e))));
-                }
-            }
-            let Some(make) = this.make.take() else {
-                *this.phase = Phase::Done;
+            *this.phase = Phase::Done;
+            let (Some(start), Some(make)) = (this.start.take(), this.make.take()) else {
                 return Poll::Ready(None);
             };
+            let call = this.call.insert(start());
+            match call.enter() {
+                Ok(entered) => *this.permit = Some(entered.into_parts()),
+                Err(e) => return Poll::Ready(Some(Err(Fail::Resilience(e)))),
+            }
             this.inner.set(Some(make()));
             *this.phase = Phase::Running;
         }
@@ -244,29 +299,37 @@ where
             return Poll::Ready(None);
         };
         let item = ready!(inner.poll_next(cx));
-        let Some(parts) = *this.permit else {
+        let Some(call) = this.call.as_ref() else {
+            return Poll::Ready(item);
+        };
+        let (Some(mut parts), Some(breaker)) = (*this.permit, call.breaker()) else {
             if item.is_none() {
                 *this.phase = Phase::Done;
                 this.inner.set(None);
             }
             return Poll::Ready(item);
         };
-        let Some(breaker) = this.call.breaker() else {
-            return Poll::Ready(item);
-        };
         match item {
             Some(outcome) => {
+                parts.first_item(breaker);
                 let (outcome, verdict) =
-                    outcome::classify(outcome, this.call.classify(), on_resilience_error);
-                if verdict != Verdict::Success {
+                    outcome::classify(outcome, call.classify(), on_resilience_error);
+                if verdict == Verdict::Success && !parts.probe() {
+                    this.seen.item = true;
+                    *this.permit = Some(parts);
+                } else {
+                    // A failure ends the permit; so does a half-open probe's
+                    // first good item: a long healthy stream must not keep
+                    // the breaker half-open (and every other call out) for
+                    // its whole life.
                     *this.permit = None;
-                    Permit::from_parts(breaker, parts).judged(verdict);
+                    Permit::from_parts(breaker, parts).judged(verdict, parts);
                 }
                 Poll::Ready(Some(outcome))
             }
             None => {
                 *this.permit = None;
-                Permit::from_parts(breaker, parts).judged(Verdict::Success);
+                Permit::from_parts(breaker, parts).judged(Verdict::Success, parts);
                 *this.phase = Phase::Done;
                 this.inner.set(None);
                 Poll::Ready(None)
@@ -279,44 +342,54 @@ pin_project! {
     /// `#[concurrency_limit]` on a stream: one place, held until the stream
     /// ends or is dropped.
     #[doc(hidden)]
-    pub struct LimitStream<F, S> {
-        call: LimitCall<'static>,
+    pub struct LimitStream<G, F, S> {
+        start: Option<G>,
+        call: Option<LimitCall<'static>>,
         make: Option<F>,
         held: Option<HeldParts>,
-        failed: bool,
+        seen: Seen,
         phase: Phase,
         waiting: Option<Waiting<HeldParts>>,
         #[pin]
         inner: Option<S>,
     }
 
-    impl<F, S> PinnedDrop for LimitStream<F, S> {
+    impl<G, F, S> PinnedDrop for LimitStream<G, F, S> {
         fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            // The wait first: a place it took is freed with it.
+            let mut this = this.project();
+            // The body's stream first, as an async fn's body goes before
+            // its place; then the wait: a place it took is freed with it.
+            this.inner.set(None);
             *this.waiting = None;
-            if let (Some(parts), Some(limiter)) = (this.held.take(), this.call.limiter()) {
-                drop(Held::from_parts(limiter, parts));
+            let limiter = this.call.as_ref().and_then(LimitCall::limiter);
+            if let (Some(parts), Some(limiter)) = (this.held.take(), limiter) {
+                let mut held = Held::from_parts(limiter, parts);
+                if let Some(outcome) = this.seen.outcome() {
+                    let _ = held.exit(outcome);
+                }
             }
         }
     }
 }
 
-/// A concurrency limit's stream around what `make` makes.
-pub(crate) fn limit<F, S>(call: LimitCall<'static>, make: F) -> LimitStream<F, S> {
+/// A concurrency limit's stream around what `make` makes; `start` looks
+/// its limiter up at the first poll.
+pub(crate) fn limit<G, F, S>(start: G, make: F) -> LimitStream<G, F, S> {
     LimitStream {
-        call,
+        start: Some(start),
+        call: None,
         make: Some(make),
         held: None,
-        failed: false,
+        seen: Seen::default(),
         phase: Phase::Start,
         waiting: None,
         inner: None,
     }
 }
 
-impl<F, S, T, E> Stream for LimitStream<F, S>
+impl<G, F, S, T, E> Stream for LimitStream<G, F, S>
 where
+    G: FnOnce() -> LimitCall<'static>,
     F: FnOnce() -> S,
     S: Stream<Item = Result<T, Fail<E>>>,
 {
@@ -326,18 +399,25 @@ where
         let mut this = self.project();
         loop {
             let entered = match *this.phase {
-                Phase::Start => match this.call.try_enter() {
-                    Enter::Ready(entered) => entered.map(Held::into_parts),
-                    Enter::Wait(full) => {
-                        let parts = full.into_parts();
-                        let call = this.call.duplicate();
-                        *this.waiting = Some(Box::pin(async move {
-                            call.wait_from_parts(parts).await.map(Held::into_parts)
-                        }));
-                        *this.phase = Phase::Waiting;
+                Phase::Start => {
+                    *this.phase = Phase::Done;
+                    let Some(start) = this.start.take() else {
                         continue;
+                    };
+                    let call = this.call.insert(start());
+                    match call.try_enter() {
+                        Enter::Ready(entered) => entered.map(Held::into_parts),
+                        Enter::Wait(full) => {
+                            let parts = full.into_parts();
+                            let call = call.duplicate();
+                            *this.waiting = Some(Box::pin(async move {
+                                call.wait_from_parts(parts).await.map(Held::into_parts)
+                            }));
+                            *this.phase = Phase::Waiting;
+                            continue;
+                        }
                     }
-                },
+                }
                 Phase::Waiting => {
                     let Some(waiting) = this.waiting.as_mut() else {
                         *this.phase = Phase::Done;
@@ -345,43 +425,34 @@ where
                     };
                     let entered = ready!(waiting.as_mut().poll(cx));
                     *this.waiting = None;
+                    *this.phase = Phase::Done;
                     entered
                 }
                 Phase::Running => break,
                 Phase::Done => return Poll::Ready(None),
             };
-            match (entered, this.make.take()) {
-                (Ok(parts), Some(make)) => {
-                    *this.held = Some(parts);
-                    this.inner.set(Some(make()));
-                    *this.phase = Phase::Running;
-                }
-                (Ok(parts), None) => {
-                    *this.held = Some(parts);
-                    *this.phase = Phase::Done;
-                }
-                (Err(e), _) => {
-                    *this.phase = Phase::Done;
-                    return Poll::Ready(Some(Err(Fail::Resilience(e))));
-                }
+            match entered {
+                Ok(parts) => *this.held = Some(parts),
+                Err(e) => return Poll::Ready(Some(Err(Fail::Resilience(e)))),
             }
+            let Some(make) = this.make.take() else {
+                return Poll::Ready(None);
+            };
+            this.inner.set(Some(make()));
+            *this.phase = Phase::Running;
         }
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return Poll::Ready(None);
         };
         let item = ready!(inner.poll_next(cx));
         match &item {
-            Some(Err(_)) => *this.failed = true,
-            Some(Ok(_)) => {}
+            Some(outcome) => this.seen.saw(outcome),
             None => {
                 *this.phase = Phase::Done;
                 this.inner.set(None);
-                if let (Some(parts), Some(limiter)) = (this.held.take(), this.call.limiter()) {
-                    let outcome: Result<(), Fail<()>> = if *this.failed {
-                        Err(Fail::Body(()))
-                    } else {
-                        Ok(())
-                    };
+                let limiter = this.call.as_ref().and_then(LimitCall::limiter);
+                if let (Some(parts), Some(limiter)) = (this.held.take(), limiter) {
+                    let outcome = this.seen.outcome().unwrap_or(Ok(()));
                     let _ = Held::from_parts(limiter, parts).exit(outcome);
                 }
             }
@@ -393,43 +464,52 @@ where
 pin_project! {
     /// `#[rate_limited]` on a stream: one permit per stream, at its start.
     #[doc(hidden)]
-    pub struct RateStream<F, S> {
-        call: RateCall,
+    pub struct RateStream<G, F, S> {
+        start: Option<G>,
+        call: Option<RateCall>,
         make: Option<F>,
         granted: Option<GrantedParts>,
-        failed: bool,
+        seen: Seen,
         phase: Phase,
         waiting: Option<Waiting<GrantedParts>>,
         #[pin]
         inner: Option<S>,
     }
 
-    impl<F, S> PinnedDrop for RateStream<F, S> {
+    impl<G, F, S> PinnedDrop for RateStream<G, F, S> {
         fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
+            let mut this = this.project();
+            this.inner.set(None);
             *this.waiting = None;
-            if let (Some(parts), Some(limiter)) = (this.granted.take(), this.call.limiter()) {
-                drop(Granted::from_parts(limiter, parts));
+            let limiter = this.call.as_ref().and_then(RateCall::limiter);
+            if let (Some(parts), Some(limiter)) = (this.granted.take(), limiter) {
+                let mut granted = Granted::from_parts(limiter, parts);
+                if let Some(outcome) = this.seen.outcome() {
+                    let _ = granted.exit(outcome);
+                }
             }
         }
     }
 }
 
-/// A rate limiter's stream around what `make` makes.
-pub(crate) fn rate<F, S>(call: RateCall, make: F) -> RateStream<F, S> {
+/// A rate limiter's stream around what `make` makes; `start` looks its
+/// limiter up at the first poll.
+pub(crate) fn rate<G, F, S>(start: G, make: F) -> RateStream<G, F, S> {
     RateStream {
-        call,
+        start: Some(start),
+        call: None,
         make: Some(make),
         granted: None,
-        failed: false,
+        seen: Seen::default(),
         phase: Phase::Start,
         waiting: None,
         inner: None,
     }
 }
 
-impl<F, S, T, E> Stream for RateStream<F, S>
+impl<G, F, S, T, E> Stream for RateStream<G, F, S>
 where
+    G: FnOnce() -> RateCall,
     F: FnOnce() -> S,
     S: Stream<Item = Result<T, Fail<E>>>,
 {
@@ -439,18 +519,25 @@ where
         let mut this = self.project();
         loop {
             let entered = match *this.phase {
-                Phase::Start => match this.call.try_enter() {
-                    Enter::Ready(entered) => entered.map(Granted::into_parts),
-                    Enter::Wait(reserved) => {
-                        let parts = reserved.into_parts();
-                        let call = this.call.duplicate();
-                        *this.waiting = Some(Box::pin(async move {
-                            call.wait_from_parts(parts).await.map(Granted::into_parts)
-                        }));
-                        *this.phase = Phase::Waiting;
+                Phase::Start => {
+                    *this.phase = Phase::Done;
+                    let Some(start) = this.start.take() else {
                         continue;
+                    };
+                    let call = this.call.insert(start());
+                    match call.try_enter() {
+                        Enter::Ready(entered) => entered.map(Granted::into_parts),
+                        Enter::Wait(reserved) => {
+                            let parts = reserved.into_parts();
+                            let call = call.duplicate();
+                            *this.waiting = Some(Box::pin(async move {
+                                call.wait_from_parts(parts).await.map(Granted::into_parts)
+                            }));
+                            *this.phase = Phase::Waiting;
+                            continue;
+                        }
                     }
-                },
+                }
                 Phase::Waiting => {
                     let Some(waiting) = this.waiting.as_mut() else {
                         *this.phase = Phase::Done;
@@ -458,43 +545,34 @@ where
                     };
                     let entered = ready!(waiting.as_mut().poll(cx));
                     *this.waiting = None;
+                    *this.phase = Phase::Done;
                     entered
                 }
                 Phase::Running => break,
                 Phase::Done => return Poll::Ready(None),
             };
-            match (entered, this.make.take()) {
-                (Ok(parts), Some(make)) => {
-                    *this.granted = Some(parts);
-                    this.inner.set(Some(make()));
-                    *this.phase = Phase::Running;
-                }
-                (Ok(parts), None) => {
-                    *this.granted = Some(parts);
-                    *this.phase = Phase::Done;
-                }
-                (Err(e), _) => {
-                    *this.phase = Phase::Done;
-                    return Poll::Ready(Some(Err(Fail::Resilience(e))));
-                }
+            match entered {
+                Ok(parts) => *this.granted = Some(parts),
+                Err(e) => return Poll::Ready(Some(Err(Fail::Resilience(e)))),
             }
+            let Some(make) = this.make.take() else {
+                return Poll::Ready(None);
+            };
+            this.inner.set(Some(make()));
+            *this.phase = Phase::Running;
         }
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return Poll::Ready(None);
         };
         let item = ready!(inner.poll_next(cx));
         match &item {
-            Some(Err(_)) => *this.failed = true,
-            Some(Ok(_)) => {}
+            Some(outcome) => this.seen.saw(outcome),
             None => {
                 *this.phase = Phase::Done;
                 this.inner.set(None);
-                if let (Some(parts), Some(limiter)) = (this.granted.take(), this.call.limiter()) {
-                    let outcome: Result<(), Fail<()>> = if *this.failed {
-                        Err(Fail::Body(()))
-                    } else {
-                        Ok(())
-                    };
+                let limiter = this.call.as_ref().and_then(RateCall::limiter);
+                if let (Some(parts), Some(limiter)) = (this.granted.take(), limiter) {
+                    let outcome = this.seen.outcome().unwrap_or(Ok(()));
                     let _ = Granted::from_parts(limiter, parts).exit(outcome);
                 }
             }
@@ -507,8 +585,9 @@ pin_project! {
     /// `#[retryable]` on a stream: made again after a failure before its
     /// first item.
     #[doc(hidden)]
-    pub struct RetryStream<F, S, T, E, Tr, J> {
-        call: RetryCall<'static, T, E, Tr, J>,
+    pub struct RetryStream<G, F, S, T, E, Tr, J> {
+        start: Option<G>,
+        call: Option<RetryCall<'static, T, E, Tr, J>>,
         make: F,
         phase: Phase,
         // Whether an item has passed: a failure then ends the stream.
@@ -517,28 +596,28 @@ pin_project! {
         // capacity), given back if the stream is dropped first.
         token: Option<u64>,
         #[pin]
-        sleep: Option<tokio::time::Sleep>,
+        sleep: Option<Sleep>,
         #[pin]
         inner: Option<S>,
     }
 
-    impl<F, S, T, E, Tr, J> PinnedDrop for RetryStream<F, S, T, E, Tr, J> {
+    impl<G, F, S, T, E, Tr, J> PinnedDrop for RetryStream<G, F, S, T, E, Tr, J> {
         fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            if let Some(max) = this.token.take() {
-                this.call.give_back(max);
+            let mut this = this.project();
+            this.inner.set(None);
+            if let (Some(max), Some(call)) = (this.token.take(), this.call.as_ref()) {
+                call.give_back(max);
             }
         }
     }
 }
 
-/// A retry's stream around what `make` makes, once per attempt.
-pub(crate) fn retry<F, S, T, E, Tr, J>(
-    call: RetryCall<'static, T, E, Tr, J>,
-    make: F,
-) -> RetryStream<F, S, T, E, Tr, J> {
+/// A retry's stream around what `make` makes, once per attempt; `start`
+/// starts the retry's call at the first poll.
+pub(crate) fn retry<G, F, S, T, E, Tr, J>(start: G, make: F) -> RetryStream<G, F, S, T, E, Tr, J> {
     RetryStream {
-        call,
+        start: Some(start),
+        call: None,
         make,
         phase: Phase::Start,
         passed: false,
@@ -548,8 +627,9 @@ pub(crate) fn retry<F, S, T, E, Tr, J>(
     }
 }
 
-impl<F, S, T, E, Tr, J> Stream for RetryStream<F, S, T, E, Tr, J>
+impl<G, F, S, T, E, Tr, J> Stream for RetryStream<G, F, S, T, E, Tr, J>
 where
+    G: FnOnce() -> RetryCall<'static, T, E, Tr, J>,
     F: FnMut() -> S,
     S: Stream<Item = Result<T, Fail<E>>>,
     Tr: Default,
@@ -562,8 +642,12 @@ where
         loop {
             match *this.phase {
                 Phase::Start => {
-                    if let Some(fail) = this.call.refused() {
-                        *this.phase = Phase::Done;
+                    *this.phase = Phase::Done;
+                    let Some(start) = this.start.take() else {
+                        continue;
+                    };
+                    let call = this.call.insert(start());
+                    if let Some(fail) = call.refused() {
                         return Poll::Ready(Some(Err(fail)));
                     }
                     this.inner.set(Some((this.make)()));
@@ -580,7 +664,9 @@ where
                     *this.phase = Phase::Running;
                 }
                 Phase::Running => {
-                    let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+                    let (Some(inner), Some(call)) =
+                        (this.inner.as_mut().as_pin_mut(), this.call.as_mut())
+                    else {
                         *this.phase = Phase::Done;
                         continue;
                     };
@@ -594,12 +680,12 @@ where
                     }
                     let Some(attempt) = item else {
                         // Ended before its first item: a success.
-                        this.call.succeeded_empty();
+                        call.succeeded_empty();
                         *this.phase = Phase::Done;
                         this.inner.set(None);
                         return Poll::Ready(None);
                     };
-                    let delay = match this.call.step(attempt) {
+                    let delay = match call.step(attempt) {
                         Step::Done(out) => {
                             *this.passed = true;
                             if out.is_err() {
@@ -629,18 +715,19 @@ pin_project! {
     /// `#[timeout]` on a stream: a limit to its first item (`duration`) and,
     /// if set, between items (`idle`).
     #[doc(hidden)]
-    pub struct TimeoutStream<F, S> {
-        call: TimeoutCall<'static>,
+    pub struct TimeoutStream<G, F, S> {
+        start: Option<G>,
+        call: Option<TimeoutCall<'static>>,
         make: Option<F>,
         // The timer while the stream's outcome is not counted.
         timer: Option<StreamTimer>,
         phase: Phase,
-        failed: bool,
+        seen: Seen,
         // Items seen, and as many when the idle timer last looked.
         items: u64,
         looked: u64,
-        // When the stream was last seen active: a tick's time, never later
-        // than the item it saw.
+        // When the stream was last seen active: the time of a look that
+        // found new items, never earlier than the items it found.
         active: Option<Instant>,
         #[pin]
         sleep: Option<Sleep>,
@@ -648,24 +735,28 @@ pin_project! {
         inner: Option<S>,
     }
 
-    impl<F, S> PinnedDrop for TimeoutStream<F, S> {
+    impl<G, F, S> PinnedDrop for TimeoutStream<G, F, S> {
         fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            if let Some(timer) = this.timer.take() {
-                this.call.stream_ended(timer, None);
+            let mut this = this.project();
+            this.inner.set(None);
+            if let (Some(timer), Some(call)) = (this.timer.take(), this.call.as_ref()) {
+                let failed = this.seen.item.then_some(this.seen.failed);
+                call.stream_ended(timer, failed);
             }
         }
     }
 }
 
-/// A timeout's stream around what `make` makes.
-pub(crate) fn timeout<F, S>(call: TimeoutCall<'static>, make: F) -> TimeoutStream<F, S> {
+/// A timeout's stream around what `make` makes; `start` looks its spec up
+/// at the first poll.
+pub(crate) fn timeout<G, F, S>(start: G, make: F) -> TimeoutStream<G, F, S> {
     TimeoutStream {
-        call,
+        start: Some(start),
+        call: None,
         make: Some(make),
         timer: None,
         phase: Phase::Start,
-        failed: false,
+        seen: Seen::default(),
         items: 0,
         looked: 0,
         active: None,
@@ -682,8 +773,9 @@ fn idle_period(idle: Duration) -> Duration {
     (idle / 4).max(Duration::from_millis(1)).min(idle)
 }
 
-impl<F, S, T, E> Stream for TimeoutStream<F, S>
+impl<G, F, S, T, E> Stream for TimeoutStream<G, F, S>
 where
+    G: FnOnce() -> TimeoutCall<'static>,
     F: FnOnce() -> S,
     S: Stream<Item = Result<T, Fail<E>>>,
 {
@@ -692,25 +784,22 @@ where
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let mut this = self.project();
         if *this.phase == Phase::Start {
-            match this.call.start_stream() {
-                Ok(timer) => *this.timer = timer,
-                Err(e) => {
-                    *this.phase = Phase::Done;
-                    *this.make = None;
-                    return Poll::Ready(Some(Err(Fail::Resilience(e))));
-                }
-            }
-            let Some(make) = this.make.take() else {
-                *this.phase = Phase::Done;
+            *this.phase = Phase::Done;
+            let (Some(start), Some(make)) = (this.start.take(), this.make.take()) else {
                 return Poll::Ready(None);
             };
+            let call = this.call.insert(start());
+            match call.start_stream() {
+                Ok(timer) => *this.timer = timer,
+                Err(e) => return Poll::Ready(Some(Err(Fail::Resilience(e)))),
+            }
             this.inner.set(Some(make()));
             *this.phase = Phase::Running;
         }
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return Poll::Ready(None);
         };
-        let Some(timer) = *this.timer else {
+        let (Some(timer), Some(call)) = (*this.timer, this.call.as_ref()) else {
             // Disabled, or counted: the items pass as they come.
             let item = ready!(inner.poll_next(cx));
             if item.is_none() {
@@ -722,7 +811,7 @@ where
         if let Poll::Ready(item) = inner.poll_next(cx) {
             match &item {
                 Some(outcome) => {
-                    *this.failed |= outcome.is_err();
+                    this.seen.saw(outcome);
                     if *this.items == 0 {
                         // The first item: its limit is met; the idle limit
                         // (if any) starts, from the one clock read it needs.
@@ -737,7 +826,7 @@ where
                                 this.sleep.set(None);
                                 // Nothing more to time: counted now.
                                 *this.timer = None;
-                                this.call.stream_ended(timer, Some(*this.failed));
+                                call.stream_ended(timer, Some(this.seen.failed));
                             }
                         }
                     }
@@ -748,7 +837,7 @@ where
                     this.inner.set(None);
                     this.sleep.set(None);
                     *this.timer = None;
-                    this.call.stream_ended(timer, Some(*this.failed));
+                    call.stream_ended(timer, Some(this.seen.failed));
                 }
             }
             return Poll::Ready(item);
@@ -761,17 +850,21 @@ where
             let Some(sleep) = this.sleep.as_mut().as_pin_mut() else {
                 return Poll::Pending;
             };
-            let due = sleep.deadline();
             ready!(sleep.poll(cx));
             let after = match timer.idle {
                 Some(idle) if *this.items > 0 => {
+                    // One clock read per look, never per item: the items
+                    // seen since the last look came at or before `now` (a
+                    // consumer slower than the stream may take them long
+                    // after the timer's deadline).
+                    let now = Instant::now();
                     if *this.items != *this.looked {
                         *this.looked = *this.items;
-                        *this.active = Some(due);
+                        *this.active = Some(now);
                     }
-                    let active = this.active.unwrap_or(due);
-                    if due.saturating_duration_since(active) < idle {
-                        let next = due + idle_period(idle);
+                    let active = this.active.unwrap_or(now);
+                    if now.saturating_duration_since(active) < idle {
+                        let next = now + idle_period(idle);
                         if let Some(sleep) = this.sleep.as_mut().as_pin_mut() {
                             sleep.reset(next);
                         }
@@ -785,7 +878,7 @@ where
             this.inner.set(None);
             this.sleep.set(None);
             *this.timer = None;
-            let e = this.call.stream_timed_out(timer, after);
+            let e = call.stream_timed_out(timer, after);
             return Poll::Ready(Some(Err(Fail::Resilience(e))));
         }
     }
@@ -902,14 +995,32 @@ where
     label = "the fallback of a stream fn must return a stream of `Result<{T}, {E}>`",
     note = "a stream fn's fallback is a plain fn that returns a stream with the annotated fn's `Item` type"
 )]
-pub trait StreamFallbackOutput<T, E> {
+pub trait StreamFallbackOutput<T, E, M> {
     /// The replacement stream.
     type Stream: Stream<Item = Result<T, E>>;
     /// The output as the replacement stream.
     fn into_stream(self) -> Self::Stream;
 }
 
-impl<S, T, E> StreamFallbackOutput<T, E> for S
+/// The marker of [`StreamFallbackOutput`]'s one impl that applies.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum AStream {}
+
+/// The marker of its impl that never applies.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum NoStream {}
+
+/// Implemented by no type: see [`StreamFallbackOutput`]'s second impl.
+#[doc(hidden)]
+pub trait Never {}
+
+// Two impls for any type, told apart by their bounds only: with a wrong
+// output, rustc finds neither and reports it once, with the message above,
+// instead of taking the one whose header fits and reporting its bound again
+// wherever the stream is used.
+impl<S, T, E> StreamFallbackOutput<T, E, AStream> for S
 where
     S: Stream<Item = Result<T, E>>,
 {
@@ -917,5 +1028,30 @@ where
 
     fn into_stream(self) -> S {
         self
+    }
+}
+
+impl<X, T, E> StreamFallbackOutput<T, E, NoStream> for X
+where
+    X: Never,
+{
+    type Stream = NoItems<Result<T, E>>;
+
+    fn into_stream(self) -> Self::Stream {
+        // Unreachable: no type implements `Never`.
+        NoItems(std::marker::PhantomData)
+    }
+}
+
+/// A stream of nothing (for the impl that never applies).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct NoItems<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T> Stream for NoItems<T> {
+    type Item = T;
+
+    fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<T>> {
+        Poll::Ready(None)
     }
 }

@@ -222,18 +222,33 @@ async fn one_permit_per_stream_and_a_rejected_stream_is_one_error() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_stream_dropped_halfway_counts_neither_success_nor_failure() {
+async fn a_stream_dropped_after_healthy_items_is_a_success_and_before_any_is_nothing() {
     let r = breaker_registry();
     let _registry = r.set_default();
     let breaker = r.sync_scope(FeedBreaker::get).expect("breaker");
+    // A consumer that takes what it needs (`take(n)`) ended a healthy
+    // stream: a success, whatever it left unread.
     let feed = Feed::new(10);
     let mut s = Box::pin(guarded(Arc::clone(&feed)));
     assert_eq!(s.next().await.map(|r| r.is_ok()), Some(true));
     drop(s);
-    // An unpolled stream takes no permit and makes nothing.
+    let m = breaker.metrics();
+    assert_eq!((m.window.total, m.window.failures), (1, 0));
+    // An unpolled stream takes no permit and makes nothing; one dropped
+    // while it waits for its first item counts neither way.
     drop(guarded(Arc::clone(&feed)));
-    assert_eq!(breaker.metrics().window.total, 0);
+    let slow = Box::pin(timed_guarded(vec![10_000]));
+    let mut slow = slow;
+    let first = tokio::time::timeout(Duration::from_millis(10), slow.next()).await;
+    assert!(first.is_err(), "no item yet");
+    drop(slow);
+    assert_eq!(breaker.metrics().window.total, 1);
     assert_eq!(feed.made(), 1);
+}
+
+#[circuit_breakable(FeedBreaker)]
+fn timed_guarded(gaps: Vec<u64>) -> impl Stream<Item = Result<usize, FeedError>> {
+    paced_items(gaps)
 }
 
 #[derive(ConcurrencyLimitSpec)]

@@ -179,6 +179,15 @@ pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
                 "`#[{name}]` needs a fn that returns `Result<T, E>`, where `E: From<resilient_core::Error>`; add a return type such as `-> Result<Pet, PetError>`"
             ),
         )),
+        ReturnType::Type(_, ty) if !blocking && stream_shape(ty).is_some() => {
+            errors.push(syn::Error::new(
+                sig.asyncness.map_or_else(|| ty.span(), |a| a.span),
+                format!(
+                    "`#[{name}]` takes a fn that returns a stream as a plain fn: `{}` is an `async fn` whose future returns a stream; remove `async` (the stream is made when it is first polled)",
+                    sig.ident
+                ),
+            ))
+        }
         ReturnType::Type(_, ty) if !is_result(ty) => errors.push(syn::Error::new(
             ty.span(),
             format!(

@@ -417,12 +417,17 @@ impl<'a> Permit<'a> {
     /// Records how the call ended; the drop then records nothing.
     #[inline]
     fn end(&mut self, end: End) {
+        let took = self.took();
+        self.end_after(end, took);
+    }
+
+    /// Records how the call ended, `took` long (if timed).
+    fn end_after(&mut self, end: End, took: Option<Duration>) {
         let taken = std::mem::replace(&mut self.taken, Taken::Free);
         if taken == Taken::Free {
             // Ended already, or taken from a disabled breaker.
             return;
         }
-        let took = self.took();
         let slow = match (took, self.breaker.slow_threshold()) {
             (Some(took), Some(threshold)) => took > threshold,
             _ => false,
@@ -442,6 +447,26 @@ impl<'a> Permit<'a> {
 pub(crate) struct PermitParts {
     taken: Taken,
     started: u64,
+    /// A stream's time to its first item, once it came (if timed): what
+    /// its outcome is timed by, so that a long healthy stream is no slow
+    /// call.
+    first: Option<Duration>,
+}
+
+impl PermitParts {
+    /// Whether the permit is a half-open probe's.
+    pub(crate) fn probe(&self) -> bool {
+        matches!(self.taken, Taken::Probe(_))
+    }
+
+    /// A stream's first item came: its time is fixed now.
+    pub(crate) fn first_item(&mut self, breaker: &Breaker) {
+        if self.first.is_none() && self.started != UNTIMED {
+            self.first = Some(Duration::from_nanos(
+                breaker.now_ns().saturating_sub(self.started),
+            ));
+        }
+    }
 }
 
 impl<'a> Permit<'a> {
@@ -451,6 +476,7 @@ impl<'a> Permit<'a> {
         let parts = PermitParts {
             taken: self.taken,
             started: self.started,
+            first: None,
         };
         std::mem::forget(self);
         parts
@@ -465,13 +491,16 @@ impl<'a> Permit<'a> {
         }
     }
 
-    /// Ends the permit as `verdict` says.
-    pub(crate) fn judged(mut self, verdict: Verdict) {
-        self.end(match verdict {
+    /// Ends a stream's permit as `verdict` says, timed to its first item
+    /// if one came (`parts` are this permit's).
+    pub(crate) fn judged(mut self, verdict: Verdict, parts: PermitParts) {
+        let end = match verdict {
             Verdict::Success => End::Success,
             Verdict::Failure | Verdict::RetryAfter(_) => End::Failure,
             Verdict::Ignore => End::Neither,
-        });
+        };
+        let took = parts.first.or_else(|| self.took());
+        self.end_after(end, took);
     }
 }
 

@@ -76,7 +76,7 @@ pub trait TimeoutSpec: Spec<Mechanism = Timeout> + Sized {
 /// |---|---|---|
 /// | `enabled` | `true` | `false` makes the spec a pass-through (still validated) |
 /// | `duration` | required | duration > 0: how long a call may take, from its first wait; on a stream, how long its first item may take |
-/// | `idle` | none | duration > 0, streams only: the longest gap between two items (see [`crate::stream`]) |
+/// | `idle` | none | duration > 0, streams only: the longest gap between two items |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TimeoutSettings {

@@ -263,7 +263,7 @@ pub(crate) fn stream(
                     let (#(#markers,)*) = __resilient_fit.named();
                     let __resilient_args = (#(#typed,)*);
                     let __resilient_error = __resilient_fit.error(__resilient_passed, __resilient_error);
-                    #p::fallback_stream::<#item, _, _, _>(
+                    #p::fallback_stream::<#item, _, _, _, _>(
                         __resilient_fit.call(#target, __resilient_args, __resilient_error),
                     )
                 },

@@ -28,19 +28,19 @@ pub(crate) fn call(
     match layer.kind {
         Kind::Retry => quote_spanned! {span=>
             #p::stream_retry(
-                #p::retry(#p::retry_ops::<#spec, #item, _, _, _>()),
+                || #p::retry(#p::retry_ops::<#spec, #item, _, _, _>()),
                 move || { #(#rebind)* #inner },
             )
         },
         Kind::CircuitBreaker => {
             let ops = quote_spanned!(span=> #p::breaker_ops::<#spec, #item, _, _>());
             let start = match layer.key() {
-                None => quote_spanned!(span=> #p::circuit_breaker(#ops)),
-                Some(key) => super::keyed(
+                None => quote_spanned!(span=> || #p::circuit_breaker(#ops)),
+                Some(key) => lookup_now(super::keyed(
                     span,
                     key,
                     |k| quote_spanned!(span=> #p::circuit_breaker_keyed(#ops, #k)),
-                ),
+                )),
             };
             quote_spanned!(span=> #p::stream_breaker(#start, move || #inner))
         }
@@ -53,7 +53,7 @@ pub(crate) fn call(
             quote_spanned!(span=> #p::stream_rate(#start, move || #inner))
         }
         Kind::Timeout => quote_spanned! {span=>
-            #p::stream_timeout(#p::timeout(#p::timeout_spec::<#spec>()), move || #inner)
+            #p::stream_timeout(|| #p::timeout(#p::timeout_spec::<#spec>()), move || #inner)
         },
         Kind::Fallback | Kind::Chaos | Kind::Hedging => inner,
     }
@@ -69,15 +69,27 @@ fn limit_start(layer: &Layer, runner: &str, check: &str, span: Span) -> TokenStr
     match layer.key() {
         None => {
             let runner = proc_macro2::Ident::new(runner, Span::call_site());
-            quote_spanned!(span=> ::resilient_core::__private::#runner(#spec_ref))
+            quote_spanned!(span=> || ::resilient_core::__private::#runner(#spec_ref))
         }
         Some(key) => {
             let runner = proc_macro2::Ident::new(&format!("{runner}_keyed"), Span::call_site());
-            super::keyed(
+            lookup_now(super::keyed(
                 span,
                 key,
                 |k| quote_spanned!(span=> ::resilient_core::__private::#runner(#spec_ref, #k)),
-            )
+            ))
+        }
+    }
+}
+
+/// A keyed layer's start: the key is read from the arguments, and its
+/// instance looked up, when the fn is called (the arguments are the body's
+/// afterwards); the stream starts its call at the first poll.
+fn lookup_now(start: TokenStream) -> TokenStream {
+    quote::quote! {
+        {
+            let __resilient_call = #start;
+            move || __resilient_call
         }
     }
 }
