@@ -13,6 +13,12 @@
 # runtime: `blocking` (a plain fn under retry, breaker and limit, installed
 # registry), `blocking_default` (the same under `set_default`),
 # `hand_blocking` (the reference's blocking loop) and `bare_blocking`.
+# A checkout with streams and their idle limit adds the bench's "streams"
+# group, counted per item (N items in streams of 1000, so a stream's setup
+# is spread over its items as in the bench): `stream` (a fn that returns a
+# stream of numbers under retry, breaker and a timeout with `idle` set),
+# `stream_retry`, `stream_breaker`, `stream_timeout` (each alone, the
+# timeout with `idle`) and `bare_stream`; and the size of each stream.
 #
 # Usage: examples/bench/instructions.sh [CHECKOUT] [N]
 #   CHECKOUT: the resilient checkout to measure (default: this one), so that
@@ -39,10 +45,13 @@ publish = false
 resilient-core = { path = "$root/resilient-core" }
 thiserror = "2"
 tokio = { version = "1", features = ["rt", "time"] }
+futures-util = { version = "0.3", default-features = false, features = ["std"], optional = true }
 
 [features]
 # The checkout has blocking fns (resilient-core/src/blocking.rs).
 blocking = []
+# The checkout has streams with an idle limit (resilient-core/src/stream.rs).
+streams = ["dep:futures-util"]
 
 [profile.release]
 debug = 1
@@ -57,6 +66,10 @@ stacks="bare four retry breaker keyed keyed_u64 limit timeout chaos hedged hand"
 if [ -f "$root/resilient-core/src/blocking.rs" ]; then
   features=(--features blocking)
   stacks="$stacks bare_blocking blocking blocking_default hand_blocking"
+fi
+if [ -f "$root/resilient-core/src/stream.rs" ] && grep -q idle "$root/resilient-core/src/stream.rs"; then
+  features+=(--features streams)
+  stacks="$stacks bare_stream stream stream_retry stream_breaker stream_timeout"
 fi
 cat > "$work/src/main.rs" <<'RS'
 use std::hint::black_box;
@@ -105,6 +118,54 @@ mod blocking {
     pub fn bare() -> Result<u32, Failed> { Ok(black_box(1)) }
 }
 
+/// The bench's "streams" group: a stream of numbers under retry, breaker
+/// and a timeout with an idle limit, each layer alone, and the bare stream.
+#[cfg(feature = "streams")]
+mod streams {
+    use super::*;
+    use futures_util::StreamExt;
+    use resilient_core::stream::Stream;
+    #[derive(TimeoutSpec)] #[spec("bench.stream_timeout")] pub struct StreamTimeout;
+    #[retryable(Retry)] #[circuit_breakable(Breaker)] #[timeout(StreamTimeout)]
+    pub fn three(n: u64) -> impl Stream<Item = Result<u64, Failed>> { futures_util::stream::iter((0..n).map(Ok)) }
+    #[retryable(Retry)]
+    fn retry(n: u64) -> impl Stream<Item = Result<u64, Failed>> { futures_util::stream::iter((0..n).map(Ok)) }
+    #[circuit_breakable(Breaker)]
+    fn breaker(n: u64) -> impl Stream<Item = Result<u64, Failed>> { futures_util::stream::iter((0..n).map(Ok)) }
+    #[timeout(StreamTimeout)]
+    fn timeout(n: u64) -> impl Stream<Item = Result<u64, Failed>> { futures_util::stream::iter((0..n).map(Ok)) }
+    pub fn bare(n: u64) -> impl Stream<Item = Result<u64, Failed>> { futures_util::stream::iter((0..n).map(Ok)) }
+    /// `n` items in streams of 1000, each drained with `next`, its items
+    /// through `black_box`, as the bench does.
+    fn drain<S: Stream<Item = Result<u64, Failed>>>(rt: &tokio::runtime::Runtime, n: u64, make: impl Fn(u64) -> S) {
+        rt.block_on(async {
+            let mut left = n;
+            while left > 0 {
+                let k = left.min(1000);
+                let mut s = std::pin::pin!(make(k));
+                let mut sum = 0u64;
+                while let Some(item) = s.next().await {
+                    sum = sum.wrapping_add(black_box(item).unwrap_or_else(|e| panic!("{e}")));
+                }
+                assert_eq!(sum, k * (k - 1) / 2);
+                left -= k;
+            }
+        });
+    }
+    /// Runs `which` if it is a stream stack.
+    pub fn run(which: &str, n: u64, rt: &tokio::runtime::Runtime) -> bool {
+        match which {
+            "stream" => drain(rt, n, three),
+            "stream_retry" => drain(rt, n, retry),
+            "stream_breaker" => drain(rt, n, breaker),
+            "stream_timeout" => drain(rt, n, timeout),
+            "bare_stream" => drain(rt, n, bare),
+            _ => return false,
+        }
+        true
+    }
+}
+
 fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
@@ -121,12 +182,18 @@ fn main() {
             std::mem::size_of_val(&timeout()), std::mem::size_of_val(&chaos()),
             std::mem::size_of_val(&hedged()), std::mem::size_of_val(&bare()),
         );
+        #[cfg(feature = "streams")]
+        println!(
+            "stream bytes: stream {} bare_stream {}",
+            std::mem::size_of_val(&streams::three(0)), std::mem::size_of_val(&streams::bare(0)),
+        );
         return;
     }
     let n: u64 = args.next().and_then(|n| n.parse().ok()).unwrap_or(1);
     let s = |v: &str| Value::Str(v.into());
     // The settings of the bench's "stack success path".
-    let root = table([("bench", table([
+    #[cfg_attr(not(feature = "streams"), allow(unused_mut))]
+    let mut bench = vec![
         ("retry", table([("delay", s("1ms")), ("attempts", Value::Int(3))])),
         ("breaker", table([
             ("failure_rate_threshold", Value::Int(50)),
@@ -142,11 +209,20 @@ fn main() {
             ("latency", s("1s"))])),
         // A second attempt after 100 ms: the calls here answer at once.
         ("hedging", table([("delay", s("100ms")), ("max_hedged_attempts", Value::Int(1))])),
-    ]))]);
-    let build = || Registry::builder()
-        .spec::<Retry>().spec::<Breaker>().spec::<Timeout>().spec::<Limit>().spec::<Chaos>()
-        .spec::<Hedging>()
-        .build(&root);
+    ];
+    // The streams group's timeout: 1s to the first item, 1s between items.
+    #[cfg(feature = "streams")]
+    bench.push(("stream_timeout", table([("duration", s("1s")), ("idle", s("1s"))])));
+    let bench = Value::Table(bench.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
+    let root = table([("bench", bench)]);
+    let build = || {
+        let builder = Registry::builder()
+            .spec::<Retry>().spec::<Breaker>().spec::<Timeout>().spec::<Limit>().spec::<Chaos>()
+            .spec::<Hedging>();
+        #[cfg(feature = "streams")]
+        let builder = builder.spec::<streams::StreamTimeout>();
+        builder.build(&root)
+    };
     match build().map(|r| r.install()) {
         Ok(Ok(())) => {}
         _ => panic!("the registry did not build and install"),
@@ -171,6 +247,10 @@ fn main() {
         return;
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    #[cfg(feature = "streams")]
+    if streams::run(&which, n, &rt) {
+        return;
+    }
     rt.block_on(async {
         for _ in 0..n {
             let r = match which.as_str() {
@@ -203,6 +283,10 @@ ir() { # ir STACK CALLS: instructions of the whole run
 for stack in ${STACKS:-$stacks}; do
   a=$(ir "$stack" "$n")
   b=$(ir "$stack" $((2 * n)))
-  echo "$stack: $(( (b - a) / n )) instructions per call"
+  case $stack in
+    *stream*) per=item ;;
+    *) per=call ;;
+  esac
+  echo "$stack: $(( (b - a) / n )) instructions per $per"
 done
-echo "future bytes: $("$bin" sizes)"
+"$bin" sizes | sed '1s/^/future bytes: /'

@@ -20,6 +20,7 @@ mod hand;
 mod keyed;
 mod peer_stacks;
 mod reload;
+mod streams;
 
 #[derive(CircuitBreakerSpec)]
 #[spec("bench.breaker")]
@@ -173,6 +174,13 @@ fn registry(kind: &str) -> Registry {
             ("breaker", breaker_settings(kind)),
             ("retry", retry),
             ("timeout", table([("duration", Value::Str("1s".into()))])),
+            (
+                "stream_timeout",
+                table([
+                    ("duration", Value::Str("1s".into())),
+                    ("idle", Value::Str("1s".into())),
+                ]),
+            ),
             ("limit", table([("limit", Value::Int(LIMIT as i128))])),
             (
                 "adaptive_limit",
@@ -190,6 +198,7 @@ fn registry(kind: &str) -> Registry {
         .spec::<Breaker>()
         .spec::<Retry>()
         .spec::<Timeout>()
+        .spec::<streams::StreamTimeout>()
         .spec::<Limit>()
         .spec::<AdaptiveLimit>()
         .spec::<ContendedRing>()
@@ -739,6 +748,7 @@ criterion_group!(
     concurrency_success,
     reload::reload,
     keyed::keyed,
-    blocking
+    blocking,
+    streams::streams
 );
 criterion_main!(benches);
