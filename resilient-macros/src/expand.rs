@@ -190,9 +190,15 @@ pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
         }
         ReturnType::Type(_, ty) if !is_result(ty) => errors.push(syn::Error::new(
             ty.span(),
-            format!(
-                "`#[{name}]` needs a fn that returns `Result<T, E>` (or an alias whose name ends in `Result`), where `E: From<resilient_core::Error>`; resilience failures are reported through `E`"
-            ),
+            if blocking {
+                format!(
+                    "`#[{name}]` needs a fn that returns `Result<T, E>` (or an alias whose name ends in `Result`), where `E: From<resilient_core::Error>`, or a stream of such results written as `impl Stream<Item = Result<T, E>>`, `Pin<Box<dyn Stream<Item = Result<T, E>> + Send>>` or `BoxStream<'_, Result<T, E>>` (a named stream type cannot be told from any other type: return it as `impl Stream<..>`); resilience failures are reported through `E`"
+                )
+            } else {
+                format!(
+                    "`#[{name}]` needs a fn that returns `Result<T, E>` (or an alias whose name ends in `Result`), where `E: From<resilient_core::Error>`; resilience failures are reported through `E`"
+                )
+            },
         )),
         ReturnType::Type(_, ty) => {
             if let Some(hidden) = impl_trait_in(ty) {
