@@ -302,40 +302,55 @@ where
         let Some(call) = this.call.as_ref() else {
             return Poll::Ready(item);
         };
-        let (Some(mut parts), Some(breaker)) = (*this.permit, call.breaker()) else {
-            if item.is_none() {
-                *this.phase = Phase::Done;
-                this.inner.set(None);
-            }
-            return Poll::Ready(item);
-        };
         match item {
+            // The outcome is known (or the breaker is disabled): pass.
+            Some(outcome) if this.permit.is_none() => Poll::Ready(Some(outcome)),
             Some(outcome) => {
-                parts.first_item(breaker);
                 let (outcome, verdict) =
                     outcome::classify(outcome, call.classify(), on_resilience_error);
-                if verdict == Verdict::Success && !parts.probe() {
-                    this.seen.item = true;
-                    *this.permit = Some(parts);
-                } else {
-                    // A failure ends the permit; so does a half-open probe's
-                    // first good item: a long healthy stream must not keep
-                    // the breaker half-open (and every other call out) for
-                    // its whole life.
-                    *this.permit = None;
-                    Permit::from_parts(breaker, parts).judged(verdict, parts);
+                // The per-item path: one more healthy item.
+                if verdict == Verdict::Success && this.seen.item {
+                    return Poll::Ready(Some(outcome));
                 }
+                judge_item(call, this.permit, this.seen, verdict);
                 Poll::Ready(Some(outcome))
             }
             None => {
-                *this.permit = None;
-                Permit::from_parts(breaker, parts).judged(Verdict::Success, parts);
+                if let (Some(parts), Some(breaker)) = (this.permit.take(), call.breaker()) {
+                    Permit::from_parts(breaker, parts).judged(Verdict::Success, parts);
+                }
                 *this.phase = Phase::Done;
                 this.inner.set(None);
                 Poll::Ready(None)
             }
         }
     }
+}
+
+/// A stream's first item, or a failure, under its breaker's permit: the
+/// first item fixes the stream's time (and ends a half-open probe's
+/// permit, good or bad); a failure ends the permit.
+#[cold]
+fn judge_item<C>(
+    call: &BreakerCall<'static, C>,
+    permit: &mut Option<PermitParts>,
+    seen: &mut Seen,
+    verdict: Verdict,
+) {
+    let (Some(parts), Some(breaker)) = (permit.as_mut(), call.breaker()) else {
+        return;
+    };
+    parts.first_item(breaker);
+    let parts = *parts;
+    if verdict == Verdict::Success && !parts.probe() {
+        seen.item = true;
+        return;
+    }
+    // A failure ends the permit; so does a half-open probe's first good
+    // item: a long healthy stream must not keep the breaker half-open (and
+    // every other call out) for its whole life.
+    *permit = None;
+    Permit::from_parts(breaker, parts).judged(verdict, parts);
 }
 
 pin_project! {
@@ -664,13 +679,12 @@ where
                     *this.phase = Phase::Running;
                 }
                 Phase::Running => {
-                    let (Some(inner), Some(call)) =
-                        (this.inner.as_mut().as_pin_mut(), this.call.as_mut())
-                    else {
+                    let Some(inner) = this.inner.as_mut().as_pin_mut() else {
                         *this.phase = Phase::Done;
                         continue;
                     };
                     let item = ready!(inner.poll_next(cx));
+                    // The per-item path: after the first item, pass.
                     if *this.passed {
                         if item.is_none() {
                             *this.phase = Phase::Done;
@@ -678,6 +692,10 @@ where
                         }
                         return Poll::Ready(item);
                     }
+                    let Some(call) = this.call.as_mut() else {
+                        *this.phase = Phase::Done;
+                        return Poll::Ready(item);
+                    };
                     let Some(attempt) = item else {
                         // Ended before its first item: a success.
                         call.succeeded_empty();
@@ -799,7 +817,7 @@ where
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return Poll::Ready(None);
         };
-        let (Some(timer), Some(call)) = (*this.timer, this.call.as_ref()) else {
+        let Some(timer) = this.timer.as_ref() else {
             // Disabled, or counted: the items pass as they come.
             let item = ready!(inner.poll_next(cx));
             if item.is_none() {
@@ -810,29 +828,40 @@ where
         };
         if let Poll::Ready(item) = inner.poll_next(cx) {
             match &item {
+                Some(outcome) if *this.items > 0 => {
+                    // The per-item path: count it.
+                    this.seen.failed |= outcome.is_err();
+                    *this.items += 1;
+                }
                 Some(outcome) => {
+                    // The first item: its limit is met; the idle limit (if
+                    // any) starts, from the one clock read it needs.
+                    let timer = *timer;
+                    let Some(call) = this.call.as_ref() else {
+                        return Poll::Ready(item);
+                    };
                     this.seen.saw(outcome);
-                    if *this.items == 0 {
-                        // The first item: its limit is met; the idle limit
-                        // (if any) starts, from the one clock read it needs.
-                        match timer.idle {
-                            Some(idle) => {
-                                let now = Instant::now();
-                                *this.active = Some(now);
-                                let at = now + idle_period(idle);
-                                this.sleep.set(Some(tokio::time::sleep_until(at)));
-                            }
-                            None => {
-                                this.sleep.set(None);
-                                // Nothing more to time: counted now.
-                                *this.timer = None;
-                                call.stream_ended(timer, Some(this.seen.failed));
-                            }
+                    match timer.idle {
+                        Some(idle) => {
+                            let now = Instant::now();
+                            *this.active = Some(now);
+                            let at = now + idle_period(idle);
+                            this.sleep.set(Some(tokio::time::sleep_until(at)));
+                        }
+                        None => {
+                            this.sleep.set(None);
+                            // Nothing more to time: counted now.
+                            *this.timer = None;
+                            call.stream_ended(timer, Some(this.seen.failed));
                         }
                     }
                     *this.items += 1;
                 }
                 None => {
+                    let timer = *timer;
+                    let Some(call) = this.call.as_ref() else {
+                        return Poll::Ready(None);
+                    };
                     *this.phase = Phase::Done;
                     this.inner.set(None);
                     this.sleep.set(None);
@@ -842,6 +871,10 @@ where
             }
             return Poll::Ready(item);
         }
+        let timer = *timer;
+        let Some(call) = this.call.as_ref() else {
+            return Poll::Pending;
+        };
         if this.sleep.is_none() && *this.items == 0 {
             // Armed at the first wait for the first item, as a call's timer.
             this.sleep.set(Some(tokio::time::sleep(timer.duration)));
