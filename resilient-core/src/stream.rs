@@ -44,7 +44,7 @@
 //! | attribute | on a stream | Kora (`Flow`) | Spring 7 (`Flux`) |
 //! |---|---|---|---|
 //! | `#[retryable]` | a failure before the first item makes the stream again, after the spec's wait, with fresh clones of the arguments, within `attempts`; once an item has passed, a failure ends the stream with it (no item is seen twice) | `retryWhen`: the whole flow is collected again after a failure, so the items before it come again | the publisher is subscribed again after a failure: a `Flux` that emits 1 then fails, 2 retries, gives `[1, 1, 1, 2, 3]` |
-//! | `#[circuit_breakable]` | one permit per stream, taken at its first poll; its outcome is the stream's first failure, or its end; a rejected stream yields one `Err` and ends, its body makes nothing | a permit taken before `emitAll`, success recorded at completion | (no breaker) |
+//! | `#[circuit_breakable]` | one permit per stream, taken at its first poll; its outcome is the stream's first failure, or its end (a half-open probe's: its first item); a rejected stream yields one `Err` and ends, its body makes nothing | a permit taken before `emitAll`, success recorded at completion | (no breaker) |
 //! | `#[concurrency_limit]` | one place per stream, from its first poll until it ends or is dropped | (none) | `@ConcurrencyLimit` does not limit subscriptions |
 //! | `#[rate_limited]` | one permit per stream, at its first poll | (none) | (no rate limiter) |
 //! | `#[fallback]` | a failure before the first item (that `on` takes) replaces the stream by the fallback's: a plain fn with the same arguments (and optionally the error) that returns a stream of the same items; a failure after an item passes on | `.catch { emitAll(fallback(..)) }`: a failure at any point, after the items already emitted | (no fallback) |
@@ -71,9 +71,11 @@
 //! item counts as cancelled, and for a breaker as neither.
 //!
 //! Each layer finds its instance in the registry in use at the stream's
-//! first poll (a keyed layer: when the fn is called, from its arguments),
-//! so a stream polled outside the scope it was made in fails as a whole
-//! with `NotConfigured`. The body runs at the first poll too, so a stream
+//! first poll, so a stream polled outside the scope it was made in fails
+//! with `NotConfigured`. A keyed layer reads its key from the arguments
+//! and finds its instance when it is made: at the call if it is the
+//! outermost layer, at the first poll (or each attempt, inside a retry) if
+//! it is inside another. The body runs at the first poll too, so a stream
 //! that borrows what the fn borrows says so in its type (`impl Stream +
 //! '_`). A retry's and a timeout's timer are kept in the stream: the stream
 //! is not `Unpin` (`Box::pin` it, or use `pin!`, to call `next`).
@@ -342,9 +344,17 @@ fn judge_item<C>(
     };
     parts.first_item(breaker);
     let parts = *parts;
-    if verdict == Verdict::Success && !parts.probe() {
-        seen.item = true;
-        return;
+    if !parts.probe() {
+        match verdict {
+            Verdict::Success => {
+                seen.item = true;
+                return;
+            }
+            // An item the classification leaves out: the permit waits for
+            // a failure or the end.
+            Verdict::Ignore => return,
+            Verdict::Failure | Verdict::RetryAfter(_) => {}
+        }
     }
     // A failure ends the permit; so does a half-open probe's first good
     // item: a long healthy stream must not keep the breaker half-open (and
@@ -684,9 +694,10 @@ where
                         continue;
                     };
                     let item = ready!(inner.poll_next(cx));
-                    // The per-item path: after the first item, pass.
+                    // The per-item path: after the first item, pass; a
+                    // failure then ends the stream (it is not retried).
                     if *this.passed {
-                        if item.is_none() {
+                        if !matches!(item, Some(Ok(_))) {
                             *this.phase = Phase::Done;
                             this.inner.set(None);
                         }
@@ -836,10 +847,6 @@ where
                 Some(outcome) => {
                     // The first item: its limit is met; the idle limit (if
                     // any) starts, from the one clock read it needs.
-                    let timer = *timer;
-                    let Some(call) = this.call.as_ref() else {
-                        return Poll::Ready(item);
-                    };
                     this.seen.saw(outcome);
                     match timer.idle {
                         Some(idle) => {
@@ -849,10 +856,8 @@ where
                             this.sleep.set(Some(tokio::time::sleep_until(at)));
                         }
                         None => {
+                            // Nothing more to time; counted at the end.
                             this.sleep.set(None);
-                            // Nothing more to time: counted now.
-                            *this.timer = None;
-                            call.stream_ended(timer, Some(this.seen.failed));
                         }
                     }
                     *this.items += 1;
