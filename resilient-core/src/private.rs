@@ -405,7 +405,7 @@ pub fn stream_limit<G, F, S>(start: G, make: F) -> crate::stream::LimitStream<G,
 where
     G: FnOnce() -> LimitCall<'static>,
 {
-    crate::stream::limit(start, make)
+    crate::stream::gate(start, make)
 }
 
 /// A rate limiter's layer of a stream.
@@ -414,7 +414,7 @@ pub fn stream_rate<G, F, S>(start: G, make: F) -> crate::stream::RateStream<G, F
 where
     G: FnOnce() -> RateCall,
 {
-    crate::stream::rate(start, make)
+    crate::stream::gate(start, make)
 }
 
 /// A fallback's layer of a stream: `fallback` makes the replacement.

@@ -363,44 +363,126 @@ fn judge_item<C>(
     Permit::from_parts(breaker, parts).judged(verdict, parts);
 }
 
+/// How a gate's stream starts: let in (or turned away) at once, or after a
+/// wait.
+pub(crate) enum Entry<P> {
+    Ready(Result<P, Error>),
+    Wait(Waiting<P>),
+}
+
+/// A call that lets a stream in once, for its whole life, and is told how
+/// it went at the end: a concurrency limit's place, a rate limiter's
+/// permit. What it holds between polls is `Parts`.
+pub(crate) trait Gate {
+    type Parts: Copy;
+
+    /// A place or permit, now or after a wait.
+    fn enter(&self) -> Entry<Self::Parts>;
+
+    /// Gives back what `parts` hold, counting `outcome` (`None`: the stream
+    /// was dropped before any item, cancelled).
+    fn finish(&self, parts: Self::Parts, outcome: Option<Result<(), Fail<()>>>);
+}
+
+impl Gate for LimitCall<'static> {
+    type Parts = HeldParts;
+
+    fn enter(&self) -> Entry<HeldParts> {
+        match self.try_enter() {
+            Enter::Ready(entered) => Entry::Ready(entered.map(Held::into_parts)),
+            Enter::Wait(full) => {
+                let parts = full.into_parts();
+                let call = self.duplicate();
+                Entry::Wait(Box::pin(async move {
+                    call.wait_from_parts(parts).await.map(Held::into_parts)
+                }))
+            }
+        }
+    }
+
+    fn finish(&self, parts: HeldParts, outcome: Option<Result<(), Fail<()>>>) {
+        if let Some(limiter) = self.limiter() {
+            let mut held = Held::from_parts(limiter, parts);
+            if let Some(outcome) = outcome {
+                let _ = held.exit(outcome);
+            }
+        }
+    }
+}
+
+impl Gate for RateCall {
+    type Parts = GrantedParts;
+
+    fn enter(&self) -> Entry<GrantedParts> {
+        match self.try_enter() {
+            Enter::Ready(entered) => Entry::Ready(entered.map(Granted::into_parts)),
+            Enter::Wait(reserved) => {
+                let parts = reserved.into_parts();
+                let call = self.duplicate();
+                Entry::Wait(Box::pin(async move {
+                    call.wait_from_parts(parts).await.map(Granted::into_parts)
+                }))
+            }
+        }
+    }
+
+    fn finish(&self, parts: GrantedParts, outcome: Option<Result<(), Fail<()>>>) {
+        if let Some(limiter) = self.limiter() {
+            let mut granted = Granted::from_parts(limiter, parts);
+            if let Some(outcome) = outcome {
+                let _ = granted.exit(outcome);
+            }
+        }
+    }
+}
+
 pin_project! {
-    /// `#[concurrency_limit]` on a stream: one place, held until the stream
-    /// ends or is dropped.
+    /// `#[concurrency_limit]` and `#[rate_limited]` on a stream: one place
+    /// or permit, taken at the first poll and held until the stream ends or
+    /// is dropped.
     #[doc(hidden)]
-    pub struct LimitStream<G, F, S> {
+    pub struct GateStream<G, C, F, S>
+    where
+        C: Gate,
+    {
         start: Option<G>,
-        call: Option<LimitCall<'static>>,
+        call: Option<C>,
         make: Option<F>,
-        held: Option<HeldParts>,
+        held: Option<C::Parts>,
         seen: Seen,
         phase: Phase,
-        waiting: Option<Waiting<HeldParts>>,
+        waiting: Option<Waiting<C::Parts>>,
         #[pin]
         inner: Option<S>,
     }
 
-    impl<G, F, S> PinnedDrop for LimitStream<G, F, S> {
+    impl<G, C, F, S> PinnedDrop for GateStream<G, C, F, S>
+    where
+        C: Gate,
+    {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
             // The body's stream first, as an async fn's body goes before
             // its place; then the wait: a place it took is freed with it.
             this.inner.set(None);
             *this.waiting = None;
-            let limiter = this.call.as_ref().and_then(LimitCall::limiter);
-            if let (Some(parts), Some(limiter)) = (this.held.take(), limiter) {
-                let mut held = Held::from_parts(limiter, parts);
-                if let Some(outcome) = this.seen.outcome() {
-                    let _ = held.exit(outcome);
-                }
+            if let (Some(parts), Some(call)) = (this.held.take(), this.call.as_ref()) {
+                call.finish(parts, this.seen.outcome());
             }
         }
     }
 }
 
-/// A concurrency limit's stream around what `make` makes; `start` looks
-/// its limiter up at the first poll.
-pub(crate) fn limit<G, F, S>(start: G, make: F) -> LimitStream<G, F, S> {
-    LimitStream {
+/// A concurrency limit's stream around what `make` makes.
+pub type LimitStream<G, F, S> = GateStream<G, LimitCall<'static>, F, S>;
+
+/// A rate limiter's stream around what `make` makes.
+pub type RateStream<G, F, S> = GateStream<G, RateCall, F, S>;
+
+/// A gate's stream around what `make` makes; `start` makes its call (looks
+/// its instance up) at the first poll.
+pub(crate) fn gate<G, C: Gate, F, S>(start: G, make: F) -> GateStream<G, C, F, S> {
+    GateStream {
         start: Some(start),
         call: None,
         make: Some(make),
@@ -412,9 +494,10 @@ pub(crate) fn limit<G, F, S>(start: G, make: F) -> LimitStream<G, F, S> {
     }
 }
 
-impl<G, F, S, T, E> Stream for LimitStream<G, F, S>
+impl<G, C, F, S, T, E> Stream for GateStream<G, C, F, S>
 where
-    G: FnOnce() -> LimitCall<'static>,
+    G: FnOnce() -> C,
+    C: Gate,
     F: FnOnce() -> S,
     S: Stream<Item = Result<T, Fail<E>>>,
 {
@@ -429,15 +512,10 @@ where
                     let Some(start) = this.start.take() else {
                         continue;
                     };
-                    let call = this.call.insert(start());
-                    match call.try_enter() {
-                        Enter::Ready(entered) => entered.map(Held::into_parts),
-                        Enter::Wait(full) => {
-                            let parts = full.into_parts();
-                            let call = call.duplicate();
-                            *this.waiting = Some(Box::pin(async move {
-                                call.wait_from_parts(parts).await.map(Held::into_parts)
-                            }));
+                    match this.call.insert(start()).enter() {
+                        Entry::Ready(entered) => entered,
+                        Entry::Wait(waiting) => {
+                            *this.waiting = Some(waiting);
                             *this.phase = Phase::Waiting;
                             continue;
                         }
@@ -475,130 +553,8 @@ where
             None => {
                 *this.phase = Phase::Done;
                 this.inner.set(None);
-                let limiter = this.call.as_ref().and_then(LimitCall::limiter);
-                if let (Some(parts), Some(limiter)) = (this.held.take(), limiter) {
-                    let outcome = this.seen.outcome().unwrap_or(Ok(()));
-                    let _ = Held::from_parts(limiter, parts).exit(outcome);
-                }
-            }
-        }
-        Poll::Ready(item)
-    }
-}
-
-pin_project! {
-    /// `#[rate_limited]` on a stream: one permit per stream, at its start.
-    #[doc(hidden)]
-    pub struct RateStream<G, F, S> {
-        start: Option<G>,
-        call: Option<RateCall>,
-        make: Option<F>,
-        granted: Option<GrantedParts>,
-        seen: Seen,
-        phase: Phase,
-        waiting: Option<Waiting<GrantedParts>>,
-        #[pin]
-        inner: Option<S>,
-    }
-
-    impl<G, F, S> PinnedDrop for RateStream<G, F, S> {
-        fn drop(this: Pin<&mut Self>) {
-            let mut this = this.project();
-            this.inner.set(None);
-            *this.waiting = None;
-            let limiter = this.call.as_ref().and_then(RateCall::limiter);
-            if let (Some(parts), Some(limiter)) = (this.granted.take(), limiter) {
-                let mut granted = Granted::from_parts(limiter, parts);
-                if let Some(outcome) = this.seen.outcome() {
-                    let _ = granted.exit(outcome);
-                }
-            }
-        }
-    }
-}
-
-/// A rate limiter's stream around what `make` makes; `start` looks its
-/// limiter up at the first poll.
-pub(crate) fn rate<G, F, S>(start: G, make: F) -> RateStream<G, F, S> {
-    RateStream {
-        start: Some(start),
-        call: None,
-        make: Some(make),
-        granted: None,
-        seen: Seen::default(),
-        phase: Phase::Start,
-        waiting: None,
-        inner: None,
-    }
-}
-
-impl<G, F, S, T, E> Stream for RateStream<G, F, S>
-where
-    G: FnOnce() -> RateCall,
-    F: FnOnce() -> S,
-    S: Stream<Item = Result<T, Fail<E>>>,
-{
-    type Item = Result<T, Fail<E>>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let mut this = self.project();
-        loop {
-            let entered = match *this.phase {
-                Phase::Start => {
-                    *this.phase = Phase::Done;
-                    let Some(start) = this.start.take() else {
-                        continue;
-                    };
-                    let call = this.call.insert(start());
-                    match call.try_enter() {
-                        Enter::Ready(entered) => entered.map(Granted::into_parts),
-                        Enter::Wait(reserved) => {
-                            let parts = reserved.into_parts();
-                            let call = call.duplicate();
-                            *this.waiting = Some(Box::pin(async move {
-                                call.wait_from_parts(parts).await.map(Granted::into_parts)
-                            }));
-                            *this.phase = Phase::Waiting;
-                            continue;
-                        }
-                    }
-                }
-                Phase::Waiting => {
-                    let Some(waiting) = this.waiting.as_mut() else {
-                        *this.phase = Phase::Done;
-                        continue;
-                    };
-                    let entered = ready!(waiting.as_mut().poll(cx));
-                    *this.waiting = None;
-                    *this.phase = Phase::Done;
-                    entered
-                }
-                Phase::Running => break,
-                Phase::Done => return Poll::Ready(None),
-            };
-            match entered {
-                Ok(parts) => *this.granted = Some(parts),
-                Err(e) => return Poll::Ready(Some(Err(Fail::Resilience(e)))),
-            }
-            let Some(make) = this.make.take() else {
-                return Poll::Ready(None);
-            };
-            this.inner.set(Some(make()));
-            *this.phase = Phase::Running;
-        }
-        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
-            return Poll::Ready(None);
-        };
-        let item = ready!(inner.poll_next(cx));
-        match &item {
-            Some(outcome) => this.seen.saw(outcome),
-            None => {
-                *this.phase = Phase::Done;
-                this.inner.set(None);
-                let limiter = this.call.as_ref().and_then(RateCall::limiter);
-                if let (Some(parts), Some(limiter)) = (this.granted.take(), limiter) {
-                    let outcome = this.seen.outcome().unwrap_or(Ok(()));
-                    let _ = Granted::from_parts(limiter, parts).exit(outcome);
+                if let (Some(parts), Some(call)) = (this.held.take(), this.call.as_ref()) {
+                    call.finish(parts, Some(this.seen.outcome().unwrap_or(Ok(()))));
                 }
             }
         }

@@ -678,17 +678,7 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
             #p::body::<#ret_arg, _, _>(__resilient_body)
         }
     };
-    let cx = Context {
-        ret: ret_arg.clone(),
-        again,
-        receiver: receiver(&func.sig),
-        self_span: func
-            .sig
-            .receiver()
-            .map_or_else(Span::call_site, |r| r.self_token.span),
-        fn_name: func.sig.ident.clone(),
-        blocking,
-    };
+    let cx = context(&func, ret_arg.clone(), again, blocking);
     // Without a retry the call consumes its arguments: a fallback gets clones
     // saved before it.
     let mut saved = Vec::new();
@@ -756,17 +746,8 @@ fn expand_stream(
     // A closure of its own, so that the body's `return` gives the body's
     // stream.
     let body = quote_spanned!(body_span=> #p::stream_lift::<#item, _, _, _>(#p::call_once(move || #block)));
-    let cx = Context {
-        ret: item.clone(),
-        again: layers.iter().any(|l| l.kind.calls_again()),
-        receiver: receiver(&func.sig),
-        self_span: func
-            .sig
-            .receiver()
-            .map_or_else(Span::call_site, |r| r.self_token.span),
-        fn_name: func.sig.ident.clone(),
-        blocking: false,
-    };
+    let again = layers.iter().any(|l| l.kind.calls_again());
+    let cx = context(func, item.clone(), again, false);
     let chain = layers.iter().rev().fold(body, |inner, layer| {
         layer::stream::call(layer, &cx, &item, rebind, inner)
     });
@@ -788,6 +769,22 @@ fn expand_stream(
         let __resilient_wrap = #wrap;
         #stream
     })
+}
+
+/// What the layers need to know of `func`, whose output (a stream fn's:
+/// its item) is `ret`.
+fn context(func: &Func, ret: TokenStream, again: bool, blocking: bool) -> Context {
+    Context {
+        ret,
+        again,
+        receiver: receiver(&func.sig),
+        self_span: func
+            .sig
+            .receiver()
+            .map_or_else(Span::call_site, |r| r.self_token.span),
+        fn_name: func.sig.ident.clone(),
+        blocking,
+    }
 }
 
 fn is_ref_type(ty: &Type) -> bool {

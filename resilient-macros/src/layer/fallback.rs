@@ -23,45 +23,136 @@ pub(crate) fn clone_fn(name: &syn::Ident) -> syn::Ident {
     syn::Ident::new(f, Span::call_site())
 }
 
+/// What both kinds of fallback layer say of the fallback: the span its
+/// bounds are reported at, the `on` filter, the path it is called by, the
+/// names of the arguments it takes (the receiver first, for a method), and
+/// the checks that type each argument as the fallback's parameter.
+struct Target {
+    span: Span,
+    p: TokenStream,
+    on: TokenStream,
+    path: TokenStream,
+    names: Vec<syn::Ident>,
+    markers: Vec<syn::Ident>,
+    typed: Vec<TokenStream>,
+}
+
+impl Target {
+    fn of(f: &FallbackArgs, cx: &Context) -> Self {
+        // At the `method` string, but marked as generated: rustc then
+        // reports the bounds below in our words, and suggests no edit to
+        // the string (such as `&"cached(id)"`). Every bound of the fallback
+        // is reported there, so that rustc reports one mistake once.
+        let span = Span::call_site().located_at(f.method.span());
+        let p = quote_spanned!(span=> ::resilient_core::__private);
+        let on = match &f.on {
+            FallbackOn::Any => quote!(#p::FallbackOn::Any),
+            FallbackOn::Resilience => quote!(#p::FallbackOn::Resilience),
+            FallbackOn::Rejection => quote!(#p::FallbackOn::Rejection),
+            FallbackOn::Timeout => quote!(#p::FallbackOn::Timeout),
+            FallbackOn::When(path) => quote!(#p::FallbackOn::When(#path)),
+        };
+        let mut names = Vec::new();
+        let target = &f.target;
+        let path = if f.target.get_ident().is_some() && cx.receiver.is_some() {
+            names.push(syn::Ident::new("self", cx.self_span));
+            quote_spanned!(span=> Self::#target)
+        } else {
+            quote!(#target)
+        };
+        names.extend(f.args.iter().cloned());
+        // Each argument is matched against the fallback's parameter it goes
+        // to (numbered as the user counts them: from 1, a receiver apart),
+        // so that a mismatch names that parameter; see
+        // `resilient_core::fallback`.
+        let has_receiver = names.first().is_some_and(|n| n == "self");
+        let self_path = cx.receiver.is_some()
+            && f.target.segments.len() > 1
+            && f.target.segments.first().is_some_and(|s| s.ident == "Self");
+        let markers: Vec<syn::Ident> = (0..names.len())
+            .map(|i| format_ident!("__resilient_param{}", i, span = span))
+            .collect();
+        let typed = markers
+            .iter()
+            .enumerate()
+            .map(|(i, marker)| {
+                let field = syn::Index {
+                    index: u32::try_from(i).unwrap_or(u32::MAX),
+                    span,
+                };
+                if has_receiver && i == 0 {
+                    quote_spanned!(span=> #p::fallback_receiver(#marker, __resilient_args.#field))
+                } else {
+                    let number = i + usize::from(!has_receiver);
+                    let check = if self_path {
+                        quote_spanned!(span=> fallback_path_param)
+                    } else {
+                        quote_spanned!(span=> fallback_param)
+                    };
+                    quote_spanned!(span=> #p::#check::<_, _, #number>(#marker, __resilient_args.#field))
+                }
+            })
+            .collect();
+        Self {
+            span,
+            p,
+            on,
+            path,
+            names,
+            markers,
+            typed,
+        }
+    }
+
+    /// The statements that type the arguments (`args`, a tuple's items)
+    /// and the error before the fallback is called with them as
+    /// `__resilient_args` and `__resilient_error`, with `ret` the fn's
+    /// output (a stream fn's: its item).
+    fn prepare(&self, args: &[TokenStream], ret: &TokenStream) -> TokenStream {
+        let Target {
+            span,
+            p,
+            path,
+            markers,
+            typed,
+            ..
+        } = self;
+        quote_spanned! {*span=>
+            let __resilient_args = (#(#args,)*);
+            let __resilient_fit = #p::fallback_fit::<#ret, _, _, _, _>(&#path, &__resilient_args, &__resilient_error);
+            let __resilient_passed = __resilient_fit.passed(&__resilient_args);
+            let (#(#markers,)*) = __resilient_fit.named();
+            let __resilient_args = (#(#typed,)*);
+            let __resilient_error = __resilient_fit.error(__resilient_passed, __resilient_error);
+        }
+    }
+}
+
 pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStream) -> TokenStream {
-    // At the `method` string, but marked as generated: rustc then reports
-    // the bounds below in our words, and suggests no edit to the string
-    // (such as `&"cached(id)"`). Every bound of the fallback is reported
-    // there, so that rustc reports one mistake once.
-    let span = Span::call_site().located_at(f.method.span());
-    let p = quote_spanned!(span=> ::resilient_core::__private);
+    let target = Target::of(f, cx);
+    let Target {
+        span,
+        ref p,
+        ref on,
+        ref path,
+        ref names,
+        ..
+    } = target;
     let fn_name = cx.fn_name.to_string();
     let ret = &cx.ret;
-    let on = match &f.on {
-        FallbackOn::Any => quote!(#p::FallbackOn::Any),
-        FallbackOn::Resilience => quote!(#p::FallbackOn::Resilience),
-        FallbackOn::Rejection => quote!(#p::FallbackOn::Rejection),
-        FallbackOn::Timeout => quote!(#p::FallbackOn::Timeout),
-        FallbackOn::When(path) => quote!(#p::FallbackOn::When(#path)),
-    };
     // With a retry, the originals stay in place and are cloned when the
     // fallback runs; without one, the call consumes them, and the fallback
     // takes the clones saved before it (moved in at their last use).
-    let self_ident = syn::Ident::new("self", cx.self_span);
-    let mut names: Vec<&syn::Ident> = Vec::new();
-    let target = &f.target;
-    let target = if f.target.get_ident().is_some() && cx.receiver.is_some() {
-        names.push(&self_ident);
-        quote_spanned!(span=> Self::#target)
-    } else {
-        quote!(#target)
-    };
-    names.extend(f.args.iter());
     let args: Vec<TokenStream> = names
         .iter()
         .enumerate()
         .map(|(i, name)| {
-            if *name == "self" && cx.receiver == Some(Receiver::Ref) {
+            if name == "self" && cx.receiver == Some(Receiver::Ref) {
                 return quote!(self);
             }
             if cx.again {
                 let clone = clone_fn(name);
-                let at = if *name == "self" { cx.self_span } else { span };
+                let at = if name == "self" { cx.self_span } else { span };
                 return quote_spanned!(at=> #p::#clone(&#name));
             }
             let saved = saved(name);
@@ -74,52 +165,7 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStre
             }
         })
         .collect();
-    // Each argument is matched against the fallback's parameter it goes to
-    // (numbered as the user counts them: from 1, a receiver apart), so that
-    // a mismatch names that parameter; see `resilient_core::fallback`.
-    let has_receiver = names.first().is_some_and(|n| *n == "self");
-    let self_path = cx.receiver.is_some()
-        && f.target.segments.len() > 1
-        && f.target.segments.first().is_some_and(|s| s.ident == "Self");
-    let markers: Vec<syn::Ident> = (0..names.len())
-        .map(|i| format_ident!("__resilient_param{}", i, span = span))
-        .collect();
-    let typed: Vec<TokenStream> = markers
-        .iter()
-        .enumerate()
-        .map(|(i, marker)| {
-            let field = syn::Index {
-                index: u32::try_from(i).unwrap_or(u32::MAX),
-                span,
-            };
-            if has_receiver && i == 0 {
-                quote_spanned!(span=> #p::fallback_receiver(#marker, __resilient_args.#field))
-            } else {
-                let number = i + usize::from(!has_receiver);
-                let check = if self_path {
-                    quote_spanned!(span=> fallback_path_param)
-                } else {
-                    quote_spanned!(span=> fallback_param)
-                };
-                quote_spanned!(span=> #p::#check::<_, _, #number>(#marker, __resilient_args.#field))
-            }
-        })
-        .collect();
-    // What is inside runs first, in the fn's own future; its outcome then
-    // passes on, or its error goes to the fallback. The arguments and the
-    // error are typed before the fallback is matched against them, so that
-    // a mismatch is reported as one, not as a type inferred from the
-    // fallback. A sync fallback's answer is not awaited, and the matches end
-    // before an async one's await: no outcome lives across an await (the
-    // future stays `Send` whatever `T` and `E` are).
-    let prepare = quote_spanned! {span=>
-        let __resilient_args = (#(#args,)*);
-        let __resilient_fit = #p::fallback_fit::<#ret, _, _, _, _>(&#target, &__resilient_args, &__resilient_error);
-        let __resilient_passed = __resilient_fit.passed(&__resilient_args);
-        let (#(#markers,)*) = __resilient_fit.named();
-        let __resilient_args = (#(#typed,)*);
-        let __resilient_error = __resilient_fit.error(__resilient_passed, __resilient_error);
-    };
+    let prepare = target.prepare(&args, ret);
     if cx.blocking {
         // A blocking fn's fallback is a plain fn: its answer, at once.
         return quote_spanned! {span=>
@@ -130,13 +176,20 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStre
                 ::core::result::Result::Err(__resilient_error) => {
                     #prepare
                     #p::fallback_now::<#ret, _, _, _>(
-                        __resilient_fit.call(#target, __resilient_args, __resilient_error),
+                        __resilient_fit.call(#path, __resilient_args, __resilient_error),
                     )
                 }
             }
             }
         };
     }
+    // What is inside runs first, in the fn's own future; its outcome then
+    // passes on, or its error goes to the fallback. The arguments and the
+    // error are typed before the fallback is matched against them, so that
+    // a mismatch is reported as one, not as a type inferred from the
+    // fallback. A sync fallback's answer is not awaited, and the matches end
+    // before an async one's await: no outcome lives across an await (the
+    // future stays `Send` whatever `T` and `E` are).
     let later = super::awaited(timed, span, quote_spanned!(span=> __resilient_later));
     quote_spanned! {span=>
         '__resilient_fallback: {
@@ -151,7 +204,7 @@ pub(crate) fn call(f: &FallbackArgs, cx: &Context, timed: bool, inner: TokenStre
                 ::core::result::Result::Err(__resilient_error) => {
                     #prepare
                     match #p::fallback_output::<#ret, _, _, _, _>(
-                        __resilient_fit.call(#target, __resilient_args, __resilient_error),
+                        __resilient_fit.call(#path, __resilient_args, __resilient_error),
                     ) {
                         #p::Answer::Now(__resilient_answer) => {
                             // Named first: syn reads `'label ::path` as the
@@ -178,38 +231,28 @@ pub(crate) fn stream(
     item: &TokenStream,
     inner: TokenStream,
 ) -> TokenStream {
-    let span = Span::call_site().located_at(f.method.span());
-    let p = quote_spanned!(span=> ::resilient_core::__private);
+    let target = Target::of(f, cx);
+    let Target {
+        span,
+        ref p,
+        ref on,
+        ref path,
+        ref names,
+        ..
+    } = target;
     let fn_name = cx.fn_name.to_string();
-    let on = match &f.on {
-        FallbackOn::Any => quote!(#p::FallbackOn::Any),
-        FallbackOn::Resilience => quote!(#p::FallbackOn::Resilience),
-        FallbackOn::Rejection => quote!(#p::FallbackOn::Rejection),
-        FallbackOn::Timeout => quote!(#p::FallbackOn::Timeout),
-        FallbackOn::When(path) => quote!(#p::FallbackOn::When(#path)),
-    };
-    let self_ident = syn::Ident::new("self", cx.self_span);
-    let mut names: Vec<&syn::Ident> = Vec::new();
-    let target = &f.target;
-    let target = if f.target.get_ident().is_some() && cx.receiver.is_some() {
-        names.push(&self_ident);
-        quote_spanned!(span=> Self::#target)
-    } else {
-        quote!(#target)
-    };
-    names.extend(f.args.iter());
     let mut clones = Vec::new();
     let args: Vec<TokenStream> = names
         .iter()
         .enumerate()
         .map(|(i, name)| {
-            if *name == "self" && cx.receiver == Some(Receiver::Ref) {
+            if name == "self" && cx.receiver == Some(Receiver::Ref) {
                 return quote!(self);
             }
             let to = saved(name);
             if !names[..i].iter().any(|n| n == name) {
                 let clone = clone_fn(name);
-                let at = if *name == "self" { cx.self_span } else { span };
+                let at = if name == "self" { cx.self_span } else { span };
                 clones.push(quote_spanned!(at=> let #to = #p::#clone(&#name);));
             }
             if names[i + 1..].iter().any(|n| n == name) {
@@ -220,34 +263,7 @@ pub(crate) fn stream(
             }
         })
         .collect();
-    let has_receiver = names.first().is_some_and(|n| *n == "self");
-    let self_path = cx.receiver.is_some()
-        && f.target.segments.len() > 1
-        && f.target.segments.first().is_some_and(|s| s.ident == "Self");
-    let markers: Vec<syn::Ident> = (0..names.len())
-        .map(|i| format_ident!("__resilient_param{}", i, span = span))
-        .collect();
-    let typed: Vec<TokenStream> = markers
-        .iter()
-        .enumerate()
-        .map(|(i, marker)| {
-            let field = syn::Index {
-                index: u32::try_from(i).unwrap_or(u32::MAX),
-                span,
-            };
-            if has_receiver && i == 0 {
-                quote_spanned!(span=> #p::fallback_receiver(#marker, __resilient_args.#field))
-            } else {
-                let number = i + usize::from(!has_receiver);
-                let check = if self_path {
-                    quote_spanned!(span=> fallback_path_param)
-                } else {
-                    quote_spanned!(span=> fallback_param)
-                };
-                quote_spanned!(span=> #p::#check::<_, _, #number>(#marker, __resilient_args.#field))
-            }
-        })
-        .collect();
+    let prepare = target.prepare(&args, item);
     quote_spanned! {span=>
         {
             #(#clones)*
@@ -257,14 +273,9 @@ pub(crate) fn stream(
                 __resilient_wrap,
                 move || #inner,
                 move |__resilient_error| {
-                    let __resilient_args = (#(#args,)*);
-                    let __resilient_fit = #p::fallback_fit::<#item, _, _, _, _>(&#target, &__resilient_args, &__resilient_error);
-                    let __resilient_passed = __resilient_fit.passed(&__resilient_args);
-                    let (#(#markers,)*) = __resilient_fit.named();
-                    let __resilient_args = (#(#typed,)*);
-                    let __resilient_error = __resilient_fit.error(__resilient_passed, __resilient_error);
+                    #prepare
                     #p::fallback_stream::<#item, _, _, _, _>(
-                        __resilient_fit.call(#target, __resilient_args, __resilient_error),
+                        __resilient_fit.call(#path, __resilient_args, __resilient_error),
                     )
                 },
             )
