@@ -204,13 +204,7 @@ async fn async_side(hits: &AtomicUsize) -> Result<(), DbError> {
 
 #[test]
 fn a_blocking_and_an_async_fn_of_one_breaker_open_it_together() {
-    let r = registry::<Shared>(table([
-        ("failure_rate_threshold", int(100)),
-        ("minimum_required_calls", int(4)),
-        ("wait_duration_in_open_state", s("1h")),
-        ("permitted_calls_in_half_open_state", int(1)),
-        ("count_based", table([("window_size", int(4))])),
-    ]));
+    let r = registry::<Shared>(breaker_section(100, 4, "1h", 4));
     let (sync_hits, async_hits) = (Arc::new(AtomicUsize::new(0)), AtomicUsize::new(0));
     let _registry = r.set_default();
     // Two failures from a thread of its own, two from an async fn.

@@ -12,7 +12,6 @@ use support::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use resilient_core::settings::Value;
 use resilient_core::{
     circuit_breakable, concurrency_limit, rate_limited, retryable, timeout, CircuitBreakerSpec,
     ConcurrencyLimitSpec, Error, RateLimiterSpec, Registry, RetrySpec, TimeoutSpec,
@@ -81,14 +80,6 @@ async fn mixed(body: Body) -> Result<(), MixError> {
     }
 }
 
-fn metered(section: Value) -> Value {
-    with(
-        section,
-        "telemetry",
-        table([("metrics", table([("enabled", Value::Bool(true))]))]),
-    )
-}
-
 const SPECS: [(&str, &str, &str); 5] = [
     ("MixRate", "outcomes.rate", "rate_limiter"),
     ("MixLimit", "outcomes.limit", "concurrency_limit"),
@@ -105,21 +96,6 @@ const OUTCOMES: [&str; 6] = [
     "timed_out",
     "cancelled",
 ];
-
-fn count(meters: &Meters, spec: (&str, &str, &str), outcome: &str) -> u64 {
-    let (name, path, kind) = spec;
-    meters
-        .counter(
-            "resilient_calls_total",
-            &[
-                ("spec", name),
-                ("path", path),
-                ("kind", kind),
-                ("outcome", outcome),
-            ],
-        )
-        .unwrap_or(0)
-}
 
 #[tokio::test(start_paused = true)]
 async fn each_spec_counts_one_outcome_per_call_that_reached_it() {
@@ -195,7 +171,7 @@ async fn each_spec_counts_one_outcome_per_call_that_reached_it() {
 
     let sums: Vec<u64> = SPECS
         .iter()
-        .map(|spec| OUTCOMES.iter().map(|o| count(&meters, *spec, o)).sum())
+        .map(|spec| OUTCOMES.iter().map(|o| meters.calls(*spec, o)).sum())
         .collect();
     // Each layer is reached by the calls the layer outside it let in.
     let mut reached = calls;
@@ -205,28 +181,28 @@ async fn each_spec_counts_one_outcome_per_call_that_reached_it() {
             "{}: one outcome per call that reached it",
             spec.0
         );
-        reached -= count(&meters, *spec, "rejected");
+        reached -= meters.calls(*spec, "rejected");
     }
 
     let [rate, limit, breaker, time, retry] = SPECS;
     assert_eq!(calls, 22);
-    assert_eq!(count(&meters, rate, "rejected"), 2);
+    assert_eq!(meters.calls(rate, "rejected"), 2);
     // A rejection inside is a failed call for the limits outside: 1 + 4 + 8.
-    assert_eq!(count(&meters, rate, "success"), 7);
-    assert_eq!(count(&meters, rate, "failure"), 13);
-    assert_eq!(count(&meters, limit, "rejected"), 1);
-    assert_eq!(count(&meters, breaker, "rejected"), 8);
-    assert_eq!(count(&meters, breaker, "failure"), 4);
-    assert_eq!(count(&meters, time, "timed_out"), 2);
-    assert_eq!(count(&meters, time, "failure"), 2, "the exhausted retries");
-    assert_eq!(count(&meters, time, "success"), 7);
+    assert_eq!(meters.calls(rate, "success"), 7);
+    assert_eq!(meters.calls(rate, "failure"), 13);
+    assert_eq!(meters.calls(limit, "rejected"), 1);
+    assert_eq!(meters.calls(breaker, "rejected"), 8);
+    assert_eq!(meters.calls(breaker, "failure"), 4);
+    assert_eq!(meters.calls(time, "timed_out"), 2);
+    assert_eq!(meters.calls(time, "failure"), 2, "the exhausted retries");
+    assert_eq!(meters.calls(time, "success"), 7);
     assert_eq!(
-        count(&meters, retry, "cancelled"),
+        meters.calls(retry, "cancelled"),
         2,
         "dropped by the timeout"
     );
-    assert_eq!(count(&meters, retry, "failure"), 2);
-    assert_eq!(count(&meters, retry, "success"), 7);
+    assert_eq!(meters.calls(retry, "failure"), 2);
+    assert_eq!(meters.calls(retry, "success"), 7);
     // 7 successes, 2 hung (each cancelled in its first attempt), 2 failed
     // twice.
     assert_eq!(ATTEMPTS.load(Ordering::SeqCst), 7 + 2 + 2 * 2);
@@ -254,9 +230,9 @@ async fn a_timed_out_call_counts_timed_out_only() {
     for _ in 0..13 {
         registry.scope(hangs()).await.unwrap_err();
     }
-    let all: u64 = OUTCOMES.iter().map(|o| count(&meters, spec, o)).sum();
+    let all: u64 = OUTCOMES.iter().map(|o| meters.calls(spec, o)).sum();
     assert_eq!(all, 13);
-    assert_eq!(count(&meters, spec, "timed_out"), 13);
+    assert_eq!(meters.calls(spec, "timed_out"), 13);
     // And through the handle.
     let handle = registry.sync_scope(AloneTimeout::get).unwrap();
     let out: Result<(), MixError> = handle
@@ -266,6 +242,6 @@ async fn a_timed_out_call_counts_timed_out_only() {
         })
         .await;
     assert!(out.is_err());
-    assert_eq!(count(&meters, spec, "timed_out"), 14);
-    assert_eq!(count(&meters, spec, "failure"), 0);
+    assert_eq!(meters.calls(spec, "timed_out"), 14);
+    assert_eq!(meters.calls(spec, "failure"), 0);
 }

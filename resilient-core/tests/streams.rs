@@ -175,13 +175,7 @@ fn guarded(feed: Arc<Feed>) -> impl Stream<Item = Result<usize, FeedError>> {
 }
 
 fn breaker_registry() -> Registry {
-    registry::<FeedBreaker>(table([
-        ("failure_rate_threshold", int(50)),
-        ("minimum_required_calls", int(4)),
-        ("wait_duration_in_open_state", s("1h")),
-        ("permitted_calls_in_half_open_state", int(1)),
-        ("count_based", table([("window_size", int(4))])),
-    ]))
+    registry::<FeedBreaker>(breaker_section(50, 4, "1h", 4))
 }
 
 #[tokio::test(start_paused = true)]
@@ -359,16 +353,7 @@ fn stack_registry(limit: i128) -> Registry {
                 FeedRetry::PATH,
                 table([("attempts", int(2)), ("delay", s("10ms"))]),
             ),
-            (
-                FeedBreaker::PATH,
-                table([
-                    ("failure_rate_threshold", int(100)),
-                    ("minimum_required_calls", int(1000)),
-                    ("wait_duration_in_open_state", s("1h")),
-                    ("permitted_calls_in_half_open_state", int(1)),
-                    ("count_based", table([("window_size", int(1000))])),
-                ]),
-            ),
+            (FeedBreaker::PATH, breaker_section(100, 1000, "1h", 1000)),
             (FeedLimit::PATH, table([("limit", int(limit))])),
         ],
     )

@@ -31,28 +31,6 @@ enum FeedError {
     Resilience(#[from] Error),
 }
 
-fn metered(section: Value) -> Value {
-    with(
-        section,
-        "telemetry",
-        table([("metrics", table([("enabled", Value::Bool(true))]))]),
-    )
-}
-
-fn count(meters: &Meters, name: &str, path: &str, kind: &str, outcome: &str) -> u64 {
-    meters
-        .counter(
-            "resilient_calls_total",
-            &[
-                ("spec", name),
-                ("path", path),
-                ("kind", kind),
-                ("outcome", outcome),
-            ],
-        )
-        .unwrap_or(0)
-}
-
 // ---------------------------------------------------------------------------
 // 1. The idle limit ends a stream early when its timer was not polled for a
 //    while (the consumer is slower than the producer).
@@ -194,7 +172,7 @@ async fn a_failed_attempt_is_counted_as_a_failure_by_the_layers_inside_the_retry
     ] {
         report.push((
             kind,
-            ["success", "failure", "cancelled"].map(|o| count(&meters, name, path, kind, o)),
+            ["success", "failure", "cancelled"].map(|o| meters.calls((name, path, kind), o)),
         ));
     }
     // Each layer saw two attempts: one failed, one succeeded.
@@ -234,7 +212,7 @@ async fn a_retried_stream_never_polled_counts_nothing() {
         "cancelled",
     ]
     .iter()
-    .map(|o| count(&meters, "RRetry", "edges.retry", "retry", o))
+    .map(|o| meters.calls(("RRetry", "edges.retry", "retry"), o))
     .sum();
     assert_eq!(all, 0, "a stream never polled is no call");
 }
@@ -337,13 +315,7 @@ fn listing(fail: bool) -> impl Stream<Item = Result<usize, FeedError>> {
 
 #[tokio::test(start_paused = true)]
 async fn healthy_streams_dropped_after_items_still_count_as_successes() {
-    let r = registry::<RBreaker2>(table([
-        ("failure_rate_threshold", int(50)),
-        ("minimum_required_calls", int(4)),
-        ("wait_duration_in_open_state", s("1h")),
-        ("permitted_calls_in_half_open_state", int(1)),
-        ("count_based", table([("window_size", int(100))])),
-    ]));
+    let r = registry::<RBreaker2>(breaker_section(50, 4, "1h", 100));
     let _registry = r.set_default();
     let breaker = r.sync_scope(RBreaker2::get).expect("breaker");
     // 20 healthy listings, each read for its first two items (take(2)).
@@ -502,13 +474,7 @@ fn feed3(fail: bool) -> impl Stream<Item = Result<usize, FeedError>> {
 
 #[tokio::test(start_paused = true)]
 async fn a_healthy_probe_stream_closes_the_breaker() {
-    let r = registry::<RBreaker3>(table([
-        ("failure_rate_threshold", int(50)),
-        ("minimum_required_calls", int(2)),
-        ("wait_duration_in_open_state", s("10s")),
-        ("permitted_calls_in_half_open_state", int(1)),
-        ("count_based", table([("window_size", int(2))])),
-    ]));
+    let r = registry::<RBreaker3>(breaker_section(50, 2, "10s", 2));
     let _registry = r.set_default();
     let breaker = r.sync_scope(RBreaker3::get).expect("breaker");
     for _ in 0..2 {

@@ -83,13 +83,7 @@ fn ignored_then_failed() -> impl Stream<Item = Result<usize, FeedError>> {
 
 #[tokio::test(start_paused = true)]
 async fn breaker_counts_a_failure_after_an_ignored_item() {
-    let r = registry::<R4Breaker>(table([
-        ("failure_rate_threshold", int(50)),
-        ("minimum_required_calls", int(2)),
-        ("wait_duration_in_open_state", s("1h")),
-        ("permitted_calls_in_half_open_state", int(1)),
-        ("count_based", table([("window_size", int(10))])),
-    ]));
+    let r = registry::<R4Breaker>(breaker_section(50, 2, "1h", 10));
     let _registry = r.set_default();
     let breaker = r.sync_scope(R4Breaker::get).expect("breaker");
     for _ in 0..2 {
@@ -198,13 +192,7 @@ fn probe_feed(fail_first: bool) -> impl Stream<Item = Result<usize, FeedError>> 
 
 #[tokio::test(start_paused = true)]
 async fn probe_failure_after_first_item_is_lost() {
-    let r = registry::<R4Probe>(table([
-        ("failure_rate_threshold", int(50)),
-        ("minimum_required_calls", int(2)),
-        ("wait_duration_in_open_state", s("10s")),
-        ("permitted_calls_in_half_open_state", int(1)),
-        ("count_based", table([("window_size", int(2))])),
-    ]));
+    let r = registry::<R4Probe>(breaker_section(50, 2, "10s", 2));
     let _registry = r.set_default();
     let breaker = r.sync_scope(R4Probe::get).expect("breaker");
     for _ in 0..2 {

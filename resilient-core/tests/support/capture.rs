@@ -205,6 +205,22 @@ impl Meters {
     }
 
     /// The counter `name` with exactly `pairs` as labels, if registered.
+    /// Calls of `spec` (its name, path and kind) counted with `outcome`
+    /// (`resilient_calls_total`), 0 when none was.
+    pub fn calls(&self, spec: (&str, &str, &str), outcome: &str) -> u64 {
+        let (name, path, kind) = spec;
+        self.counter(
+            "resilient_calls_total",
+            &[
+                ("spec", name),
+                ("path", path),
+                ("kind", kind),
+                ("outcome", outcome),
+            ],
+        )
+        .unwrap_or(0)
+    }
+
     pub fn counter(&self, name: &str, pairs: &[(&str, &str)]) -> Option<u64> {
         self.lock()
             .counters

@@ -81,6 +81,33 @@ pub fn build(builder: RegistryBuilder, sections: Vec<(&str, Value)>) -> Registry
     }
 }
 
+/// `section` with metrics on.
+pub fn metered(section: Value) -> Value {
+    with(
+        section,
+        "telemetry",
+        table([("metrics", table([("enabled", boolean(true))]))]),
+    )
+}
+
+/// A count-based breaker's section: opens at `failure_rate` % of the last
+/// `window` calls once `minimum_calls` are in, stays open `open_wait`, one
+/// probe when half-open.
+pub fn breaker_section(
+    failure_rate: i128,
+    minimum_calls: i128,
+    open_wait: &str,
+    window: i128,
+) -> Value {
+    table([
+        ("failure_rate_threshold", int(failure_rate)),
+        ("minimum_required_calls", int(minimum_calls)),
+        ("wait_duration_in_open_state", s(open_wait)),
+        ("permitted_calls_in_half_open_state", int(1)),
+        ("count_based", table([("window_size", int(window))])),
+    ])
+}
+
 /// A registry for spec `S` alone, with `section` at its path.
 pub fn registry<S: Spec>(section: Value) -> Registry {
     build(Registry::builder().spec::<S>(), vec![(S::PATH, section)])
