@@ -39,9 +39,8 @@
 //! rate limiter's reservation within its `max_wait`, and a `block` limit's
 //! wait for a place block the thread that called the fn, with the same
 //! contracts as in an async fn: never shorter than the delay, never longer
-//! than `max_wait`, a retry's overall `timeout` included. They run on the
-//! real clock: tokio's paused clock (`start_paused`) does not apply to a
-//! blocking fn's waits. A panic in the body propagates, and every permit,
+//! than `max_wait`, a retry's overall `timeout` included (see below for
+//! tokio's paused clock). A panic in the body propagates, and every permit,
 //! place and budget token it held is given back on the way out.
 //!
 //! # On a tokio runtime
@@ -54,7 +53,7 @@
 //! |---|---|
 //! | a plain thread, `spawn_blocking`, a multi-thread runtime | blocks the thread (on a worker, the worker's queued tasks are stolen by the others meanwhile) |
 //! | a current-thread runtime: a retry's delay, a rate limiter's reservation | blocks the thread (on the runtime's own thread, every task of the runtime with it) until the time has passed |
-//! | a current-thread runtime: a `block` limit's wait for a place | refused at once, with the limit's error, and one WARN per process naming `spawn_blocking` |
+//! | a current-thread runtime: a `block` limit's wait for a place | refused at once with [`Error::ConcurrencyLimitReached`](crate::Error::ConcurrencyLimitReached), and one WARN per process naming `spawn_blocking` |
 //!
 //! A place held by something only the waiting thread can run is never
 //! freed while it waits. On a current-thread runtime that is every task of
@@ -65,11 +64,13 @@
 //! wait then lasts its whole `max_wait`, or for ever without one. Set
 //! `max_wait` on a `block` limit that blocking fns share with async code.
 //!
-//! The waits run on the real clock. On a runtime whose clock is paused
-//! (`start_paused` in a test), tokio's clock stands still while the thread
-//! sleeps: a retry's overall `timeout` and a rate limiter's periods, which
-//! are measured on tokio's clock, do not move. Test blocking fns on a plain
-//! thread, or on a runtime whose clock runs.
+//! The sleeps are real (`thread::sleep`), while a retry's overall
+//! `timeout` and a rate limiter's periods are measured on tokio's clock:
+//! under a paused clock (`start_paused` in a test) it stands still while
+//! the thread sleeps, so the timeout never fires and the periods never
+//! refill. Test blocking fns in a plain `#[test]`, with the test's registry
+//! as the thread's default (`let _guard = registry.set_default();`) or
+//! around the call (`registry.sync_scope(|| ...)`).
 //!
 //! # What a blocking fn cannot carry
 //!

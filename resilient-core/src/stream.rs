@@ -2,10 +2,13 @@
 //!
 //! `#[retryable]`, `#[circuit_breakable]` (keyed too), `#[timeout]`,
 //! `#[concurrency_limit]`, `#[rate_limited]` and `#[fallback]` take a fn
-//! (not `async`) that returns
-//! `impl Stream<Item = Result<T, E>>` (the [`Stream`] trait of
-//! `futures-core`, re-exported here), or a boxed one
-//! (`Pin<Box<dyn Stream<Item = Result<T, E>> + Send>>`). A paged listing, a
+//! (not `async`) that returns `impl Stream<Item = Result<T, E>>` (the
+//! [`Stream`] trait of `futures-core`, re-exported here), or a boxed one
+//! (`Pin<Box<dyn Stream<Item = Result<T, E>> [+ Send]>>`, `BoxStream`,
+//! `LocalBoxStream`). The shape is recognised by its syntax: return a named
+//! stream type as `impl Stream<..>`. Consume it with
+//! `futures_util::StreamExt`, inside a tokio runtime with its time driver
+//! on (a retry's wait and a timeout use tokio's timer). A paged listing, a
 //! gRPC server stream, an SSE feed: a stream is one call that answers many
 //! times, and each mechanism treats it as one call.
 //!
@@ -43,11 +46,11 @@
 //!
 //! | attribute | on a stream | Kora (`Flow`) | Spring 7 (`Flux`) |
 //! |---|---|---|---|
-//! | `#[retryable]` | a failure before the first item makes the stream again, after the spec's wait, with fresh clones of the arguments, within `attempts`; once an item has passed, a failure ends the stream with it (no item is seen twice) | `retryWhen`: the whole flow is collected again after a failure, so the items before it come again | the publisher is subscribed again after a failure: a `Flux` that emits 1 then fails, 2 retries, gives `[1, 1, 1, 2, 3]` |
+//! | `#[retryable]` | a failure before the first item makes the stream again, after the spec's wait, with fresh clones of the arguments, within `attempts`; once an item has passed, a failure ends the stream with it (no item is seen twice) | `retryWhen`: the whole flow is collected again after a failure, so the items before it come again | the publisher is subscribed again after a failure: a `Flux` that emits 1 then fails on its first two subscriptions, retried twice, gives `[1, 1, 1, 2, 3]` |
 //! | `#[circuit_breakable]` | one permit per stream, taken at its first poll; its outcome is the stream's first failure, or its end (a half-open probe's: its first item); a rejected stream yields one `Err` and ends, its body makes nothing | a permit taken before `emitAll`, success recorded at completion | (no breaker) |
 //! | `#[concurrency_limit]` | one place per stream, from its first poll until it ends or is dropped | (none) | `@ConcurrencyLimit` does not limit subscriptions |
 //! | `#[rate_limited]` | one permit per stream, at its first poll | (none) | (no rate limiter) |
-//! | `#[fallback]` | a failure before the first item (that `on` takes) replaces the stream by the fallback's: a plain fn with the same arguments (and optionally the error) that returns a stream of the same items; a failure after an item passes on | `.catch { emitAll(fallback(..)) }`: a failure at any point, after the items already emitted | (no fallback) |
+//! | `#[fallback]` | a failure before the first item that the fallback's `on`/`when` accepts replaces the stream by the fallback's: a plain fn taking the arguments named in `method` (and the error as its last parameter, if it wants it) that returns a stream of the same items; a failure after an item passes on | `.catch { emitAll(fallback(..)) }`: a failure at any point, after the items already emitted | (no fallback) |
 //! | `#[timeout]` | `duration` bounds the wait for the first item, the spec's `idle` (if set) every gap between items; either ends the stream with [`Error::Timeout`] | one deadline for the whole flow, checked only when an item arrives (a stalled flow never times out) | (none) |
 //!
 //! An idle limit reads no clock per item: it looks at the stream every
@@ -77,8 +80,9 @@
 //! outermost layer, at the first poll (or each attempt, inside a retry) if
 //! it is inside another. The body runs at the first poll too, so a stream
 //! that borrows what the fn borrows says so in its type (`impl Stream +
-//! '_`). A retry's and a timeout's timer are kept in the stream: the stream
-//! is not `Unpin` (`Box::pin` it, or use `pin!`, to call `next`).
+//! '_`). A retry's and a timeout's timer are kept in the stream: returned
+//! as `impl Stream`, it is not `Unpin` (`Box::pin` it, or use `pin!`, to
+//! call `next`); the boxed forms are.
 //!
 //! A retry's wait, a `block` limit's wait for a place and a rate limiter's
 //! reservation happen inside the stream's poll, on tokio's clock (the
