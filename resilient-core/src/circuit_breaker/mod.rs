@@ -417,17 +417,20 @@ impl<'a> Permit<'a> {
     /// Records how the call ended; the drop then records nothing.
     #[inline]
     fn end(&mut self, end: End) {
-        let took = self.took();
-        self.end_after(end, took);
+        self.end_after(end, None);
     }
 
-    /// Records how the call ended, `took` long (if timed).
-    fn end_after(&mut self, end: End, took: Option<Duration>) {
+    /// Records how the call ended, `fixed` long if given (a stream's time
+    /// to its first item), else as long as since the permit was taken (if
+    /// timed).
+    #[inline]
+    fn end_after(&mut self, end: End, fixed: Option<Duration>) {
         let taken = std::mem::replace(&mut self.taken, Taken::Free);
         if taken == Taken::Free {
             // Ended already, or taken from a disabled breaker.
             return;
         }
+        let took = fixed.or_else(|| self.took());
         let slow = match (took, self.breaker.slow_threshold()) {
             (Some(took), Some(threshold)) => took > threshold,
             _ => false,
@@ -499,8 +502,7 @@ impl<'a> Permit<'a> {
             Verdict::Failure | Verdict::RetryAfter(_) => End::Failure,
             Verdict::Ignore => End::Neither,
         };
-        let took = parts.first.or_else(|| self.took());
-        self.end_after(end, took);
+        self.end_after(end, parts.first);
     }
 }
 
