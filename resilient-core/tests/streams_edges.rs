@@ -351,6 +351,18 @@ impl Drop for Conn {
     }
 }
 
+/// A connection that notes, when dropped, the limit's places in use
+/// (plus 1000, so that 0 means "not dropped yet").
+fn conn_of(r: &Registry) -> (Arc<std::sync::Mutex<Option<Conn>>>, Arc<AtomicUsize>) {
+    let limit = r.sync_scope(RLimit::get).expect("limit");
+    let seen = Arc::new(AtomicUsize::new(0));
+    let conn = Conn {
+        in_use_at_drop: Arc::clone(&seen),
+        limit,
+    };
+    (Arc::new(std::sync::Mutex::new(Some(conn))), seen)
+}
+
 #[concurrency_limit(RLimit)]
 fn holding(
     conn: Arc<std::sync::Mutex<Option<Conn>>>,
@@ -366,12 +378,7 @@ fn holding(
 async fn the_place_outlives_the_body_stream() {
     let r = registry::<RLimit>(table([("limit", int(1))]));
     let _registry = r.set_default();
-    let limit = r.sync_scope(RLimit::get).expect("limit");
-    let seen = Arc::new(AtomicUsize::new(0));
-    let conn = Arc::new(std::sync::Mutex::new(Some(Conn {
-        in_use_at_drop: Arc::clone(&seen),
-        limit: limit.clone(),
-    })));
+    let (conn, seen) = conn_of(&r);
     let mut s = Box::pin(holding(conn));
     assert!(matches!(s.next().await, Some(Ok(0))));
     drop(s);
@@ -393,17 +400,12 @@ async fn holding_async(conn: Arc<std::sync::Mutex<Option<Conn>>>) -> Result<(), 
 async fn async_fn_reference_the_place_outlives_the_body_future() {
     let r = registry::<RLimit>(table([("limit", int(1))]));
     let _registry = r.set_default();
-    let limit = r.sync_scope(RLimit::get).expect("limit");
-    let seen = Arc::new(AtomicUsize::new(0));
-    let conn = Arc::new(std::sync::Mutex::new(Some(Conn {
-        in_use_at_drop: Arc::clone(&seen),
-        limit: limit.clone(),
-    })));
+    let (conn, seen) = conn_of(&r);
     let mut f = Box::pin(holding_async(conn));
     assert!(tokio::time::timeout(Duration::from_millis(1), f.as_mut())
         .await
         .is_err());
-    assert_eq!(limit.in_use(), 1);
+    assert_eq!(r.sync_scope(RLimit::get).expect("limit").in_use(), 1);
     drop(f);
     assert_eq!(seen.load(Ordering::SeqCst), 1001);
 }

@@ -790,16 +790,25 @@ impl Limiter {
         spec: &'static str,
         settings: &LimiterSettings,
     ) -> Result<Place<'_>, Error> {
+        let (limit, max_wait) = self.full(spec, settings)?;
+        // Boxed: the wait's future (a semaphore queue entry and a timer)
+        // would otherwise widen every call's future, and only a call that
+        // must wait pays for it.
+        let sampled = settings.adaptive.is_some();
+        Box::pin(self.wait(spec, limit, max_wait, sampled)).await
+    }
+
+    /// What a call that found the limit full does: the limit's error
+    /// (`reject`), or the limit in force and how long it may wait (`block`).
+    fn full(
+        &self,
+        spec: &'static str,
+        settings: &LimiterSettings,
+    ) -> Result<(u32, Option<Duration>), Error> {
         let limit = self.limit_of(settings);
         match settings.common.policy {
             Policy::Reject => Err(Self::reached(spec, limit)),
-            // Boxed: the wait's future (a semaphore queue entry and a timer)
-            // would otherwise widen every call's future, and only a call
-            // that must wait pays for it.
-            Policy::Block { max_wait } => {
-                let sampled = settings.adaptive.is_some();
-                Box::pin(self.wait(spec, limit, max_wait, sampled)).await
-            }
+            Policy::Block { max_wait } => Ok((limit, max_wait)),
         }
     }
 
@@ -828,21 +837,16 @@ impl Limiter {
         spec: &'static str,
         settings: &LimiterSettings,
     ) -> Result<Place<'_>, Error> {
-        let limit = self.limit_of(settings);
-        match settings.common.policy {
-            Policy::Reject => Err(Self::reached(spec, limit)),
-            Policy::Block { max_wait } => {
-                let refused = || {
-                    tracing::warn!(
-                        spec,
-                        "a blocking fn found the concurrency limit `{spec}` full on a current-thread tokio runtime, where waiting for a place could wait for a task of that runtime forever: rejected at once; call blocking fns from `tokio::task::spawn_blocking` on a multi-thread runtime, or from a thread of their own (told once per process)"
-                    );
-                };
-                let permit = crate::blocking::wait_for(self.semaphore.acquire(), max_wait, refused)
-                    .and_then(Result::ok);
-                self.queued(permit, spec, limit, settings.adaptive.is_some())
-            }
-        }
+        let (limit, max_wait) = self.full(spec, settings)?;
+        let refused = || {
+            tracing::warn!(
+                spec,
+                "a blocking fn found the concurrency limit `{spec}` full on a current-thread tokio runtime, where waiting for a place could wait for a task of that runtime forever: rejected at once; call blocking fns from `tokio::task::spawn_blocking` on a multi-thread runtime, or from a thread of their own (told once per process)"
+            );
+        };
+        let permit = crate::blocking::wait_for(self.semaphore.acquire(), max_wait, refused)
+            .and_then(Result::ok);
+        self.queued(permit, spec, limit, settings.adaptive.is_some())
     }
 
     /// The place of a call that waited, if a permit came.
