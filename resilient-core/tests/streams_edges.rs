@@ -32,8 +32,8 @@ enum FeedError {
 }
 
 // ---------------------------------------------------------------------------
-// 1. The idle limit ends a stream early when its timer was not polled for a
-//    while (the consumer is slower than the producer).
+// 1. The idle limit is never early, even when the consumer is slower than
+//    the stream (its timer then is not polled for a while).
 
 #[derive(TimeoutSpec)]
 #[spec("edges.timeout")]
@@ -77,7 +77,7 @@ async fn idle_limit_is_never_early_with_a_slow_consumer() {
 
 // ---------------------------------------------------------------------------
 // 2. Telemetry of the layers inside a retry: a failed attempt is counted as
-//    cancelled by the limit, the rate limiter and a timeout with `idle`.
+//    a failure, not as cancelled.
 
 #[derive(RetrySpec)]
 #[spec("edges.retry")]
@@ -188,7 +188,8 @@ async fn a_failed_attempt_is_counted_as_a_failure_by_the_layers_inside_the_retry
 }
 
 // ---------------------------------------------------------------------------
-// 3. A retry's call starts when the fn is called, not at the first poll.
+// 3. A retry's call starts at the first poll: a stream never polled counts
+//    nothing, and the overall timeout runs from the first poll.
 
 #[retryable(RRetry)]
 fn retried(feed: Arc<Feed>) -> impl Stream<Item = Result<usize, FeedError>> {
@@ -243,7 +244,8 @@ async fn a_retry_timeout_runs_from_the_first_poll() {
 }
 
 // ---------------------------------------------------------------------------
-// 4. A breaker's slow-call threshold measures a whole stream's life.
+// 4. A breaker's slow-call threshold times a stream's first item, not its
+//    whole life.
 
 #[derive(CircuitBreakerSpec)]
 #[spec("edges.breaker")]
@@ -265,7 +267,7 @@ fn guarded(n: usize, gap: u64) -> impl Stream<Item = Result<usize, FeedError>> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn healthy_long_streams_are_slow_calls_that_open_the_breaker() {
+async fn healthy_long_streams_are_no_slow_calls() {
     let r = registry::<RBreaker>(table([
         ("failure_rate_threshold", int(50)),
         ("minimum_required_calls", int(2)),
@@ -295,9 +297,9 @@ async fn healthy_long_streams_are_slow_calls_that_open_the_breaker() {
 }
 
 // ---------------------------------------------------------------------------
-// 5. A stream dropped after healthy items counts as neither: with consumers
-//    that stop early (take(n), an unsubscribe), the window holds only the
-//    failures, and a few of them open the breaker.
+// 5. A stream dropped after healthy items is a success: consumers that stop
+//    early (take(n), an unsubscribe) do not leave only failures in the
+//    window.
 
 #[derive(CircuitBreakerSpec)]
 #[spec("edges.breaker2")]
@@ -336,8 +338,8 @@ async fn healthy_streams_dropped_after_items_still_count_as_successes() {
 }
 
 // ---------------------------------------------------------------------------
-// 6. Drop order: the place is freed before the body's stream is dropped (an
-//    async fn's place outlives its body's future).
+// 6. Drop order: the body's stream goes before its place, as an async fn's
+//    body future does.
 
 struct Conn {
     in_use_at_drop: Arc<AtomicUsize>,
@@ -411,8 +413,7 @@ async fn async_fn_reference_the_place_outlives_the_body_future() {
 }
 
 // ---------------------------------------------------------------------------
-// 7. Which registry a stream's layers use: the outermost layer looks its
-//    instance up when the fn is called, the inner ones at the first poll.
+// 7. Which registry a stream's layers use: the one in use at the first poll.
 
 #[retryable(RRetry)]
 #[concurrency_limit(RLimit)]
@@ -460,8 +461,8 @@ async fn every_layer_of_a_stream_uses_the_same_registry() {
 }
 
 // ---------------------------------------------------------------------------
-// 8. A healthy long-lived stream taken as the half-open probe keeps the
-//    breaker half-open (rejecting every other call) for as long as it runs.
+// 8. A healthy long-lived stream taken as the half-open probe closes the
+//    breaker at its first item.
 
 #[derive(CircuitBreakerSpec)]
 #[spec("edges.breaker3")]

@@ -35,7 +35,7 @@ async fn collect<S: Stream<Item = Result<usize, FeedError>>>(s: S) -> Vec<Result
 }
 
 // ---------------------------------------------------------------------------
-// 1. The docs: "once an item has passed, a failure ends the stream with it".
+// 1. Under a retry, once an item has passed, a failure ends the stream.
 
 #[derive(RetrySpec)]
 #[spec("outcomes.retry")]
@@ -47,7 +47,7 @@ fn ok_err_ok() -> impl Stream<Item = Result<usize, FeedError>> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn retry_doc_a_failure_after_an_item_ends_the_stream() {
+async fn under_a_retry_a_failure_after_an_item_ends_the_stream() {
     let r = registry::<R4Retry>(table([("attempts", int(3)), ("delay", s("10ms"))]));
     let _registry = r.set_default();
     let items = collect(ok_err_ok()).await;
@@ -59,8 +59,8 @@ async fn retry_doc_a_failure_after_an_item_ends_the_stream() {
 }
 
 // ---------------------------------------------------------------------------
-// 2. A breaker's outcome is "the stream's first failure, or its end": an
-//    ignored item first, then a failure.
+// 2. A breaker's outcome is the stream's first failure, or its end: an
+//    ignored item first does not end the permit.
 
 #[derive(CircuitBreakerSpec)]
 #[spec("outcomes.breaker", classify = custom)]
@@ -107,8 +107,8 @@ async fn breaker_counts_a_failure_after_an_ignored_item() {
 }
 
 // ---------------------------------------------------------------------------
-// 3. Keyed layers: "a keyed one [finds its instance] when the fn is called".
-//    Only true for the outermost layer: under another layer, at first poll.
+// 3. Keyed layers find their instance when they are made: the outermost at
+//    the call, one inside another at the first poll.
 
 #[derive(CircuitBreakerSpec)]
 #[spec("outcomes.keyed")]
@@ -152,7 +152,7 @@ fn keyed_registry() -> Registry {
 }
 
 #[tokio::test(start_paused = true)]
-async fn keyed_lookup_time_depends_on_position() {
+async fn a_keyed_layer_finds_its_instance_when_it_is_made() {
     let r = keyed_registry();
     // Made outside any scope, polled inside it.
     let outer = keyed_outer("a".into());
@@ -173,8 +173,8 @@ async fn keyed_lookup_time_depends_on_position() {
 }
 
 // ---------------------------------------------------------------------------
-// 4. A half-open probe is judged by its first item: a failure right after
-//    it is lost (documented trade-off; measured here).
+// 4. A half-open probe is judged by its first item; a failure right after
+//    it is not counted (documented).
 
 #[derive(CircuitBreakerSpec)]
 #[spec("outcomes.probe")]
@@ -191,7 +191,7 @@ fn probe_feed(fail_first: bool) -> impl Stream<Item = Result<usize, FeedError>> 
 }
 
 #[tokio::test(start_paused = true)]
-async fn probe_failure_after_first_item_is_lost() {
+async fn a_half_open_probe_stream_is_judged_by_its_first_item() {
     let r = registry::<R4Probe>(breaker_section(50, 2, "10s", 2));
     let _registry = r.set_default();
     let breaker = r.sync_scope(R4Probe::get).expect("breaker");
@@ -210,8 +210,8 @@ async fn probe_failure_after_first_item_is_lost() {
 }
 
 // ---------------------------------------------------------------------------
-// 5. Fallback: `on` that does not take the first Err; a replacement that
-//    fails; arguments named twice.
+// 5. Fallback: an error its `on` does not take passes; a replacement that
+//    fails; an argument named twice.
 
 #[derive(Default)]
 struct Cache {
@@ -250,8 +250,8 @@ async fn fallback_edges() {
 }
 
 // ---------------------------------------------------------------------------
-// 6. The timeout counts "after an error, a failure" only when `idle` is set:
-//    without it, its outcome is fixed at the first item.
+// 6. The timeout counts a stream's outcome at its end, with or without an
+//    idle limit.
 
 use resilient_core::{timeout, TimeoutSpec};
 use support::capture::Meters;
