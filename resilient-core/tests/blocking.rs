@@ -507,3 +507,26 @@ fn a_fn_that_blocks_on_a_runtime_of_its_own_is_no_tokio_main() {
 fn retry_registry_for_facade() -> Registry {
     registry::<Flaky>(table([("attempts", int(1)), ("delay", s("1ms"))]))
 }
+
+#[rate_limited(Quota, key = tenant)]
+fn send_for(tenant: &str, sent: &AtomicUsize) -> Result<(), DbError> {
+    sent.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[test]
+fn a_keyed_rate_limiter_on_a_blocking_fn_gives_each_key_its_own_quota() {
+    let r = registry::<Quota>(table([
+        ("limit_for_period", int(1)),
+        ("limit_refresh_period", s("1h")),
+    ]));
+    let _registry = r.set_default();
+    let sent = AtomicUsize::new(0);
+    send_for("a", &sent).expect("a's first");
+    assert!(matches!(
+        send_for("a", &sent),
+        Err(DbError::Resilience(Error::RateLimitExceeded { .. }))
+    ));
+    send_for("b", &sent).expect("b's first: a quota of its own");
+    assert_eq!(sent.load(Ordering::SeqCst), 2);
+}
