@@ -179,9 +179,12 @@ pub mod circuit_breaker;
 pub mod concurrency;
 mod error;
 pub mod fallback;
+mod gate;
 pub mod hedging;
 pub mod http;
 pub mod keyed;
+#[cfg(feature = "tower")]
+pub mod layer;
 mod outcome;
 pub mod rate_limiter;
 pub mod registry;

@@ -104,18 +104,15 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use crate::circuit_breaker::{on_resilience_error, BreakerCall, Permit, PermitParts};
-use crate::concurrency::{Enter, Held, HeldParts, LimitCall};
+use crate::concurrency::LimitCall;
 use crate::error::Error;
 use crate::fallback::FallbackOn;
+use crate::gate::{Entry, Gate, Waiting};
 use crate::outcome::{self, Fail};
-use crate::rate_limiter::{Granted, GrantedParts, RateCall};
+use crate::rate_limiter::RateCall;
 use crate::retry::{Judge, RetryCall, Step};
 use crate::spec::Verdict;
-use crate::timeout::{StreamTimer, TimeoutCall};
-
-/// A wait a stream makes before it starts (for a place, for a permit),
-/// boxed: only a stream that must wait pays for it.
-type Waiting<P> = Pin<Box<dyn Future<Output = Result<P, Error>> + Send>>;
+use crate::timeout::{TimeoutCall, TimerParts};
 
 pin_project! {
     /// The body's stream, its errors the body's own inside the chain.
@@ -365,79 +362,6 @@ fn judge_item<C>(
     // every other call out) for its whole life.
     *permit = None;
     Permit::from_parts(breaker, parts).judged(verdict, parts);
-}
-
-/// How a gate's stream starts: let in (or turned away) at once, or after a
-/// wait.
-pub(crate) enum Entry<P> {
-    Ready(Result<P, Error>),
-    Wait(Waiting<P>),
-}
-
-/// A call that lets a stream in once, for its whole life, and is told how
-/// it went at the end: a concurrency limit's place, a rate limiter's
-/// permit. What it holds between polls is `Parts`.
-pub(crate) trait Gate {
-    type Parts: Copy;
-
-    /// A place or permit, now or after a wait.
-    fn enter(&self) -> Entry<Self::Parts>;
-
-    /// Gives back what `parts` hold, counting `outcome` (`None`: the stream
-    /// was dropped before any item, cancelled).
-    fn finish(&self, parts: Self::Parts, outcome: Option<Result<(), Fail<()>>>);
-}
-
-impl Gate for LimitCall<'static> {
-    type Parts = HeldParts;
-
-    fn enter(&self) -> Entry<HeldParts> {
-        match self.try_enter() {
-            Enter::Ready(entered) => Entry::Ready(entered.map(Held::into_parts)),
-            Enter::Wait(full) => {
-                let parts = full.into_parts();
-                let call = self.duplicate();
-                Entry::Wait(Box::pin(async move {
-                    call.wait_from_parts(parts).await.map(Held::into_parts)
-                }))
-            }
-        }
-    }
-
-    fn finish(&self, parts: HeldParts, outcome: Option<Result<(), Fail<()>>>) {
-        if let Some(limiter) = self.limiter() {
-            let mut held = Held::from_parts(limiter, parts);
-            if let Some(outcome) = outcome {
-                let _ = held.exit(outcome);
-            }
-        }
-    }
-}
-
-impl Gate for RateCall {
-    type Parts = GrantedParts;
-
-    fn enter(&self) -> Entry<GrantedParts> {
-        match self.try_enter() {
-            Enter::Ready(entered) => Entry::Ready(entered.map(Granted::into_parts)),
-            Enter::Wait(reserved) => {
-                let parts = reserved.into_parts();
-                let call = self.duplicate();
-                Entry::Wait(Box::pin(async move {
-                    call.wait_from_parts(parts).await.map(Granted::into_parts)
-                }))
-            }
-        }
-    }
-
-    fn finish(&self, parts: GrantedParts, outcome: Option<Result<(), Fail<()>>>) {
-        if let Some(limiter) = self.limiter() {
-            let mut granted = Granted::from_parts(limiter, parts);
-            if let Some(outcome) = outcome {
-                let _ = granted.exit(outcome);
-            }
-        }
-    }
 }
 
 pin_project! {
@@ -709,7 +633,7 @@ pin_project! {
         call: Option<TimeoutCall<'static>>,
         make: Option<F>,
         // The timer while the stream's outcome is not counted.
-        timer: Option<StreamTimer>,
+        timer: Option<TimerParts>,
         phase: Phase,
         seen: Seen,
         // Items seen, and as many when the idle timer last looked.
@@ -730,7 +654,7 @@ pin_project! {
             this.inner.set(None);
             if let (Some(timer), Some(call)) = (this.timer.take(), this.call.as_ref()) {
                 let failed = this.seen.item.then_some(this.seen.failed);
-                call.stream_ended(timer, failed);
+                call.ended_parts(timer, failed);
             }
         }
     }
@@ -778,7 +702,7 @@ where
                 return Poll::Ready(None);
             };
             let call = this.call.insert(start());
-            match call.start_stream() {
+            match call.start_parts() {
                 Ok(timer) => *this.timer = timer,
                 Err(e) => return Poll::Ready(Some(Err(Fail::Resilience(e)))),
             }
@@ -831,7 +755,7 @@ where
                     this.inner.set(None);
                     this.sleep.set(None);
                     *this.timer = None;
-                    call.stream_ended(timer, Some(this.seen.failed));
+                    call.ended_parts(timer, Some(this.seen.failed));
                 }
             }
             return Poll::Ready(item);
@@ -876,7 +800,7 @@ where
             this.inner.set(None);
             this.sleep.set(None);
             *this.timer = None;
-            let e = call.stream_timed_out(timer, after);
+            let e = call.timed_out_parts(timer, after);
             return Poll::Ready(Some(Err(Fail::Resilience(e))));
         }
     }

@@ -142,12 +142,16 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("rate_limiter", 5),
             // Hedging takes its budget from retry's bucket.
             ("hedging", 5),
-            // The layers of a stream, each around a mechanism's guard.
-            ("stream", 6),
+            // A place or a permit held as plain data between polls.
+            ("gate", 6),
+            // The layers of a stream, and tower's layers: each around a
+            // mechanism's guard, kept as plain data beside its instance.
+            ("stream", 7),
+            ("layer", 7),
             // What generated code names, and the crate root.
-            ("private", 7),
-            ("__private", 7),
-            ("lib", 8),
+            ("private", 8),
+            ("__private", 8),
+            ("lib", 9),
         ],
     );
 }

@@ -583,6 +583,17 @@ fn on_resilience(error: &Error) -> Verdict {
     }
 }
 
+/// A call through the breaker of `S` that classifies its outcome itself
+/// (a tower layer's, whose service's error may carry a resilience error).
+#[inline(always)]
+pub(crate) fn unclassified<S: CircuitBreakerSpec>() -> BreakerCall<'static, ()> {
+    let key = const { &Key::of::<S>() };
+    BreakerCall::new(
+        BreakerOps { key, classify: () },
+        crate::registry::lookup(key),
+    )
+}
+
 /// One call through a breaker, as the generated code makes it: [`enter`]
 /// before the layers inside, [`Entered::exit`] with their outcome.
 ///

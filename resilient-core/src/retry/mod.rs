@@ -427,6 +427,15 @@ pub trait Judge<T, E> {
     fn verdict(&self, outcome: &Result<T, E>) -> Verdict;
     /// The status of a value the verdict called a failure, if it has one.
     fn status(&self, value: &T) -> Option<u16>;
+
+    /// The resilience error a body's error carries, if it is one raised by
+    /// a layer inside: a tower layer's inner service returns it in its own
+    /// error type, where a chain of attributes keeps it apart.
+    #[inline(always)]
+    fn inside<'e>(&self, error: &'e E) -> Option<&'e Error> {
+        let _ = error;
+        None
+    }
 }
 
 /// The classification of `K`, as a retry judges by it: no state, and each
@@ -677,9 +686,13 @@ where
             return Step::Done(attempt);
         }
         let config = self.config.get(&retry.config);
+        let judge = &self.ops.judge;
         let (outcome, verdict) = outcome::classify(
             attempt,
-            |r| self.ops.judge.verdict(r),
+            |r| match r.as_ref().err().and_then(|e| judge.inside(e)) {
+                Some(inside) => on_resilience(&config.settings, inside),
+                None => judge.verdict(r),
+            },
             |e| on_resilience(&config.settings, e),
         );
         self.calls += 1;

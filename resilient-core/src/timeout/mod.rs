@@ -306,32 +306,36 @@ impl<'a> TimeoutCall<'a> {
     }
 }
 
-/// A stream's timer, as plain data (see [`crate::stream`]).
+/// A timer as plain data, beside the instance it came from: what a stream
+/// (see [`crate::stream`]) and a tower layer's response future keep between
+/// polls.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct StreamTimer {
+pub(crate) struct TimerParts {
     pub(crate) duration: Duration,
     pub(crate) idle: Option<Duration>,
     pub(crate) started: Option<Instant>,
 }
 
 impl TimeoutCall<'_> {
-    /// A stream's timer under the settings in force: `None` when the spec
-    /// is disabled (the stream passes through, untimed and uncounted).
-    pub(crate) fn start_stream(&self) -> Result<Option<StreamTimer>, Error> {
+    /// A timer kept as plain data, under the settings in force: `None` when
+    /// the spec is disabled (the call or stream passes through, untimed and
+    /// uncounted).
+    pub(crate) fn start_parts(&self) -> Result<Option<TimerParts>, Error> {
         let Some(instance) = &self.instance else {
             return Err(self.key.not_configured());
         };
         let (settings, tag) = instance.config.get_tagged();
-        Ok((tag & ENABLED != 0).then(|| StreamTimer {
+        Ok((tag & ENABLED != 0).then(|| TimerParts {
             duration: settings.duration,
             idle: settings.idle,
             started: instance.telemetry.start(),
         }))
     }
 
-    /// A stream timed out (`after` its first-item or idle limit).
+    /// A call or stream timed out (`after` its limit: a stream's first-item
+    /// or idle limit).
     #[cold]
-    pub(crate) fn stream_timed_out(&self, timer: StreamTimer, after: Duration) -> Error {
+    pub(crate) fn timed_out_parts(&self, timer: TimerParts, after: Duration) -> Error {
         if let Some(timeout) = self.instance.as_deref() {
             timed_out(timeout, timer.started, after);
         }
@@ -341,9 +345,9 @@ impl TimeoutCall<'_> {
         }
     }
 
-    /// A stream ended in time, `failed` or not; or was dropped before
-    /// (`None`).
-    pub(crate) fn stream_ended(&self, timer: StreamTimer, failed: Option<bool>) {
+    /// A call or stream ended in time, `failed` or not; or was dropped
+    /// before (`None`).
+    pub(crate) fn ended_parts(&self, timer: TimerParts, failed: Option<bool>) {
         let Some(timeout) = self.instance.as_deref() else {
             return;
         };

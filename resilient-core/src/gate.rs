@@ -1,0 +1,110 @@
+//! What a concurrency limit and a rate limiter have in common for a call
+//! that is not an `async fn`'s body: a stream (see [`crate::stream`]) or a
+//! tower service's response future. Each lets the call in once, at once or
+//! after a wait, and is told at the end how it went.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::concurrency::{Enter, Held, HeldParts, LimitCall};
+use crate::error::Error;
+use crate::outcome::Fail;
+use crate::rate_limiter::{Granted, GrantedParts, RateCall};
+
+/// A wait before a call or stream starts (for a place, for a permit),
+/// boxed: only one that must wait pays for it.
+pub(crate) type Waiting<P> = Pin<Box<dyn Future<Output = Result<P, Error>> + Send>>;
+
+/// How a gate lets a call in: at once (or turned away), or after a wait.
+pub(crate) enum Entry<P> {
+    Ready(Result<P, Error>),
+    Wait(Waiting<P>),
+}
+
+/// A mechanism that lets a call in once and is told at the end how it
+/// went: a concurrency limit's place, a rate limiter's permit. What the
+/// call holds between polls is `Parts`, plain data beside the instance the
+/// gate owns: a stream's layer and a tower layer's response future keep
+/// them so, where an `async fn` keeps the guard itself.
+pub(crate) trait Gate {
+    type Parts: Copy;
+
+    /// A place or permit, now or after a wait.
+    fn enter(&self) -> Entry<Self::Parts>;
+
+    /// Gives back what `parts` hold, counting `outcome` (`None`: the stream
+    /// was dropped before any item, cancelled).
+    fn finish(&self, parts: Self::Parts, outcome: Option<Result<(), Fail<()>>>);
+}
+
+impl Gate for LimitCall<'static> {
+    type Parts = HeldParts;
+
+    fn enter(&self) -> Entry<HeldParts> {
+        match self.try_enter() {
+            Enter::Ready(entered) => Entry::Ready(entered.map(Held::into_parts)),
+            Enter::Wait(full) => {
+                let parts = full.into_parts();
+                let call = self.duplicate();
+                Entry::Wait(Box::pin(async move {
+                    call.wait_from_parts(parts).await.map(Held::into_parts)
+                }))
+            }
+        }
+    }
+
+    fn finish(&self, parts: HeldParts, outcome: Option<Result<(), Fail<()>>>) {
+        if let Some(limiter) = self.limiter() {
+            let mut held = Held::from_parts(limiter, parts);
+            if let Some(outcome) = outcome {
+                let _ = held.exit(outcome);
+            }
+        }
+    }
+}
+
+/// A concurrency limit's call as a [`Gate`] whose type has no lifetime: a
+/// tower layer's response future names it, and a future spawned with it
+/// must be `Send` for every lifetime the compiler erases in its type.
+#[doc(hidden)]
+pub struct LimitGate(pub(crate) LimitCall<'static>);
+
+impl Gate for LimitGate {
+    type Parts = HeldParts;
+
+    #[inline]
+    fn enter(&self) -> Entry<HeldParts> {
+        self.0.enter()
+    }
+
+    #[inline]
+    fn finish(&self, parts: HeldParts, outcome: Option<Result<(), Fail<()>>>) {
+        self.0.finish(parts, outcome);
+    }
+}
+
+impl Gate for RateCall {
+    type Parts = GrantedParts;
+
+    fn enter(&self) -> Entry<GrantedParts> {
+        match self.try_enter() {
+            Enter::Ready(entered) => Entry::Ready(entered.map(Granted::into_parts)),
+            Enter::Wait(reserved) => {
+                let parts = reserved.into_parts();
+                let call = self.duplicate();
+                Entry::Wait(Box::pin(async move {
+                    call.wait_from_parts(parts).await.map(Granted::into_parts)
+                }))
+            }
+        }
+    }
+
+    fn finish(&self, parts: GrantedParts, outcome: Option<Result<(), Fail<()>>>) {
+        if let Some(limiter) = self.limiter() {
+            let mut granted = Granted::from_parts(limiter, parts);
+            if let Some(outcome) = outcome {
+                let _ = granted.exit(outcome);
+            }
+        }
+    }
+}

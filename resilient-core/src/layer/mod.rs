@@ -1,0 +1,264 @@
+//! Specs as [tower] layers (feature `tower`).
+//!
+//! Every retry, circuit breaker, concurrency limit, rate limiter and timeout
+//! spec is also a [`tower_layer::Layer`]: [`Layered::layer`] gives it, and
+//! the service it makes runs each request through the spec's one shared
+//! instance, the same one its attributes and handles use. A route's layer
+//! and an annotated fn of one spec share one breaker, one budget, one
+//! limit, and one reload.
+//!
+//! ```
+//! use resilient_core::layer::Layered;
+//! use resilient_core::{BoxError, CircuitBreakerSpec, ConcurrencyLimitSpec, TimeoutSpec};
+//! use tower::{service_fn, ServiceBuilder, ServiceExt};
+//!
+//! #[derive(CircuitBreakerSpec)]
+//! #[spec("resilient.circuitbreaker.pet")]
+//! pub struct PetBreaker;
+//!
+//! #[derive(ConcurrencyLimitSpec)]
+//! #[spec("resilient.concurrency.pet")]
+//! pub struct PetLimit;
+//!
+//! #[derive(TimeoutSpec)]
+//! #[spec("resilient.timeout.pet")]
+//! pub struct PetTimeout;
+//!
+//! # async fn demo() -> Result<(), BoxError> {
+//! // Outermost first, as attributes are written.
+//! let pets = ServiceBuilder::new()
+//!     .layer(PetBreaker::layer())
+//!     .layer(PetLimit::layer())
+//!     .layer(PetTimeout::layer())
+//!     .service(service_fn(|id: u64| async move { Ok::<_, BoxError>(format!("pet {id}")) }));
+//! let pet = pets.oneshot(7).await?;
+//! # let _ = pet; Ok(()) }
+//! ```
+//!
+//! # What each layer does
+//!
+//! | layer | per request | needs |
+//! |---|---|---|
+//! | retry | calls the inner service again after a failure the spec retries, after its wait, within `attempts`; each retry waits for the inner service's `poll_ready` first | a request that is `Clone` (kept for the retries, cloned per attempt) and a service that is `Clone` (one clone per request) |
+//! | circuit breaker | takes a permit in `call` (an open breaker answers at once), counts the response as the spec classifies it | |
+//! | concurrency limit | takes a place in `call`, holds it until the response future ends or is dropped; a full limit rejects at once, or waits inside the response future up to `max_wait` (its `block` policy) | a service that is `Clone`: a request that waits takes the ready service with it |
+//! | rate limiter | takes a permit in `call`; one reserved within `max_wait` is waited for inside the response future | a service that is `Clone`, as above |
+//! | timeout | bounds the response future; the timer starts when it first waits | |
+//!
+//! `poll_ready` is the inner service's, and no layer waits there: a place or
+//! a permit is taken in `call`, so an axum router (always ready) and a
+//! `tower::buffer::Buffer` (whose worker calls `poll_ready` long before
+//! `call`) see the same limit, and a caller that reserves readiness and then
+//! drops it holds nothing. tower's own `ConcurrencyLimit` waits in
+//! `poll_ready`, without bound.
+//!
+//! # Errors
+//!
+//! A layer's service has its inner service's error type, which must take a
+//! [`resilient_core::Error`](crate::Error) through `From`, as an annotated
+//! fn's error does: [`BoxError`](crate::BoxError) does (tower's
+//! convention: find the rejection with `error.downcast_ref::<Error>()`),
+//! and so does an error type of yours with a `#[from]` variant. A service
+//! with another error (`hyper::Error`, `Infallible`) is mapped first:
+//! `ServiceBuilder::new().layer(PetBreaker::layer()).map_err(BoxError::from)`.
+//!
+//! A failure is what the spec's classification says of the response and
+//! the error (with `classify = http`, a 503 response is one), except for a
+//! resilience error raised by a layer inside (an `Error`, or a `BoxError`
+//! holding one): a breaker ignores another mechanism's rejection and counts
+//! a timeout, a retry retries a timeout and waits out a rate limiter's
+//! `retry_after`, as they do in an attribute chain.
+//!
+//! The instance is looked up in `call`, in the registry in use there, as an
+//! annotated fn looks it up when called.
+//!
+//! [tower]: https://docs.rs/tower
+
+mod breaker;
+mod gate;
+mod retry;
+mod timeout;
+
+use std::any::Any;
+
+pub use breaker::{CircuitBreakerFuture, CircuitBreakerLayer, CircuitBreakerService};
+pub use gate::{
+    ConcurrencyLimitFuture, ConcurrencyLimitLayer, ConcurrencyLimitService, GateFuture,
+    RateLimitFuture, RateLimitLayer, RateLimitService,
+};
+pub use retry::{RetryFuture, RetryLayer, RetryService};
+pub use timeout::{TimeoutFuture, TimeoutLayer, TimeoutService};
+
+use crate::error::{BoxError, Error};
+use crate::registry::Spec;
+
+/// A spec as a tower layer: implemented for every retry, circuit breaker,
+/// concurrency limit, rate limiter and timeout spec.
+///
+/// ```
+/// use resilient_core::layer::Layered;
+/// use resilient_core::RateLimiterSpec;
+///
+/// #[derive(RateLimiterSpec)]
+/// #[spec("resilient.ratelimiter.search")]
+/// pub struct SearchRate;
+///
+/// let layer = SearchRate::layer();
+/// # let _ = layer;
+/// ```
+pub trait Layered: Spec {
+    /// The spec's layer type.
+    type Layer: Default + Clone + Copy;
+
+    /// The spec's layer, for `ServiceBuilder::layer` or axum's `layer` and
+    /// `route_layer`. Free to make and to copy: the state is the spec's
+    /// instance, found per request.
+    fn layer() -> Self::Layer {
+        Self::Layer::default()
+    }
+}
+
+impl<S: Spec> Layered for S
+where
+    S::Mechanism: HasLayer,
+{
+    type Layer = <S::Mechanism as HasLayer>::Layer<S>;
+}
+
+/// A mechanism with a layer. Not a public API.
+#[doc(hidden)]
+pub trait HasLayer {
+    /// The layer of a spec `S` of this mechanism.
+    type Layer<S: 'static>: Default + Clone + Copy;
+}
+
+impl HasLayer for crate::circuit_breaker::Breaker {
+    type Layer<S: 'static> = CircuitBreakerLayer<S>;
+}
+
+impl HasLayer for crate::concurrency::Limiter {
+    type Layer<S: 'static> = ConcurrencyLimitLayer<S>;
+}
+
+impl HasLayer for crate::rate_limiter::RateLimiter {
+    type Layer<S: 'static> = RateLimitLayer<S>;
+}
+
+impl HasLayer for crate::timeout::Timeout {
+    type Layer<S: 'static> = TimeoutLayer<S>;
+}
+
+impl HasLayer for crate::retry::Retry {
+    type Layer<S: 'static> = RetryLayer<S>;
+}
+
+/// The resilience error that a service's error carries, if it is one: the
+/// error itself, or a [`BoxError`] holding it (tower's layers box their
+/// errors). An error type of the user's that wraps one is not seen through.
+#[inline]
+pub(crate) fn inside<E: 'static>(error: &E) -> Option<&Error> {
+    let any: &dyn Any = error;
+    if let Some(ours) = any.downcast_ref::<Error>() {
+        return Some(ours);
+    }
+    any.downcast_ref::<BoxError>()?.downcast_ref::<Error>()
+}
+
+/// A layer's type: zero-sized, `Copy`, one per spec; what the services it
+/// makes need is the spec's instance, found per request.
+macro_rules! spec_layer {
+    ($(#[$doc:meta])* $layer:ident => $service:ident) => {
+        $(#[$doc])*
+        pub struct $layer<S> {
+            _spec: std::marker::PhantomData<fn() -> S>,
+        }
+
+        impl<S> $layer<S> {
+            /// The layer of spec `S` (also `S::layer()`, see
+            /// [`Layered`](crate::layer::Layered)).
+            pub const fn new() -> Self {
+                Self {
+                    _spec: std::marker::PhantomData,
+                }
+            }
+        }
+
+        impl<S> Default for $layer<S> {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl<S> Clone for $layer<S> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+
+        impl<S> Copy for $layer<S> {}
+
+        impl<S> std::fmt::Debug for $layer<S> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_tuple(stringify!($layer))
+                    .field(&std::any::type_name::<S>())
+                    .finish()
+            }
+        }
+
+        impl<S, Svc> tower_layer::Layer<Svc> for $layer<S> {
+            type Service = $service<S, Svc>;
+
+            fn layer(&self, inner: Svc) -> Self::Service {
+                $service::new(inner)
+            }
+        }
+
+        /// The service a layer of spec `S` makes around `Svc`.
+        pub struct $service<S, Svc> {
+            inner: Svc,
+            _spec: std::marker::PhantomData<fn() -> S>,
+        }
+
+        impl<S, Svc> $service<S, Svc> {
+            /// `inner` under spec `S`.
+            pub const fn new(inner: Svc) -> Self {
+                Self {
+                    inner,
+                    _spec: std::marker::PhantomData,
+                }
+            }
+
+            /// The inner service.
+            pub fn get_ref(&self) -> &Svc {
+                &self.inner
+            }
+
+            /// The inner service, mutably.
+            pub fn get_mut(&mut self) -> &mut Svc {
+                &mut self.inner
+            }
+
+            /// The inner service, taken out.
+            pub fn into_inner(self) -> Svc {
+                self.inner
+            }
+        }
+
+        impl<S, Svc: Clone> Clone for $service<S, Svc> {
+            fn clone(&self) -> Self {
+                Self::new(self.inner.clone())
+            }
+        }
+
+        impl<S, Svc: std::fmt::Debug> std::fmt::Debug for $service<S, Svc> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($service))
+                    .field("spec", &std::any::type_name::<S>())
+                    .field("inner", &self.inner)
+                    .finish()
+            }
+        }
+    };
+}
+
+pub(crate) use spec_layer;

@@ -1,0 +1,125 @@
+//! The timeout's layer: the response future, bounded.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use pin_project_lite::pin_project;
+use tokio::task::Unconstrained;
+use tokio::time::Sleep;
+use tower_service::Service;
+
+use super::spec_layer;
+use crate::error::Error;
+use crate::registry::Key;
+use crate::timeout::{TimeoutCall, TimeoutSpec, TimerParts};
+
+spec_layer! {
+    /// A timeout spec as a tower layer: a response future that takes longer
+    /// than the spec's `duration` ends with [`Error::Timeout`], its inner
+    /// future dropped. The timer starts at the future's first wait, so a
+    /// response ready at once reads no clock. See [`crate::layer`].
+    TimeoutLayer => TimeoutService
+}
+
+impl<S, Svc, Req> Service<Req> for TimeoutService<S, Svc>
+where
+    S: TimeoutSpec,
+    Svc: Service<Req>,
+    Svc::Error: From<Error>,
+{
+    type Response = Svc::Response;
+    type Error = Svc::Error;
+    type Future = TimeoutFuture<Svc::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    #[inline]
+    fn call(&mut self, req: Req) -> Self::Future {
+        let key = const { &Key::of::<S>() };
+        let call = TimeoutCall::new(key, crate::registry::lookup(key));
+        let (timer, rejected, inner) = match call.start_parts() {
+            Ok(timer) => (timer, None, Some(self.inner.call(req))),
+            Err(e) => (None, Some(e), None),
+        };
+        TimeoutFuture {
+            call,
+            timer,
+            rejected,
+            sleep: None,
+            inner,
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of a [`TimeoutService`].
+    pub struct TimeoutFuture<F> {
+        call: TimeoutCall<'static>,
+        // The timer, while the response is not counted (`None` if the spec
+        // is disabled).
+        timer: Option<TimerParts>,
+        rejected: Option<Error>,
+        // Armed at the first wait; polled outside tokio's cooperative
+        // budget, so that a response that spends the budget still times out.
+        #[pin]
+        sleep: Option<Unconstrained<Sleep>>,
+        #[pin]
+        inner: Option<F>,
+    }
+
+    impl<F> PinnedDrop for TimeoutFuture<F> {
+        fn drop(this: Pin<&mut Self>) {
+            let mut this = this.project();
+            this.inner.set(None);
+            if let Some(timer) = this.timer.take() {
+                this.call.ended_parts(timer, None);
+            }
+        }
+    }
+}
+
+impl<F, T, E> Future for TimeoutFuture<F>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<Error>,
+{
+    type Output = Result<T, E>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            return match this.rejected.take() {
+                Some(e) => Poll::Ready(Err(E::from(e))),
+                None => Poll::Pending,
+            };
+        };
+        if let Poll::Ready(out) = inner.poll(cx) {
+            this.inner.set(None);
+            this.sleep.set(None);
+            if let Some(timer) = this.timer.take() {
+                this.call.ended_parts(timer, Some(out.is_err()));
+            }
+            return Poll::Ready(out);
+        }
+        let Some(timer) = *this.timer else {
+            return Poll::Pending;
+        };
+        if this.sleep.is_none() {
+            let sleep = tokio::time::sleep(timer.duration);
+            this.sleep.set(Some(tokio::task::unconstrained(sleep)));
+        }
+        if let Some(sleep) = this.sleep.as_mut().as_pin_mut() {
+            ready!(sleep.poll(cx));
+        }
+        this.inner.set(None);
+        this.sleep.set(None);
+        *this.timer = None;
+        let error = this.call.timed_out_parts(timer, timer.duration);
+        Poll::Ready(Err(E::from(error)))
+    }
+}
