@@ -66,9 +66,11 @@ impl Gate for LimitCall<'static> {
 /// A concurrency limit's call as a [`Gate`] whose type has no lifetime: a
 /// tower layer's response future names it, and a future spawned with it
 /// must be `Send` for every lifetime the compiler erases in its type.
+#[cfg(feature = "tower")]
 #[doc(hidden)]
 pub struct LimitGate(pub(crate) LimitCall<'static>);
 
+#[cfg(feature = "tower")]
 impl Gate for LimitGate {
     type Parts = HeldParts;
 

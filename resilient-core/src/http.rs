@@ -62,6 +62,7 @@
 use std::any::Any;
 use std::time::{Duration, SystemTime};
 
+use crate::error::Error;
 use crate::spec::{Classifier, Classify, Verdict};
 
 /// The classifier of specs declared with `classify = http`; see the
@@ -107,7 +108,7 @@ fn is_failure(status: u16) -> bool {
 /// `reqwest::Response` of reqwest 0.12 with the `reqwest-0-12` feature (the
 /// orphan rule keeps an application from implementing it for reqwest's type
 /// itself). `Send + Sync + 'static` so that the last failed response can be
-/// kept in [`Error::RetryExhausted`](crate::Error::RetryExhausted).
+/// kept in [`Error::RetryExhausted`].
 #[diagnostic::on_unimplemented(
     message = "`classify = http` cannot classify `{Self}`",
     label = "not an HTTP response that `resilient_core::http::Http` knows",
@@ -185,6 +186,85 @@ impl HttpResponse for ::reqwest012::Response {
 
     fn header(&self, name: &str) -> Option<&[u8]> {
         self.headers().get(name).map(::http::HeaderValue::as_bytes)
+    }
+}
+
+/// The status a server answers a request that a resilience mechanism
+/// refused, and the wait it tells the client, if known (for `Retry-After`):
+///
+/// | error | status | `Retry-After` |
+/// |---|---|---|
+/// | [`RateLimitExceeded`](Error::RateLimitExceeded) | 429 Too Many Requests | until a permit is free |
+/// | [`CallNotPermitted`](Error::CallNotPermitted) (a breaker open, or half-open and full) | 503 Service Unavailable | the rest of the open wait, when open |
+/// | [`ConcurrencyLimitReached`](Error::ConcurrencyLimitReached) | 503 Service Unavailable | (not known) |
+/// | [`Timeout`](Error::Timeout) | 504 Gateway Timeout | |
+/// | [`RetryExhausted`](Error::RetryExhausted), [`Injected`](Error::Injected) (the dependency failed) | 502 Bad Gateway | |
+/// | [`NotConfigured`](Error::NotConfigured) | 500 Internal Server Error | |
+///
+/// ```
+/// use resilient_core::http::rejection_status;
+/// use resilient_core::Error;
+/// use std::time::Duration;
+///
+/// let limited = Error::RateLimitExceeded { spec: "SearchRate", retry_after: Duration::from_millis(1500) };
+/// assert_eq!(rejection_status(&limited), (429, Some(Duration::from_millis(1500))));
+/// ```
+pub fn rejection_status(error: &Error) -> (u16, Option<Duration>) {
+    match error {
+        Error::RateLimitExceeded { retry_after, .. } => (429, Some(*retry_after)),
+        Error::CallNotPermitted { retry_after, .. } => (503, *retry_after),
+        Error::ConcurrencyLimitReached { .. } => (503, None),
+        Error::Timeout { .. } => (504, None),
+        Error::RetryExhausted(_) | Error::Injected { .. } => (502, None),
+        Error::NotConfigured { .. } => (500, None),
+    }
+}
+
+/// The response a server answers a request that a resilience mechanism
+/// refused: the status and `Retry-After` (in whole seconds, rounded up) of
+/// [`rejection_status`], and an empty body. What the tower layers'
+/// [`RespondLayer`](crate::layer::RespondLayer) and, with the `axum`
+/// feature, `Error`'s `IntoResponse` answer.
+///
+/// ```
+/// use resilient_core::http::rejection_response;
+/// use resilient_core::Error;
+/// use std::time::Duration;
+///
+/// let open = Error::CallNotPermitted {
+///     spec: "PetBreaker",
+///     state: resilient_core::circuit_breaker::State::Open,
+///     retry_after: Some(Duration::from_millis(2300)),
+/// };
+/// let response: http::Response<String> = rejection_response(&open);
+/// assert_eq!(response.status(), 503);
+/// assert_eq!(response.headers()["retry-after"], "3");
+/// ```
+#[cfg(feature = "http")]
+pub fn rejection_response<B: Default>(error: &Error) -> ::http::Response<B> {
+    let (status, retry_after) = rejection_status(error);
+    let mut response = ::http::Response::new(B::default());
+    *response.status_mut() =
+        ::http::StatusCode::from_u16(status).unwrap_or(::http::StatusCode::INTERNAL_SERVER_ERROR);
+    if let Some(wait) = retry_after {
+        let seconds = wait
+            .as_secs()
+            .saturating_add(u64::from(wait.subsec_nanos() > 0));
+        response.headers_mut().insert(
+            ::http::header::RETRY_AFTER,
+            ::http::HeaderValue::from(seconds),
+        );
+    }
+    response
+}
+
+/// A handler's error answers as [`rejection_response`]: a handler that
+/// returns `Result<_, E>` where `E`'s `IntoResponse` hands a resilience
+/// error to this one answers 429, 503 or 504 with `Retry-After` when known.
+#[cfg(feature = "axum")]
+impl axum_core::response::IntoResponse for Error {
+    fn into_response(self) -> axum_core::response::Response {
+        rejection_response(&self)
     }
 }
 

@@ -585,6 +585,7 @@ fn on_resilience(error: &Error) -> Verdict {
 
 /// A call through the breaker of `S` that classifies its outcome itself
 /// (a tower layer's, whose service's error may carry a resilience error).
+#[cfg(feature = "tower")]
 #[inline(always)]
 pub(crate) fn unclassified<S: CircuitBreakerSpec>() -> BreakerCall<'static, ()> {
     let key = const { &Key::of::<S>() };

@@ -56,11 +56,17 @@
 //!
 //! A layer's service has its inner service's error type, which must take a
 //! [`resilient_core::Error`](crate::Error) through `From`, as an annotated
-//! fn's error does: [`BoxError`](crate::BoxError) does (tower's
+//! fn's error does: [`BoxError`] does (tower's
 //! convention: find the rejection with `error.downcast_ref::<Error>()`),
 //! and so does an error type of yours with a `#[from]` variant. A service
 //! with another error (`hyper::Error`, `Infallible`) is mapped first:
 //! `ServiceBuilder::new().layer(PetBreaker::layer()).map_err(BoxError::from)`.
+//!
+//! On an HTTP server, [`RespondLayer`] (with the `http` feature) answers
+//! the layers' rejections as responses instead (429 with `Retry-After`,
+//! 503, 504), so that a service whose error is `Infallible` (an axum route)
+//! keeps it; with the `axum` feature, [`Error`] is an
+//! `IntoResponse` for handlers whose error wraps one.
 //!
 //! A failure is what the spec's classification says of the response and
 //! the error (with `classify = http`, a 503 response is one), except for a
@@ -76,6 +82,8 @@
 
 mod breaker;
 mod gate;
+#[cfg(feature = "http")]
+mod respond;
 mod retry;
 mod timeout;
 
@@ -86,6 +94,8 @@ pub use gate::{
     ConcurrencyLimitFuture, ConcurrencyLimitLayer, ConcurrencyLimitService, GateFuture,
     RateLimitFuture, RateLimitLayer, RateLimitService,
 };
+#[cfg(feature = "http")]
+pub use respond::{BoxErrors, BoxErrorsFuture, Respond, RespondFuture, RespondLayer};
 pub use retry::{RetryFuture, RetryLayer, RetryService};
 pub use timeout::{TimeoutFuture, TimeoutLayer, TimeoutService};
 
