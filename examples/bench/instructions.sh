@@ -19,6 +19,17 @@
 # stream of numbers under retry, breaker and a timeout with `idle` set),
 # `stream_retry`, `stream_breaker`, `stream_timeout` (each alone, the
 # timeout with `idle`) and `bare_stream`; and the size of each stream.
+# A checkout with tower layers (resilient-core/src/layer/) adds the bench's
+# "tower layers" group, each stack built once over a `tower::service_fn` of
+# the bare fn and called as its one owner calls it,
+# `svc.ready().await?.call(())`: `layers_four` (retry, breaker, limit and
+# timeout layers, outermost first), `layers_retry`, `layers_breaker`,
+# `layers_limit`, `layers_timeout` (each alone), their peers
+# `tower_retry` (tower's `RetryLayer`, the bench's policy),
+# `tower_limit`, `tower_timeout`, `tower_resilience_breaker` (its circuit
+# breaker alone) and `tower_resilience` (the bench's tower-resilience
+# stack), and `bare_service` (the `service_fn` alone); and the size of
+# each response future.
 #
 # Usage: examples/bench/instructions.sh [CHECKOUT] [N]
 #   CHECKOUT: the resilient checkout to measure (default: this one), so that
@@ -46,12 +57,16 @@ resilient-core = { path = "$root/resilient-core" }
 thiserror = "2"
 tokio = { version = "1", features = ["rt", "time"] }
 futures-util = { version = "0.3", default-features = false, features = ["std"], optional = true }
+tower = { version = "0.5", default-features = false, features = ["util", "timeout", "limit", "retry"], optional = true }
+tower-resilience = { version = "0.13", default-features = false, features = ["bulkhead", "circuitbreaker", "retry", "timelimiter"], optional = true }
 
 [features]
 # The checkout has blocking fns (resilient-core/src/blocking.rs).
 blocking = []
 # The checkout has streams with an idle limit (resilient-core/src/stream.rs).
 streams = ["dep:futures-util"]
+# The checkout has tower layers (resilient-core/src/layer/).
+layers = ["resilient-core/tower", "dep:tower", "dep:tower-resilience"]
 
 [profile.release]
 debug = 1
@@ -70,6 +85,11 @@ fi
 if [ -f "$root/resilient-core/src/stream.rs" ] && grep -q idle "$root/resilient-core/src/stream.rs"; then
   features+=(--features streams)
   stacks="$stacks bare_stream stream stream_retry stream_breaker stream_timeout"
+fi
+if [ -f "$root/resilient-core/src/layer/mod.rs" ]; then
+  features+=(--features layers)
+  stacks="$stacks bare_service layers_four layers_retry layers_breaker layers_limit layers_timeout"
+  stacks="$stacks tower_retry tower_limit tower_timeout tower_resilience_breaker tower_resilience"
 fi
 cat > "$work/src/main.rs" <<'RS'
 use std::hint::black_box;
@@ -166,6 +186,100 @@ mod streams {
     }
 }
 
+/// The bench's "tower layers" group: each spec as a tower layer beside its
+/// peer, and the four layers beside tower-resilience's stack, each built
+/// once over a `service_fn` of the bare fn and called as its one owner
+/// calls it: `svc.ready().await?.call(()).await`.
+#[cfg(feature = "layers")]
+mod layers {
+    use super::*;
+    use resilient_core::layer::Layered;
+    use std::time::Duration;
+    use tower::{Service, ServiceBuilder, ServiceExt};
+    #[derive(RetrySpec)] #[spec("bench.layer_retry")] pub struct LayerRetry;
+    #[derive(CircuitBreakerSpec)] #[spec("bench.layer_breaker")] pub struct LayerBreaker;
+    #[derive(ConcurrencyLimitSpec)] #[spec("bench.layer_limit")] pub struct LayerLimit;
+    #[derive(TimeoutSpec)] #[spec("bench.layer_timeout")] pub struct LayerTimeout;
+    /// The bench's tower retry policy: any error retried, twice at most, 1 ms apart.
+    #[derive(Clone, Copy)]
+    struct Retries(u32);
+    impl<Req: Clone, Res, E> tower::retry::Policy<Req, Res, E> for Retries {
+        type Future = tokio::time::Sleep;
+        fn retry(&mut self, _: &mut Req, result: &mut Result<Res, E>) -> Option<Self::Future> {
+            if result.is_ok() || self.0 == 0 { return None; }
+            self.0 -= 1;
+            Some(tokio::time::sleep(Duration::from_millis(1)))
+        }
+        fn clone_request(&mut self, req: &Req) -> Option<Req> { Some(req.clone()) }
+    }
+    fn op() -> impl Service<(), Response = u32, Error = Failed, Future: Send + 'static> + Clone + Send + 'static {
+        tower::service_fn(|()| bare())
+    }
+    fn four() -> impl Service<(), Response = u32> + Clone {
+        ServiceBuilder::new().layer(LayerRetry::layer()).layer(LayerBreaker::layer())
+            .layer(LayerLimit::layer()).layer(LayerTimeout::layer()).service(op())
+    }
+    fn tr_breaker() -> tower_resilience::circuitbreaker::CircuitBreakerLayer {
+        tower_resilience::circuitbreaker::CircuitBreakerLayer::builder()
+            .failure_rate_threshold(0.5).sliding_window_size(100).minimum_number_of_calls(10)
+            .wait_duration_in_open(Duration::from_secs(1)).build().unwrap()
+    }
+    /// The bench's tower-resilience stack (`peer_stacks.rs`).
+    fn tr_four() -> impl Service<(), Response = u32> + Clone {
+        use tower_resilience::{bulkhead::BulkheadLayer, retry::RetryLayer, timelimiter::TimeLimiterLayer};
+        ServiceBuilder::new()
+            .layer(RetryLayer::builder().max_attempts(3).fixed_backoff(Duration::from_millis(1)).build())
+            .layer(tr_breaker())
+            .layer(BulkheadLayer::builder().max_concurrent_calls(64).reject_when_full().build().unwrap())
+            .layer(TimeLimiterLayer::builder().timeout_duration(Duration::from_secs(1)).build())
+            .service(op())
+    }
+    /// `$body` with `$svc` bound to `which`'s service (a macro: each
+    /// service has its own type), or `$other` if `which` is none of them.
+    macro_rules! with_stack {
+        ($which:expr, |$svc:ident| $body:expr, $other:expr) => {
+            match $which {
+                "bare_service" => { let $svc = op(); $body }
+                "layers_four" => { let $svc = four(); $body }
+                "layers_retry" => { let $svc = ServiceBuilder::new().layer(LayerRetry::layer()).service(op()); $body }
+                "layers_breaker" => { let $svc = ServiceBuilder::new().layer(LayerBreaker::layer()).service(op()); $body }
+                "layers_limit" => { let $svc = ServiceBuilder::new().layer(LayerLimit::layer()).service(op()); $body }
+                "layers_timeout" => { let $svc = ServiceBuilder::new().layer(LayerTimeout::layer()).service(op()); $body }
+                "tower_retry" => { let $svc = ServiceBuilder::new().layer(tower::retry::RetryLayer::new(Retries(2))).service(op()); $body }
+                "tower_limit" => { let $svc = ServiceBuilder::new().layer(tower::limit::ConcurrencyLimitLayer::new(64)).service(op()); $body }
+                "tower_timeout" => { let $svc = ServiceBuilder::new().layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1))).service(op()); $body }
+                "tower_resilience_breaker" => { let $svc = ServiceBuilder::new().layer(tr_breaker()).service(op()); $body }
+                "tower_resilience" => { let $svc = tr_four(); $body }
+                _ => $other,
+            }
+        };
+    }
+    pub const STACKS: [&str; 11] = ["bare_service", "layers_four", "layers_retry", "layers_breaker",
+        "layers_limit", "layers_timeout", "tower_retry", "tower_limit", "tower_timeout",
+        "tower_resilience_breaker", "tower_resilience"];
+    fn drive<S: Service<(), Response = u32>>(mut svc: S, n: u64, rt: &tokio::runtime::Runtime) {
+        rt.block_on(async {
+            for _ in 0..n {
+                let r = match svc.ready().await {
+                    Ok(ready) => ready.call(()).await.ok(),
+                    Err(_) => None,
+                };
+                assert_eq!(black_box(r), Some(1));
+            }
+        });
+    }
+    /// Runs `which` if it is a layer stack.
+    pub fn run(which: &str, n: u64, rt: &tokio::runtime::Runtime) -> bool {
+        with_stack!(which, |svc| drive(svc, n, rt), return false);
+        true
+    }
+    fn future_size<S: Service<()>>(_: &S) -> usize { std::mem::size_of::<S::Future>() }
+    /// The size of `which`'s response future, if it is a layer stack.
+    pub fn size(which: &str) -> Option<usize> {
+        with_stack!(which, |svc| Some(future_size(&svc)), None)
+    }
+}
+
 fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
@@ -187,12 +301,17 @@ fn main() {
             "stream bytes: stream {} bare_stream {}",
             std::mem::size_of_val(&streams::three(0)), std::mem::size_of_val(&streams::bare(0)),
         );
+        #[cfg(feature = "layers")]
+        println!(
+            "layer future bytes: {}",
+            layers::STACKS.map(|s| format!("{s} {}", layers::size(s).unwrap_or_default())).join(" "),
+        );
         return;
     }
     let n: u64 = args.next().and_then(|n| n.parse().ok()).unwrap_or(1);
     let s = |v: &str| Value::Str(v.into());
     // The settings of the bench's "stack success path".
-    #[cfg_attr(not(feature = "streams"), allow(unused_mut))]
+    #[cfg_attr(not(any(feature = "streams", feature = "layers")), allow(unused_mut))]
     let mut bench = vec![
         ("retry", table([("delay", s("1ms")), ("attempts", Value::Int(3))])),
         ("breaker", table([
@@ -213,6 +332,20 @@ fn main() {
     // The streams group's timeout: 1s to the first item, 1s between items.
     #[cfg(feature = "streams")]
     bench.push(("stream_timeout", table([("duration", s("1s")), ("idle", s("1s"))])));
+    // The tower layers group's specs: the settings of the stack's.
+    #[cfg(feature = "layers")]
+    bench.extend([
+        ("layer_retry", table([("delay", s("1ms")), ("attempts", Value::Int(3))])),
+        ("layer_breaker", table([
+            ("failure_rate_threshold", Value::Int(50)),
+            ("minimum_required_calls", Value::Int(10)),
+            ("wait_duration_in_open_state", s("1s")),
+            ("permitted_calls_in_half_open_state", Value::Int(1)),
+            ("count_based", table([("window_size", Value::Int(100))])),
+        ])),
+        ("layer_timeout", table([("duration", s("1s"))])),
+        ("layer_limit", table([("limit", Value::Int(64))])),
+    ]);
     let bench = Value::Table(bench.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
     let root = table([("bench", bench)]);
     let build = || {
@@ -221,6 +354,10 @@ fn main() {
             .spec::<Hedging>();
         #[cfg(feature = "streams")]
         let builder = builder.spec::<streams::StreamTimeout>();
+        #[cfg(feature = "layers")]
+        let builder = builder
+            .spec::<layers::LayerRetry>().spec::<layers::LayerBreaker>()
+            .spec::<layers::LayerLimit>().spec::<layers::LayerTimeout>();
         builder.build(&root)
     };
     match build().map(|r| r.install()) {
@@ -249,6 +386,10 @@ fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     #[cfg(feature = "streams")]
     if streams::run(&which, n, &rt) {
+        return;
+    }
+    #[cfg(feature = "layers")]
+    if layers::run(&which, n, &rt) {
         return;
     }
     rt.block_on(async {

@@ -80,18 +80,10 @@ impl BackonStack {
     }
 }
 
-/// tower-resilience's retry, circuit breaker, bulkhead and time limiter
-/// layers around a `tower::service_fn`; each call clones the service and
-/// calls it once (`oneshot`), as tower services shared between callers are
-/// used.
-pub fn bench_tower_resilience(g: &mut BenchmarkGroup<'_, WallTime>, rt: &Runtime, name: &str) {
-    use tower::{ServiceBuilder, ServiceExt as _};
-    use tower_resilience::bulkhead::BulkheadLayer;
-    use tower_resilience::circuitbreaker::CircuitBreakerLayer;
-    use tower_resilience::retry::RetryLayer;
-    use tower_resilience::timelimiter::TimeLimiterLayer;
-
-    let Ok(breaker) = CircuitBreakerLayer::builder()
+/// tower-resilience's circuit breaker layer with the bench's settings:
+/// opening at 50% failures over 100 calls (at least 10), for 1s.
+pub fn tower_resilience_breaker() -> tower_resilience::circuitbreaker::CircuitBreakerLayer {
+    let Ok(breaker) = tower_resilience::circuitbreaker::CircuitBreakerLayer::builder()
         .failure_rate_threshold(0.5)
         .sliding_window_size(100)
         .minimum_number_of_calls(10)
@@ -100,6 +92,18 @@ pub fn bench_tower_resilience(g: &mut BenchmarkGroup<'_, WallTime>, rt: &Runtime
     else {
         panic!("valid breaker settings")
     };
+    breaker
+}
+
+/// tower-resilience's retry, circuit breaker, bulkhead and time limiter
+/// layers around a `tower::service_fn` of the op, built once by
+/// `ServiceBuilder`.
+pub fn tower_resilience_stack() -> impl tower::Service<(), Response = u32> + Clone {
+    use tower::ServiceBuilder;
+    use tower_resilience::bulkhead::BulkheadLayer;
+    use tower_resilience::retry::RetryLayer;
+    use tower_resilience::timelimiter::TimeLimiterLayer;
+
     let Ok(bulkhead) = BulkheadLayer::builder()
         .max_concurrent_calls(LIMIT)
         .reject_when_full()
@@ -107,14 +111,14 @@ pub fn bench_tower_resilience(g: &mut BenchmarkGroup<'_, WallTime>, rt: &Runtime
     else {
         panic!("valid bulkhead settings")
     };
-    let service = ServiceBuilder::new()
+    ServiceBuilder::new()
         .layer(
             RetryLayer::builder()
                 .max_attempts(ATTEMPTS as usize)
                 .fixed_backoff(RETRY_DELAY)
                 .build(),
         )
-        .layer(breaker)
+        .layer(tower_resilience_breaker())
         .layer(bulkhead)
         .layer(
             TimeLimiterLayer::builder()
@@ -123,7 +127,15 @@ pub fn bench_tower_resilience(g: &mut BenchmarkGroup<'_, WallTime>, rt: &Runtime
         )
         .service(tower::service_fn(|()| async {
             Ok::<u32, PeerError>(black_box(1))
-        }));
+        }))
+}
+
+/// [`tower_resilience_stack`]; each call clones the service and calls it
+/// once (`oneshot`), as tower services shared between callers are used.
+pub fn bench_tower_resilience(g: &mut BenchmarkGroup<'_, WallTime>, rt: &Runtime, name: &str) {
+    use tower::ServiceExt as _;
+
+    let service = tower_resilience_stack();
     let first = rt.block_on(service.clone().oneshot(()));
     assert!(first.is_ok(), "{name}: the first call failed");
     g.bench_function(name, |bench| {

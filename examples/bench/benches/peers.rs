@@ -18,6 +18,7 @@ use resilient_core::{
 
 mod hand;
 mod keyed;
+mod layers;
 mod peer_stacks;
 mod reload;
 mod streams;
@@ -172,7 +173,7 @@ fn registry(kind: &str) -> Registry {
         "bench",
         table([
             ("breaker", breaker_settings(kind)),
-            ("retry", retry),
+            ("retry", retry.clone()),
             ("timeout", table([("duration", Value::Str("1s".into()))])),
             (
                 "stream_timeout",
@@ -192,6 +193,15 @@ fn registry(kind: &str) -> Registry {
             ),
             ("contended_ring", breaker_settings("ring_buffer")),
             ("contended_striped", breaker_settings("striped_approx")),
+            // The "tower layers" group's specs: the settings of the
+            // stack group's.
+            ("layer_retry", retry),
+            ("layer_breaker", breaker_settings(kind)),
+            ("layer_limit", table([("limit", Value::Int(LIMIT as i128))])),
+            (
+                "layer_timeout",
+                table([("duration", Value::Str("1s".into()))]),
+            ),
         ]),
     )]);
     match Registry::builder()
@@ -203,6 +213,10 @@ fn registry(kind: &str) -> Registry {
         .spec::<AdaptiveLimit>()
         .spec::<ContendedRing>()
         .spec::<ContendedStriped>()
+        .spec::<layers::LayerRetry>()
+        .spec::<layers::LayerBreaker>()
+        .spec::<layers::LayerLimit>()
+        .spec::<layers::LayerTimeout>()
         .build(&root)
     {
         Ok(r) => r,
@@ -749,6 +763,7 @@ criterion_group!(
     reload::reload,
     keyed::keyed,
     blocking,
-    streams::streams
+    streams::streams,
+    layers::tower_layers
 );
 criterion_main!(benches);
