@@ -110,6 +110,10 @@ use resilient_core::{
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 struct Failed(#[from] resilient_core::Error);
+#[cfg(feature = "layers")]
+impl resilient_core::layer::LayerError for Failed {
+    fn resilience(&self) -> Option<&resilient_core::Error> { Some(&self.0) }
+}
 
 #[retryable(Retry)] #[circuit_breakable(Breaker)] #[concurrency_limit(Limit)] #[timeout(Timeout)]
 async fn four() -> Result<u32, Failed> { Ok(black_box(1)) }

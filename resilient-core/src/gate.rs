@@ -6,10 +6,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::concurrency::{Enter, Held, HeldParts, LimitCall};
+use crate::concurrency::{Enter, FullParts, Held, HeldParts, LimitCall};
 use crate::error::Error;
 use crate::outcome::Fail;
-use crate::rate_limiter::{Granted, GrantedParts, RateCall};
+use crate::rate_limiter::{Granted, GrantedParts, RateCall, ReservedParts};
 
 /// A wait before a call or stream starts (for a place, for a permit),
 /// boxed: only one that must wait pays for it.
@@ -37,6 +37,63 @@ pub(crate) trait Gate {
     fn finish(&self, parts: Self::Parts, outcome: Option<Result<(), Fail<()>>>);
 }
 
+/// A call whose wait was handed out but not started: a wait future not
+/// polled yet holds only plain data, so this gives back what the call took
+/// (a reserved permit) and counts it as cancelled, if the wait never starts
+/// (a tower response future dropped before its first poll).
+struct Unstarted<C: Abandon> {
+    call: C,
+    parts: C::WaitParts,
+    armed: bool,
+}
+
+/// A call that can give back a wait it never started.
+trait Abandon {
+    type WaitParts: Copy;
+
+    fn abandon(&self, parts: Self::WaitParts);
+}
+
+impl<C: Abandon> Unstarted<C> {
+    fn new(call: C, parts: C::WaitParts) -> Self {
+        Self {
+            call,
+            parts,
+            armed: true,
+        }
+    }
+
+    /// The wait starts: from here its own guard answers for it.
+    fn start(&mut self) -> C::WaitParts {
+        self.armed = false;
+        self.parts
+    }
+}
+
+impl<C: Abandon> Drop for Unstarted<C> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.call.abandon(self.parts);
+        }
+    }
+}
+
+impl Abandon for LimitCall<'static> {
+    type WaitParts = FullParts;
+
+    fn abandon(&self, parts: FullParts) {
+        self.abandon_wait(parts);
+    }
+}
+
+impl Abandon for RateCall {
+    type WaitParts = ReservedParts;
+
+    fn abandon(&self, parts: ReservedParts) {
+        self.abandon_wait(parts);
+    }
+}
+
 impl Gate for LimitCall<'static> {
     type Parts = HeldParts;
 
@@ -44,10 +101,14 @@ impl Gate for LimitCall<'static> {
         match self.try_enter() {
             Enter::Ready(entered) => Entry::Ready(entered.map(Held::into_parts)),
             Enter::Wait(full) => {
-                let parts = full.into_parts();
-                let call = self.duplicate();
+                let mut unstarted = Unstarted::new(self.duplicate(), full.into_parts());
                 Entry::Wait(Box::pin(async move {
-                    call.wait_from_parts(parts).await.map(Held::into_parts)
+                    let parts = unstarted.start();
+                    unstarted
+                        .call
+                        .wait_from_parts(parts)
+                        .await
+                        .map(Held::into_parts)
                 }))
             }
         }
@@ -92,10 +153,14 @@ impl Gate for RateCall {
         match self.try_enter() {
             Enter::Ready(entered) => Entry::Ready(entered.map(Granted::into_parts)),
             Enter::Wait(reserved) => {
-                let parts = reserved.into_parts();
-                let call = self.duplicate();
+                let mut unstarted = Unstarted::new(self.duplicate(), reserved.into_parts());
                 Entry::Wait(Box::pin(async move {
-                    call.wait_from_parts(parts).await.map(Granted::into_parts)
+                    let parts = unstarted.start();
+                    unstarted
+                        .call
+                        .wait_from_parts(parts)
+                        .await
+                        .map(Granted::into_parts)
                 }))
             }
         }

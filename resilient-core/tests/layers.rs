@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use resilient_core::circuit_breaker::State;
-use resilient_core::layer::Layered;
+use resilient_core::layer::{LayerError, Layered};
 use resilient_core::{
     circuit_breakable, BoxError, CircuitBreakerSpec, Classify, ConcurrencyLimitSpec, Error,
     RateLimiterSpec, Registry, RetrySpec, Spec, TimeoutSpec, Verdict,
@@ -149,6 +149,16 @@ enum PetError {
     Down,
     #[error(transparent)]
     Resilience(#[from] Error),
+}
+
+/// What lets the layers see a rejection in the user's error type.
+impl LayerError for PetError {
+    fn resilience(&self) -> Option<&Error> {
+        match self {
+            PetError::Resilience(e) => Some(e),
+            PetError::Down => None,
+        }
+    }
 }
 
 static FN_HITS: AtomicUsize = AtomicUsize::new(0);

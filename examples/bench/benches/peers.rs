@@ -59,6 +59,13 @@ struct ContendedStriped;
 #[error(transparent)]
 struct Failed(#[from] resilient_core::Error);
 
+/// The layers see their rejections in it (the tower layers group).
+impl resilient_core::layer::LayerError for Failed {
+    fn resilience(&self) -> Option<&resilient_core::Error> {
+        Some(&self.0)
+    }
+}
+
 /// The settings every stack below is given, resilient's and the peers':
 /// retry 3 attempts 1ms apart, breaker opening at 50% failures over 100
 /// calls (at least 10) for 1s, at most 64 calls in flight (reject when

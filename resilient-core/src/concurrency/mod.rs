@@ -1279,6 +1279,18 @@ impl<'a> LimitCall<'a> {
         self.instance.as_deref()
     }
 
+    /// Counts the wait that `parts` came from as cancelled: it was handed
+    /// out and never started.
+    pub(crate) fn abandon_wait(&self, parts: FullParts) {
+        if let Some(limiter) = self.limiter() {
+            drop(Full {
+                telemetry: &limiter.telemetry,
+                settings: limiter.config.get(),
+                started: parts.started,
+            });
+        }
+    }
+
     /// [`wait`](Self::wait) for the [`Full`] that `parts` came from.
     pub(crate) async fn wait_from_parts(&self, parts: FullParts) -> Result<Held<'_>, Error> {
         let Some(limiter) = self.limiter() else {

@@ -8,18 +8,17 @@ use std::task::{ready, Context, Poll};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::{inside, spec_layer};
+use super::{spec_layer, Flight, LayerError};
 use crate::circuit_breaker::{
     on_resilience_error, unclassified, BreakerCall, CircuitBreakerSpec, Permit, PermitParts,
 };
-use crate::error::Error;
 use crate::spec::{Classify, Verdict};
 
 spec_layer! {
     /// A circuit breaker spec as a tower layer: each request takes a permit
     /// in `call` (an open breaker answers at once with
-    /// [`Error::CallNotPermitted`]), and its response counts as the spec
-    /// classifies it. See [`crate::layer`].
+    /// [`Error::CallNotPermitted`](crate::Error::CallNotPermitted)), and its
+    /// response counts as the spec classifies it. See [`crate::layer`].
     CircuitBreakerLayer => CircuitBreakerService
 }
 
@@ -27,7 +26,7 @@ impl<S, Svc, Req> Service<Req> for CircuitBreakerService<S, Svc>
 where
     S: CircuitBreakerSpec,
     Svc: Service<Req>,
-    Svc::Error: From<Error> + 'static,
+    Svc::Error: LayerError,
     S::Classifier: Classify<Svc::Response, Svc::Error>,
 {
     type Response = Svc::Response;
@@ -44,21 +43,21 @@ where
         let mut future = CircuitBreakerFuture {
             call: unclassified::<S>(),
             permit: None,
-            rejected: None,
-            inner: None,
+            flight: Flight::Done,
             _spec: PhantomData,
         };
         let entered = future.call.enter().map(|entered| entered.into_parts());
-        match entered {
-            Ok(parts) => future.permit = Some(parts),
-            Err(e) => {
-                future.rejected = Some(e);
-                return future;
+        future.flight = match entered {
+            Ok(parts) => {
+                // The permit is the future's before the inner call runs: if
+                // that panics, the future's drop gives the permit back.
+                future.permit = Some(parts);
+                Flight::Running {
+                    future: self.inner.call(req),
+                }
             }
-        }
-        // The permit is the future's before the inner call runs: if that
-        // panics, the future's drop gives the permit back.
-        future.inner = Some(self.inner.call(req));
+            Err(e) => Flight::Refused { error: Some(e) },
+        };
         future
     }
 }
@@ -69,18 +68,17 @@ pin_project! {
         call: BreakerCall<'static, ()>,
         // The permit, while the response is not counted.
         permit: Option<PermitParts>,
-        rejected: Option<Error>,
         #[pin]
-        inner: Option<F>,
+        flight: Flight<F>,
         _spec: PhantomData<fn() -> S>,
     }
 
     impl<S, F> PinnedDrop for CircuitBreakerFuture<S, F> {
         fn drop(this: Pin<&mut Self>) {
-            let mut this = this.project();
+            let this = this.project();
             // The inner future first, as an async fn's body goes before its
             // guards; then the permit, counted as cancelled.
-            this.inner.set(None);
+            this.flight.end();
             if let (Some(parts), Some(breaker)) = (this.permit.take(), this.call.breaker()) {
                 drop(Permit::from_parts(breaker, parts));
             }
@@ -92,24 +90,18 @@ impl<S, F, T, E> Future for CircuitBreakerFuture<S, F>
 where
     S: CircuitBreakerSpec,
     F: Future<Output = Result<T, E>>,
-    E: From<Error> + 'static,
+    E: LayerError,
     S::Classifier: Classify<T, E>,
 {
     type Output = Result<T, E>;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
-            // Rejected; or polled again after its output, like a fused
-            // future.
-            return match this.rejected.take() {
-                Some(e) => Poll::Ready(Err(E::from(e))),
-                None => Poll::Pending,
-            };
+        let this = self.project();
+        let out = match ready!(this.flight.poll_flight(cx)) {
+            Ok(out) => out,
+            Err(refused) => return Poll::Ready(Err(E::from(refused))),
         };
-        let out = ready!(inner.poll(cx));
-        this.inner.set(None);
         if let (Some(parts), Some(breaker)) = (this.permit.take(), this.call.breaker()) {
             Permit::from_parts(breaker, parts).judged(verdict::<S, T, E>(&out), parts);
         }
@@ -120,12 +112,12 @@ where
 /// How the breaker of `S` counts a response: a resilience error of a layer
 /// inside as in an attribute chain, anything else as the spec classifies.
 #[inline]
-fn verdict<S, T, E: 'static>(out: &Result<T, E>) -> Verdict
+fn verdict<S, T, E: LayerError>(out: &Result<T, E>) -> Verdict
 where
     S: CircuitBreakerSpec,
     S::Classifier: Classify<T, E>,
 {
-    if let Some(error) = out.as_ref().err().and_then(inside) {
+    if let Some(error) = out.as_ref().err().and_then(LayerError::resilience) {
         return on_resilience_error(error);
     }
     <S::Classifier as Classify<T, E>>::classify(out)

@@ -9,7 +9,7 @@ use std::task::{ready, Context, Poll};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::spec_layer;
+use super::{spec_layer, Flight, LayerError};
 use crate::concurrency::{ConcurrencyLimitSpec, LimitCall};
 use crate::error::Error;
 use crate::gate::{Entry, Gate, LimitGate, Waiting};
@@ -44,7 +44,7 @@ impl<S, Svc, Req> Service<Req> for ConcurrencyLimitService<S, Svc>
 where
     S: ConcurrencyLimitSpec,
     Svc: Service<Req> + Clone,
-    Svc::Error: From<Error>,
+    Svc::Error: LayerError,
 {
     type Response = Svc::Response;
     type Error = Svc::Error;
@@ -70,7 +70,7 @@ impl<S, Svc, Req> Service<Req> for RateLimitService<S, Svc>
 where
     S: RateLimiterSpec,
     Svc: Service<Req> + Clone,
-    Svc::Error: From<Error>,
+    Svc::Error: LayerError,
 {
     type Response = Svc::Response;
     type Error = Svc::Error;
@@ -107,25 +107,38 @@ where
         call,
         held: None,
         waiting: None,
-        pending: None,
-        rejected: None,
-        inner: None,
+        flight: Flight::Done,
     };
-    match entry {
+    future.flight = match entry {
         Entry::Ready(Ok(parts)) => {
             // Held by the future before the inner call runs: if that
             // panics, the future's drop frees it.
             future.held = Some(parts);
-            future.inner = Some(svc.call(req));
+            Flight::Running {
+                future: svc.call(req),
+            }
         }
-        Entry::Ready(Err(e)) => future.rejected = Some(e),
-        Entry::Wait(waiting) => {
+        Entry::Ready(Err(e)) => Flight::Refused { error: Some(e) },
+        Entry::Wait(wait) => {
             let clone = svc.clone();
-            future.pending = Some((std::mem::replace(svc, clone), req));
-            future.waiting = Some(waiting);
+            future.waiting = Some(Box::new(Waiter {
+                wait,
+                svc: std::mem::replace(svc, clone),
+                req,
+            }));
+            Flight::Done
         }
-    }
+    };
     future
+}
+
+/// A request that waits for a place or a permit, with the ready service
+/// that will take it: boxed, so that only a request that waits pays for
+/// it, and the response future of one that does not stays small.
+struct Waiter<P, Svc, Req> {
+    wait: Waiting<P>,
+    svc: Svc,
+    req: Req,
 }
 
 pin_project! {
@@ -139,13 +152,9 @@ pin_project! {
     {
         call: C,
         held: Option<C::Parts>,
-        // The wait for a place or a permit (boxed: only a request that
-        // waits pays for it), with the ready service and the request.
-        waiting: Option<Waiting<C::Parts>>,
-        pending: Option<(Svc, Req)>,
-        rejected: Option<Error>,
+        waiting: Option<Box<Waiter<C::Parts, Svc, Req>>>,
         #[pin]
-        inner: Option<Svc::Future>,
+        flight: Flight<Svc::Future>,
     }
 
     impl<C, Svc, Req> PinnedDrop for GateFuture<C, Svc, Req>
@@ -154,10 +163,10 @@ pin_project! {
         Svc: Service<Req>,
     {
         fn drop(this: Pin<&mut Self>) {
-            let mut this = this.project();
+            let this = this.project();
             // The inner future first, as an async fn's body goes before its
             // place; then the wait: a place it took is freed with it.
-            this.inner.set(None);
+            this.flight.end();
             *this.waiting = None;
             if let Some(parts) = this.held.take() {
                 this.call.finish(parts, None);
@@ -177,28 +186,23 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        if let Some(waiting) = this.waiting.as_mut() {
-            let entered = ready!(waiting.as_mut().poll(cx));
-            *this.waiting = None;
+        if let Some(waiter) = this.waiting.as_mut() {
+            let entered = ready!(waiter.wait.as_mut().poll(cx));
+            let Some(Waiter { mut svc, req, .. }) = this.waiting.take().map(|w| *w) else {
+                return Poll::Pending;
+            };
             match entered {
                 Ok(parts) => *this.held = Some(parts),
-                Err(e) => {
-                    *this.pending = None;
-                    return Poll::Ready(Err(E::from(e)));
-                }
+                Err(e) => return Poll::Ready(Err(E::from(e))),
             }
-            if let Some((mut svc, req)) = this.pending.take() {
-                this.inner.set(Some(svc.call(req)));
-            }
+            this.flight.set(Flight::Running {
+                future: svc.call(req),
+            });
         }
-        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
-            return match this.rejected.take() {
-                Some(e) => Poll::Ready(Err(E::from(e))),
-                None => Poll::Pending,
-            };
+        let out = match ready!(this.flight.poll_flight(cx)) {
+            Ok(out) => out,
+            Err(refused) => return Poll::Ready(Err(E::from(refused))),
         };
-        let out = ready!(inner.poll(cx));
-        this.inner.set(None);
         if let Some(parts) = this.held.take() {
             let outcome = match &out {
                 Ok(_) => Ok(()),

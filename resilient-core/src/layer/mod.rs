@@ -54,12 +54,13 @@
 //!
 //! # Errors
 //!
-//! A layer's service has its inner service's error type, which must take a
-//! [`resilient_core::Error`](crate::Error) through `From`, as an annotated
-//! fn's error does: [`BoxError`] does (tower's
-//! convention: find the rejection with `error.downcast_ref::<Error>()`),
-//! and so does an error type of yours with a `#[from]` variant. A service
-//! with another error (`hyper::Error`, `Infallible`) is mapped first:
+//! A layer's service has its inner service's error type, which implements
+//! [`LayerError`]: it takes a [`resilient_core::Error`](crate::Error)
+//! through `From`, as an annotated fn's error does, and shows the one it
+//! carries. [`BoxError`] does (tower's convention: find the rejection with
+//! `error.downcast_ref::<Error>()`); an error type of yours implements it
+//! in four lines (see [`LayerError`]). A service with another error
+//! (`hyper::Error`) is mapped first:
 //! `ServiceBuilder::new().layer(PetBreaker::layer()).map_err(BoxError::from)`.
 //!
 //! On an HTTP server, [`RespondLayer`] (with the `http` feature) answers
@@ -70,13 +71,28 @@
 //!
 //! A failure is what the spec's classification says of the response and
 //! the error (with `classify = http`, a 503 response is one), except for a
-//! resilience error raised by a layer inside (an `Error`, or a `BoxError`
-//! holding one): a breaker ignores another mechanism's rejection and counts
-//! a timeout, a retry retries a timeout and waits out a rate limiter's
-//! `retry_after`, as they do in an attribute chain.
+//! resilience error raised by a layer inside (the one
+//! [`LayerError::resilience`] shows): a breaker ignores another mechanism's
+//! rejection and counts a timeout, a retry retries a timeout, waits out a
+//! rate limiter's `retry_after` and passes an open breaker's rejection on,
+//! as they do in an attribute chain.
+//!
+//! # Requests that are dropped, and services that fail
+//!
+//! A response future dropped at any point, before its first poll included,
+//! gives back what its request took (a place, a permit, a reserved permit,
+//! a budget token for a retry not yet started) and counts it as cancelled.
+//! A retry makes its service ready before each retry; a service whose
+//! `poll_ready` fails is done (tower's contract), so the retry ends with
+//! that error and does not retry. The retry's overall `timeout` is checked
+//! when a retry is scheduled, as for an annotated fn: the wait for the
+//! service's readiness after the delay is the service's, bounded by a
+//! timeout layer outside the retry if it must be.
 //!
 //! The instance is looked up in `call`, in the registry in use there, as an
-//! annotated fn looks it up when called.
+//! annotated fn looks it up when called; the layers inside a retry (or a
+//! limit's wait) are called again when the response future is polled, and
+//! look theirs up there.
 //!
 //! [tower]: https://docs.rs/tower
 
@@ -87,7 +103,7 @@ mod respond;
 mod retry;
 mod timeout;
 
-use std::any::Any;
+use std::future::Future;
 
 pub use breaker::{CircuitBreakerFuture, CircuitBreakerLayer, CircuitBreakerService};
 pub use gate::{
@@ -162,16 +178,56 @@ impl HasLayer for crate::retry::Retry {
     type Layer<S: 'static> = RetryLayer<S>;
 }
 
-/// The resilience error that a service's error carries, if it is one: the
-/// error itself, or a [`BoxError`] holding it (tower's layers box their
-/// errors). An error type of the user's that wraps one is not seen through.
-#[inline]
-pub(crate) fn inside<E: 'static>(error: &E) -> Option<&Error> {
-    let any: &dyn Any = error;
-    if let Some(ours) = any.downcast_ref::<Error>() {
-        return Some(ours);
+/// The error of a service under this crate's layers: it takes a
+/// resilience [`Error`] (a layer's rejection), and shows the one it
+/// carries, so that a layer outside tells a rejection by a layer inside
+/// from the service's own failure, as an attribute chain does (a breaker
+/// ignores a limit's rejection; a retry passes an open breaker's on).
+/// Implemented for [`Error`] and [`BoxError`]; for an error type of yours:
+///
+/// ```
+/// use resilient_core::layer::LayerError;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum ApiError {
+///     #[error("the store answered {0}")]
+///     Store(u16),
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// impl LayerError for ApiError {
+///     fn resilience(&self) -> Option<&resilient_core::Error> {
+///         match self {
+///             ApiError::Resilience(e) => Some(e),
+///             _ => None,
+///         }
+///     }
+/// }
+/// # let _ = ApiError::Store(503);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an error a resilient layer can answer with",
+    label = "the service's error type must implement `resilient_core::layer::LayerError`",
+    note = "map the service's errors into `resilient_core::BoxError` first (`ServiceBuilder::new().layer(..).map_err(BoxError::from)`), or implement `LayerError` for `{Self}`: it takes a `resilient_core::Error` through `From` and shows the one it carries"
+)]
+pub trait LayerError: From<Error> + 'static {
+    /// The resilience error this error carries, if it is one.
+    fn resilience(&self) -> Option<&Error>;
+}
+
+impl LayerError for Error {
+    #[inline]
+    fn resilience(&self) -> Option<&Error> {
+        Some(self)
     }
-    any.downcast_ref::<BoxError>()?.downcast_ref::<Error>()
+}
+
+impl LayerError for BoxError {
+    #[inline]
+    fn resilience(&self) -> Option<&Error> {
+        self.downcast_ref::<Error>()
+    }
 }
 
 /// A layer's type: zero-sized, `Copy`, one per spec; what the services it
@@ -272,3 +328,51 @@ macro_rules! spec_layer {
 }
 
 pub(crate) use spec_layer;
+
+pin_project_lite::pin_project! {
+    /// A layer's request: its inner future while it runs, or the refusal
+    /// the layer answers it with. One of the two at a time, so a response
+    /// future is as large as the larger of them, not their sum (each layer
+    /// moves the futures of the layers inside it).
+    #[project = FlightProj]
+    enum Flight<F> {
+        Running {
+            #[pin]
+            future: F,
+        },
+        Refused {
+            error: Option<Error>,
+        },
+        Done,
+    }
+}
+
+impl<F> Flight<F> {
+    /// Drops the inner future, if it runs.
+    #[inline]
+    fn end(mut self: std::pin::Pin<&mut Self>) {
+        self.set(Flight::Done);
+    }
+}
+
+impl<F: Future> Flight<F> {
+    /// The inner future's output (the flight then done), or the refusal;
+    /// pending after either, like a fused future.
+    #[inline]
+    fn poll_flight(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<F::Output, Error>> {
+        use std::task::Poll;
+        let done = match self.as_mut().project() {
+            FlightProj::Running { future } => Ok(std::task::ready!(future.poll(cx))),
+            FlightProj::Refused { error } => match error.take() {
+                Some(error) => Err(error),
+                None => return Poll::Pending,
+            },
+            FlightProj::Done => return Poll::Pending,
+        };
+        self.set(Flight::Done);
+        Poll::Ready(done)
+    }
+}

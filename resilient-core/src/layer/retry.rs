@@ -9,7 +9,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower_service::Service;
 
-use super::{inside, spec_layer};
+use super::{spec_layer, LayerError};
 use crate::error::Error;
 use crate::outcome::Fail;
 use crate::retry::{Exhaustion, Judge, RetryCall, RetrySpec, Step};
@@ -38,7 +38,7 @@ impl<K> Clone for LayerJudge<K> {
 
 impl<K> Copy for LayerJudge<K> {}
 
-impl<K: Classify<T, E>, T, E: 'static> Judge<T, E> for LayerJudge<K> {
+impl<K: Classify<T, E>, T, E: LayerError> Judge<T, E> for LayerJudge<K> {
     #[inline(always)]
     fn verdict(&self, outcome: &Result<T, E>) -> Verdict {
         K::classify(outcome)
@@ -50,7 +50,7 @@ impl<K: Classify<T, E>, T, E: 'static> Judge<T, E> for LayerJudge<K> {
 
     #[inline(always)]
     fn inside<'e>(&self, error: &'e E) -> Option<&'e Error> {
-        inside(error)
+        error.resilience()
     }
 }
 
@@ -71,7 +71,7 @@ where
     S: RetrySpec,
     Svc: Service<Req> + Clone,
     Req: Clone,
-    Svc::Error: From<Error> + Exhaustion<S::Exhausted> + 'static,
+    Svc::Error: LayerError + Exhaustion<S::Exhausted>,
     S::Classifier: Classify<Svc::Response, Svc::Error>,
 {
     type Response = Svc::Response;
@@ -91,22 +91,23 @@ where
             PhantomData
         ));
         let call = RetryCall::start(ops, crate::registry::lookup(ops_key::<S>()));
-        let (phase, inner, rejected) = match call.refused() {
-            Some(refused) => (Phase::Done, None, Some(refused)),
-            None => (Phase::Calling, Some(self.inner.call(req.clone())), None),
-        };
-        RetryFuture {
+        let refused = call.refused().is_some();
+        let mut future = RetryFuture {
             call,
-            // The service just called stays here, ready for the next
-            // request; the clone is made ready before each retry.
+            // A clone for the retries, made ready before each of them.
             svc: self.inner.clone(),
             req,
-            phase,
+            phase: Phase::Refused,
             token: None,
-            rejected,
             sleep: None,
-            inner,
+            inner: None,
+        };
+        if !refused {
+            // Made in the future's place: the inner future is not moved.
+            future.inner = Some(self.inner.call(future.req.clone()));
+            future.phase = Phase::Calling;
         }
+        future
     }
 }
 
@@ -125,7 +126,9 @@ enum Phase {
     Waiting,
     /// The service is made ready for the next attempt.
     Readying,
-    /// The outcome was given (or the call refused).
+    /// The spec has no settings: the call is refused.
+    Refused,
+    /// The outcome was given.
     Done,
 }
 
@@ -144,9 +147,9 @@ pin_project! {
         // The budget token of the retry being waited for (its bucket's
         // capacity), given back if the future is dropped first.
         token: Option<u64>,
-        rejected: Option<Fail<Svc::Error>>,
-        #[pin]
-        sleep: Option<Sleep>,
+        // Boxed: only a request that is retried waits, and the response
+        // future of one that is not stays small.
+        sleep: Option<Pin<Box<Sleep>>>,
         #[pin]
         inner: Option<Svc::Future>,
     }
@@ -172,7 +175,7 @@ where
     S: RetrySpec,
     Svc: Service<Req>,
     Req: Clone,
-    Svc::Error: From<Error> + Exhaustion<S::Exhausted> + 'static,
+    Svc::Error: LayerError + Exhaustion<S::Exhausted>,
     S::Classifier: Classify<Svc::Response, Svc::Error>,
 {
     type Output = Result<Svc::Response, Svc::Error>;
@@ -191,31 +194,42 @@ where
                     out
                 }
                 Phase::Waiting => {
-                    if let Some(sleep) = this.sleep.as_mut().as_pin_mut() {
-                        ready!(sleep.poll(cx));
+                    if let Some(sleep) = this.sleep.as_mut() {
+                        ready!(sleep.as_mut().poll(cx));
                     }
-                    this.sleep.set(None);
-                    // The retry starts: its token is spent.
-                    *this.token = None;
+                    *this.sleep = None;
                     *this.phase = Phase::Readying;
                     continue;
                 }
                 Phase::Readying => match ready!(this.svc.poll_ready(cx)) {
                     Ok(()) => {
+                        // The retry starts: its token is spent.
+                        *this.token = None;
                         this.inner.set(Some(this.svc.call(this.req.clone())));
                         *this.phase = Phase::Calling;
                         continue;
                     }
-                    // A service that cannot take the retry: an attempt's
-                    // failure, judged as one.
-                    Err(e) => Err(e),
+                    // A service whose readiness failed is done (tower's
+                    // contract): the call ends with its error, not retried,
+                    // and the token of the retry that did not start goes
+                    // back.
+                    Err(e) => {
+                        *this.phase = Phase::Done;
+                        if let Some(max) = this.token.take() {
+                            this.call.give_back(max);
+                        }
+                        this.call.ended_unretried();
+                        return Poll::Ready(Err(e));
+                    }
                 },
-                Phase::Done => {
-                    return match this.rejected.take() {
+                Phase::Refused => {
+                    *this.phase = Phase::Done;
+                    return match this.call.refused() {
                         Some(fail) => Poll::Ready(Err(fail.into_error(From::from))),
                         None => Poll::Pending,
                     };
                 }
+                Phase::Done => return Poll::Pending,
             };
             match this.call.step(attempt.map_err(Fail::Body)) {
                 Step::Done(out) => {
@@ -225,7 +239,7 @@ where
                 Step::Wait(wait) => {
                     let (delay, token) = wait.into_parts();
                     *this.token = token;
-                    this.sleep.set(Some(tokio::time::sleep(delay)));
+                    *this.sleep = Some(Box::pin(tokio::time::sleep(delay)));
                     *this.phase = Phase::Waiting;
                 }
             }

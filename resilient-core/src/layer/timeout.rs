@@ -9,7 +9,7 @@ use tokio::task::Unconstrained;
 use tokio::time::Sleep;
 use tower_service::Service;
 
-use super::spec_layer;
+use super::{spec_layer, Flight, LayerError};
 use crate::error::Error;
 use crate::registry::Key;
 use crate::timeout::{TimeoutCall, TimeoutSpec, TimerParts};
@@ -26,7 +26,7 @@ impl<S, Svc, Req> Service<Req> for TimeoutService<S, Svc>
 where
     S: TimeoutSpec,
     Svc: Service<Req>,
-    Svc::Error: From<Error>,
+    Svc::Error: LayerError,
 {
     type Response = Svc::Response;
     type Error = Svc::Error;
@@ -41,16 +41,20 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         let key = const { &Key::of::<S>() };
         let call = TimeoutCall::new(key, crate::registry::lookup(key));
-        let (timer, rejected, inner) = match call.start_parts() {
-            Ok(timer) => (timer, None, Some(self.inner.call(req))),
-            Err(e) => (None, Some(e), None),
+        let (timer, flight) = match call.start_parts() {
+            Ok(timer) => (
+                timer,
+                Flight::Running {
+                    future: self.inner.call(req),
+                },
+            ),
+            Err(e) => (None, Flight::Refused { error: Some(e) }),
         };
         TimeoutFuture {
             call,
             timer,
-            rejected,
             sleep: None,
-            inner,
+            flight,
         }
     }
 }
@@ -62,19 +66,18 @@ pin_project! {
         // The timer, while the response is not counted (`None` if the spec
         // is disabled).
         timer: Option<TimerParts>,
-        rejected: Option<Error>,
         // Armed at the first wait; polled outside tokio's cooperative
         // budget, so that a response that spends the budget still times out.
         #[pin]
         sleep: Option<Unconstrained<Sleep>>,
         #[pin]
-        inner: Option<F>,
+        flight: Flight<F>,
     }
 
     impl<F> PinnedDrop for TimeoutFuture<F> {
         fn drop(this: Pin<&mut Self>) {
-            let mut this = this.project();
-            this.inner.set(None);
+            let this = this.project();
+            this.flight.end();
             if let Some(timer) = this.timer.take() {
                 this.call.ended_parts(timer, None);
             }
@@ -92,15 +95,12 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
-            return match this.rejected.take() {
-                Some(e) => Poll::Ready(Err(E::from(e))),
-                None => Poll::Pending,
-            };
-        };
-        if let Poll::Ready(out) = inner.poll(cx) {
-            this.inner.set(None);
+        if let Poll::Ready(done) = this.flight.as_mut().poll_flight(cx) {
             this.sleep.set(None);
+            let out = match done {
+                Ok(out) => out,
+                Err(refused) => return Poll::Ready(Err(E::from(refused))),
+            };
             if let Some(timer) = this.timer.take() {
                 this.call.ended_parts(timer, Some(out.is_err()));
             }
@@ -116,7 +116,7 @@ where
         if let Some(sleep) = this.sleep.as_mut().as_pin_mut() {
             ready!(sleep.poll(cx));
         }
-        this.inner.set(None);
+        this.flight.end();
         this.sleep.set(None);
         *this.timer = None;
         let error = this.call.timed_out_parts(timer, timer.duration);

@@ -762,6 +762,19 @@ impl RateCall {
         self.instance.as_deref()
     }
 
+    /// Gives back the permit reserved in `parts`, and counts its call as
+    /// cancelled: its wait was handed out and never started.
+    pub(crate) fn abandon_wait(&self, parts: ReservedParts) {
+        if let Some(limiter) = self.limiter() {
+            drop(Reservation {
+                limiter,
+                taken: parts.taken,
+                due: false,
+            });
+            drop(Reserved::from_parts(limiter, parts));
+        }
+    }
+
     /// [`wait`](Self::wait) for the reservation that `parts` came from.
     pub(crate) async fn wait_from_parts(&self, parts: ReservedParts) -> Result<Granted<'_>, Error> {
         let Some(limiter) = self.limiter() else {

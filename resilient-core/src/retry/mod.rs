@@ -654,6 +654,15 @@ where
             .ended(outcome, timed.take().map(|at| at.elapsed()));
     }
 
+    /// The call ends with a failure that no attempt made and that is not
+    /// retried (a tower service whose `poll_ready` failed: it must not be
+    /// called again).
+    pub(crate) fn ended_unretried(&mut self) {
+        if let Some(retry) = self.retry.as_deref() {
+            Self::ended(&mut self.timed, retry, Outcome::Failure);
+        }
+    }
+
     /// An attempt that ended with no value and no failure (a stream that
     /// ended before its first item): a success.
     pub(crate) fn succeeded_empty(&mut self) {
