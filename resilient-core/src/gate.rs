@@ -97,6 +97,7 @@ impl Abandon for RateCall {
 impl Gate for LimitCall<'static> {
     type Parts = HeldParts;
 
+    #[inline]
     fn enter(&self) -> Entry<HeldParts> {
         match self.try_enter() {
             Enter::Ready(entered) => Entry::Ready(entered.map(Held::into_parts)),
@@ -114,6 +115,7 @@ impl Gate for LimitCall<'static> {
         }
     }
 
+    #[inline]
     fn finish(&self, parts: HeldParts, outcome: Option<Result<(), Fail<()>>>) {
         if let Some(limiter) = self.limiter() {
             let mut held = Held::from_parts(limiter, parts);
@@ -149,6 +151,7 @@ impl Gate for LimitGate {
 impl Gate for RateCall {
     type Parts = GrantedParts;
 
+    #[inline]
     fn enter(&self) -> Entry<GrantedParts> {
         match self.try_enter() {
             Enter::Ready(entered) => Entry::Ready(entered.map(Granted::into_parts)),
@@ -166,6 +169,7 @@ impl Gate for RateCall {
         }
     }
 
+    #[inline]
     fn finish(&self, parts: GrantedParts, outcome: Option<Result<(), Fail<()>>>) {
         if let Some(limiter) = self.limiter() {
             let mut granted = Granted::from_parts(limiter, parts);
