@@ -19,11 +19,11 @@ use resilient_core::{timeout, Error, RateLimiterSpec, Registry, TimeoutSpec};
 
 #[derive(RateLimiterSpec)]
 #[spec("resilient.ratelimiter.search")]
-pub struct SearchRate;
+struct SearchRate;
 
 #[derive(TimeoutSpec)]
 #[spec("resilient.timeout.report")]
-pub struct ReportTimeout;
+struct ReportTimeout;
 
 const SETTINGS: &str = "
 [resilient.ratelimiter.search]

@@ -98,6 +98,8 @@
 
 mod breaker;
 mod gate;
+#[cfg(feature = "reqwest-middleware")]
+pub mod middleware;
 #[cfg(feature = "http")]
 mod respond;
 mod retry;

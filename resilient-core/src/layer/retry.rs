@@ -30,6 +30,12 @@ spec_layer! {
 /// seeing a resilience error of a layer inside through the service's error.
 pub(crate) struct LayerJudge<K>(PhantomData<fn() -> K>);
 
+impl<K> LayerJudge<K> {
+    pub(crate) const fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
 impl<K> Clone for LayerJudge<K> {
     fn clone(&self) -> Self {
         *self

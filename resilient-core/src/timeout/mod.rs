@@ -245,7 +245,7 @@ impl<S: TimeoutSpec> TimeoutHandle<S> {
 
 /// One call under `timeout`: what a handle's `call` runs, from the same
 /// pieces as the code `#[timeout]` expands to.
-async fn run<T, E, F, Fut>(call: TimeoutCall<'_>, f: F) -> Result<T, Fail<E>>
+pub(crate) async fn run<T, E, F, Fut>(call: TimeoutCall<'_>, f: F) -> Result<T, Fail<E>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, Fail<E>>>,
