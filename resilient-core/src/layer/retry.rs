@@ -91,11 +91,8 @@ where
 
     #[inline]
     fn call(&mut self, req: Req) -> Self::Future {
-        let ops = crate::retry::ops::<S, Svc::Response, Svc::Error>().judged_by(LayerJudge::<
-            S::Classifier,
-        >(
-            PhantomData
-        ));
+        let ops = crate::retry::ops::<S, Svc::Response, Svc::Error>()
+            .judged_by(LayerJudge::<S::Classifier>::new());
         let call = RetryCall::start(ops, crate::registry::lookup(ops_key::<S>()));
         let refused = call.refused().is_some();
         let mut future = RetryFuture {

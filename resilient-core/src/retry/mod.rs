@@ -657,6 +657,7 @@ where
     /// The call ends with a failure that no attempt made and that is not
     /// retried (a tower service whose `poll_ready` failed: it must not be
     /// called again).
+    #[cfg(feature = "tower")]
     pub(crate) fn ended_unretried(&mut self) {
         if let Some(retry) = self.retry.as_deref() {
             Self::ended(&mut self.timed, retry, Outcome::Failure);
