@@ -36,9 +36,11 @@
 //! (`classify = http`: a 503 response is one).
 //!
 //! A retry sends a copy of the request per attempt (`Request::try_clone`);
-//! a request whose body is a stream cannot be copied, and the retry
-//! refuses it before sending it, with an error that says so
-//! ([`NotRetryable`]).
+//! a request whose body is a stream cannot be copied, and a retry that
+//! could retry it refuses it before sending it, with an error that says so
+//! ([`NotRetryable`], counted as a rejected call; a breaker outside does
+//! not count it). A retry that is disabled or allows no retry
+//! (`attempts = 0`) sends any request once, as it is.
 
 use std::marker::PhantomData;
 
@@ -55,7 +57,7 @@ use crate::outcome::Fail;
 use crate::rate_limiter::{RateCall, RateLimiterSpec};
 use crate::registry::{Key, Spec};
 use crate::retry::{Exhaustion, RetryCall, RetrySpec, Step};
-use crate::spec::Classify;
+use crate::spec::{Classify, Verdict};
 use crate::timeout::{TimeoutCall, TimeoutSpec};
 
 /// reqwest-middleware's error.
@@ -112,6 +114,11 @@ where
 pub struct NotRetryable {
     /// The retry spec's name.
     pub spec: &'static str,
+}
+
+/// Whether `out` is a retry's refusal of a request it could not copy.
+fn refused_unsent(out: &reqwest_middleware::Result<Response>) -> bool {
+    matches!(out, Err(reqwest_middleware::Error::Middleware(e)) if e.is::<NotRetryable>())
 }
 
 macro_rules! spec_middleware {
@@ -188,8 +195,17 @@ where
         if let Some(refused) = call.refused() {
             return Err(refused.into_error(From::from));
         }
+        if !call.may_retry() {
+            // Sent once, as it is: nothing would send it again.
+            let out = next.run(req, extensions).await;
+            return match call.step(out.map_err(Fail::Body)) {
+                Step::Done(out) => out.map_err(|f| f.into_error(From::from)),
+                Step::Wait(_) => Err(MwError::middleware(NotRetryable { spec: S::NAME })),
+            };
+        }
         loop {
             let Some(attempt) = req.try_clone() else {
+                call.refuse();
                 return Err(MwError::middleware(NotRetryable { spec: S::NAME }));
             };
             let out = next.clone().run(attempt, extensions).await;
@@ -224,6 +240,9 @@ where
         let out = next.run(req, extensions).await;
         let verdict = match out.as_ref().err().and_then(LayerError::resilience) {
             Some(inside) => on_resilience_error(inside),
+            // A retry inside refused a request it could not send again:
+            // the dependency was never asked.
+            None if refused_unsent(&out) => Verdict::Ignore,
             None => <S::Classifier as Classify<Response, MwError>>::classify(&out),
         };
         permit.judged(verdict, parts);

@@ -106,7 +106,6 @@ where
             inner: None,
         };
         if !refused {
-            // Made in the future's place: the inner future is not moved.
             future.inner = Some(self.inner.call(future.req.clone()));
             future.phase = Phase::Calling;
         }

@@ -395,6 +395,7 @@ impl RateLimiter {
             Algorithm::FixedWindow => match self.fixed_window(c, now, max_wait) {
                 Ok(wait) => Ok(Taken {
                     wait: from_nanos(wait),
+                    at: now,
                     tat: 0,
                     interval_ns: 0,
                 }),
@@ -404,6 +405,7 @@ impl RateLimiter {
             Algorithm::TokenBucket => match self.token_bucket(c, now, nanos(max_wait)) {
                 Ok((wait, tat, interval_ns)) => Ok(Taken {
                     wait: Duration::from_nanos(wait),
+                    at: now,
                     tat,
                     interval_ns,
                 }),
@@ -545,7 +547,15 @@ impl RateLimiter {
             taken,
             due: false,
         };
-        Box::pin(tokio::time::sleep(taken.wait)).await;
+        // Until the moment the permit is due, not `wait` from now: a tower
+        // layer's response future may start its wait long after `call`.
+        let due = Duration::from_nanos(taken.at)
+            .checked_add(taken.wait)
+            .and_then(|since| self.origin.checked_add(since));
+        match due {
+            Some(due) => Box::pin(tokio::time::sleep_until(due)).await,
+            None => Box::pin(tokio::time::sleep(taken.wait)).await,
+        }
         reservation.due();
     }
 
@@ -567,6 +577,10 @@ impl RateLimiter {
 pub(crate) struct Taken {
     /// How long until the permit is due.
     wait: Duration,
+    /// When it was taken, in ns since the limiter's origin (the same clock
+    /// reading `wait` was computed from): the permit is due at `at + wait`,
+    /// however late its wait starts.
+    at: u64,
     /// `token_bucket`: the arrival time the permit moved the bucket to.
     tat: u64,
     /// `token_bucket`: the bucket's interval then; 0 for `fixed_window`.
@@ -576,6 +590,7 @@ pub(crate) struct Taken {
 impl Taken {
     const NOW: Taken = Taken {
         wait: Duration::ZERO,
+        at: 0,
         tat: 0,
         interval_ns: 0,
     };

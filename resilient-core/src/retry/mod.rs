@@ -212,6 +212,9 @@ impl Mechanism for Retry {
         Outcome::Success,
         Outcome::Failure,
         Outcome::Ignored,
+        // A request a retry middleware could not send again (see
+        // `layer::middleware`): refused before any attempt.
+        Outcome::Rejected,
         Outcome::Cancelled,
     ];
     type Settings = RetrySettings;
@@ -661,6 +664,28 @@ where
     pub(crate) fn ended_unretried(&mut self) {
         if let Some(retry) = self.retry.as_deref() {
             Self::ended(&mut self.timed, retry, Outcome::Failure);
+        }
+    }
+
+    /// Whether a failure could be retried under the settings the call
+    /// started with: the spec is enabled and allows a retry.
+    #[cfg(feature = "reqwest-middleware")]
+    pub(crate) fn may_retry(&self) -> bool {
+        let Some(retry) = self.retry.as_deref() else {
+            return false;
+        };
+        if self.config.tag() & ENABLED == 0 {
+            return false;
+        }
+        self.config.get(&retry.config).settings.attempts > 0
+    }
+
+    /// The call is refused before any attempt (a request a retry could not
+    /// send again): counted as rejected.
+    #[cfg(feature = "reqwest-middleware")]
+    pub(crate) fn refuse(&mut self) {
+        if let Some(retry) = self.retry.as_deref() {
+            Self::ended(&mut self.timed, retry, Outcome::Rejected);
         }
     }
 
