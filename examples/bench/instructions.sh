@@ -6,7 +6,9 @@
 # bare fn without attributes; a chaos spec left disabled, its default; a
 # hedging spec whose first attempt succeeds at once, so no hedge starts; a
 # breaker keyed by a host string and one keyed by a u64, on a key that has
-# its instance; the bench's hand-written reference, `hand`), runs
+# its instance; the bench's hand-written reference, `hand`; the four
+# specs through their handles, `retry.call(|| breaker.call(|| limit.call(||
+# timeout.call(op))))`, `handles`), runs
 # each stack N and 2N times and prints (Ir(2N) - Ir(N)) / N, which leaves out
 # the start-up; then the size of each stack's future in bytes. A checkout
 # with blocking fns adds the bench's "blocking" group, called outside any
@@ -77,7 +79,7 @@ TOML
 # measured one.
 cp "$here/examples/bench/benches/hand.rs" "$work/src/hand.rs"
 features=()
-stacks="bare four retry breaker keyed keyed_u64 limit timeout chaos hedged hand"
+stacks="bare four retry breaker keyed keyed_u64 limit timeout chaos hedged hand handles"
 if [ -f "$root/resilient-core/src/blocking.rs" ]; then
   features=(--features blocking)
   stacks="$stacks bare_blocking blocking blocking_default hand_blocking"
@@ -396,6 +398,12 @@ fn main() {
     if layers::run(&which, n, &rt) {
         return;
     }
+    // The same four specs through their handles, nested as a caller
+    // without the attributes writes them (the `handles` stack).
+    let (rh, bh, lh, th) = match (Retry::get(), Breaker::get(), Limit::get(), Timeout::get()) {
+        (Ok(r), Ok(b), Ok(l), Ok(t)) => (r, b, l, t),
+        _ => panic!("the handles of the installed specs"),
+    };
     rt.block_on(async {
         for _ in 0..n {
             let r = match which.as_str() {
@@ -410,6 +418,8 @@ fn main() {
                 "hedged" => hedged().await,
                 "bare" => bare().await,
                 "hand" => Ok(hand.call().await.unwrap_or_else(|e| panic!("{e:?}"))),
+                // Matched last: the arms above count as they did before it.
+                "handles" => rh.call(|| bh.call(|| lh.call(|| th.call(bare)))).await,
                 other => panic!("unknown stack {other}"),
             };
             assert!(matches!(r, Ok(1)));
