@@ -112,7 +112,7 @@ where
 /// How the breaker of `S` counts a response: a resilience error of a layer
 /// inside as in an attribute chain, anything else as the spec classifies.
 #[inline]
-fn verdict<S, T, E: LayerError>(out: &Result<T, E>) -> Verdict
+pub(super) fn verdict<S, T, E: LayerError>(out: &Result<T, E>) -> Verdict
 where
     S: CircuitBreakerSpec,
     S::Classifier: Classify<T, E>,

@@ -50,7 +50,7 @@ use reqwest_middleware::{Middleware, Next};
 
 use super::retry::LayerJudge;
 use super::LayerError;
-use crate::circuit_breaker::{on_resilience_error, unclassified, CircuitBreakerSpec, Permit};
+use crate::circuit_breaker::{unclassified, CircuitBreakerSpec, Permit};
 use crate::concurrency::{ConcurrencyLimitSpec, Enter, LimitCall};
 use crate::error::Error;
 use crate::outcome::Fail;
@@ -58,6 +58,7 @@ use crate::rate_limiter::{RateCall, RateLimiterSpec};
 use crate::registry::{Key, Spec};
 use crate::retry::{Exhaustion, RetryCall, RetrySpec, Step};
 use crate::spec::{Classify, Verdict};
+use crate::telemetry::Outcome;
 use crate::timeout::{TimeoutCall, TimeoutSpec};
 
 /// reqwest-middleware's error.
@@ -205,7 +206,7 @@ where
         }
         loop {
             let Some(attempt) = req.try_clone() else {
-                call.refuse();
+                call.ended_now(Outcome::Rejected);
                 return Err(MwError::middleware(NotRetryable { spec: S::NAME }));
             };
             let out = next.clone().run(attempt, extensions).await;
@@ -238,12 +239,12 @@ where
         // Dropped with the request if it is cancelled: counted as neither.
         let permit = Permit::from_parts(breaker, parts);
         let out = next.run(req, extensions).await;
-        let verdict = match out.as_ref().err().and_then(LayerError::resilience) {
-            Some(inside) => on_resilience_error(inside),
-            // A retry inside refused a request it could not send again:
-            // the dependency was never asked.
-            None if refused_unsent(&out) => Verdict::Ignore,
-            None => <S::Classifier as Classify<Response, MwError>>::classify(&out),
+        // A retry inside that refused a request it could not send again
+        // never asked the dependency.
+        let verdict = if refused_unsent(&out) {
+            Verdict::Ignore
+        } else {
+            super::breaker::verdict::<S, Response, MwError>(&out)
         };
         permit.judged(verdict, parts);
         out

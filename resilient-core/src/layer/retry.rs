@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::outcome::Fail;
 use crate::retry::{Exhaustion, Judge, RetryCall, RetrySpec, Step};
 use crate::spec::{Classify, Verdict};
+use crate::telemetry::Outcome;
 
 spec_layer! {
     /// A retry spec as a tower layer: a response the spec calls a failure
@@ -220,7 +221,7 @@ where
                         if let Some(max) = this.token.take() {
                             this.call.give_back(max);
                         }
-                        this.call.ended_unretried();
+                        this.call.ended_now(Outcome::Failure);
                         return Poll::Ready(Err(e));
                     }
                 },

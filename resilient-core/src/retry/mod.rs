@@ -657,13 +657,13 @@ where
             .ended(outcome, timed.take().map(|at| at.elapsed()));
     }
 
-    /// The call ends with a failure that no attempt made and that is not
-    /// retried (a tower service whose `poll_ready` failed: it must not be
-    /// called again).
+    /// The call ends now, `outcome`, without a retry: a tower service
+    /// whose `poll_ready` failed (a failure; it must not be called again),
+    /// or a request a retry middleware could not send again (rejected).
     #[cfg(feature = "tower")]
-    pub(crate) fn ended_unretried(&mut self) {
+    pub(crate) fn ended_now(&mut self, outcome: Outcome) {
         if let Some(retry) = self.retry.as_deref() {
-            Self::ended(&mut self.timed, retry, Outcome::Failure);
+            Self::ended(&mut self.timed, retry, outcome);
         }
     }
 
@@ -678,15 +678,6 @@ where
             return false;
         }
         self.config.get(&retry.config).settings.attempts > 0
-    }
-
-    /// The call is refused before any attempt (a request a retry could not
-    /// send again): counted as rejected.
-    #[cfg(feature = "reqwest-middleware")]
-    pub(crate) fn refuse(&mut self) {
-        if let Some(retry) = self.retry.as_deref() {
-            Self::ended(&mut self.timed, retry, Outcome::Rejected);
-        }
     }
 
     /// An attempt that ended with no value and no failure (a stream that
