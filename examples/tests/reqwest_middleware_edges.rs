@@ -24,6 +24,12 @@ struct UpRetry;
 #[spec("mw_edges.breaker", classify = http)]
 struct UpBreaker;
 
+/// The metrics test's own retry: the recorder is the process's, and the
+/// other tests' refusals through `UpRetry` run beside it.
+#[derive(RetrySpec)]
+#[spec("mw_edges.metered_retry", classify = http)]
+struct MeteredRetry;
+
 fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
@@ -41,25 +47,28 @@ fn prometheus() -> &'static PrometheusHandle {
     })
 }
 
-/// A retry (enabled or not, metered) and a breaker that opens on its
+/// A retry's settings (enabled or not, metered).
+fn retry(enabled: bool) -> Value {
+    table([
+        ("enabled", Value::Bool(enabled)),
+        ("attempts", Value::Int(3)),
+        ("delay", s("10ms")),
+        (
+            "telemetry",
+            table([("metrics", table([("enabled", Value::Bool(true))]))]),
+        ),
+    ])
+}
+
+/// Two retries (the first enabled or not) and a breaker that opens on its
 /// first failure.
 fn registry(retry_enabled: bool) -> Registry {
     let _ = prometheus();
     let root = table([(
         "mw_edges",
         table([
-            (
-                "retry",
-                table([
-                    ("enabled", Value::Bool(retry_enabled)),
-                    ("attempts", Value::Int(3)),
-                    ("delay", s("10ms")),
-                    (
-                        "telemetry",
-                        table([("metrics", table([("enabled", Value::Bool(true))]))]),
-                    ),
-                ]),
-            ),
+            ("retry", retry(retry_enabled)),
+            ("metered_retry", retry(true)),
             (
                 "breaker",
                 table([
@@ -75,6 +84,7 @@ fn registry(retry_enabled: bool) -> Registry {
     Registry::builder()
         .spec::<UpRetry>()
         .spec::<UpBreaker>()
+        .spec::<MeteredRetry>()
         .build(&root)
         .map_err(|p| format!("{p:?}"))
         .expect("settings")
@@ -150,7 +160,7 @@ async fn a_not_retryable_refusal_is_not_counted_as_cancelled() {
     let _registry = r.set_default();
     let server = Server::start(|_| (200, "ok".to_owned())).await.unwrap();
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-        .with(UpRetry::middleware())
+        .with(MeteredRetry::middleware())
         .build();
     let e = client
         .post(format!("http://{}/upload", server.addr()))
@@ -165,7 +175,7 @@ async fn a_not_retryable_refusal_is_not_counted_as_cancelled() {
             .lines()
             .filter(|l| {
                 l.starts_with("resilient_calls_total")
-                    && l.contains("spec=\"UpRetry\"")
+                    && l.contains("spec=\"MeteredRetry\"")
                     && l.contains(&format!("outcome=\"{outcome}\""))
             })
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
