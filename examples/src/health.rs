@@ -3,10 +3,13 @@
 //! `/metrics`, the Prometheus text of the specs whose
 //! `telemetry.metrics.enabled` is set, when a Prometheus recorder is given.
 
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use resilient_core::Registry;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
 
 /// The body of `GET /health`.
 ///
@@ -17,48 +20,37 @@ pub fn body(registry: &Registry) -> serde_json::Result<String> {
     serde_json::to_string_pretty(&registry.snapshot())
 }
 
-/// Answers `GET /health` on `listener` with `registry`'s snapshot, `GET
-/// /metrics` with `metrics`' Prometheus text (404 without a recorder), and
-/// any other path with 404, one request per connection, until the task is
-/// dropped.
-pub async fn serve(listener: TcpListener, registry: Registry, metrics: Option<PrometheusHandle>) {
-    while let Ok((stream, _)) = listener.accept().await {
-        let (registry, metrics) = (registry.clone(), metrics.clone());
-        tokio::spawn(async move {
-            let _ = answer(stream, &registry, metrics.as_ref()).await;
-        });
+/// What the two endpoints read.
+#[derive(Clone)]
+struct Sources {
+    registry: Registry,
+    metrics: Option<PrometheusHandle>,
+}
+
+/// The routes `GET /health`, answered with `registry`'s snapshot, and `GET
+/// /metrics`, answered with `metrics`' Prometheus text (404 without a
+/// recorder), to merge into an application's router.
+pub fn routes<S>(registry: Registry, metrics: Option<PrometheusHandle>) -> Router<S> {
+    Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(prometheus))
+        .with_state(Sources { registry, metrics })
+}
+
+async fn health(State(sources): State<Sources>) -> Response {
+    match body(&sources.registry) {
+        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
 
-async fn answer(
-    stream: TcpStream,
-    registry: &Registry,
-    metrics: Option<&PrometheusHandle>,
-) -> std::io::Result<()> {
-    let mut stream = BufReader::new(stream);
-    let mut request_line = String::new();
-    stream.read_line(&mut request_line).await?;
-    // Drain the headers.
-    let mut line = String::new();
-    while stream.read_line(&mut line).await? > 2 {
-        line.clear();
+async fn prometheus(State(sources): State<Sources>) -> Response {
+    match &sources.metrics {
+        Some(handle) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            handle.render(),
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
     }
-    let path = request_line.split_whitespace().nth(1).unwrap_or("");
-    let json = "application/json";
-    let (status, kind, content) = match path {
-        "/health" => match body(registry) {
-            Ok(body) => ("200 OK", json, body),
-            Err(e) => ("500 Internal Server Error", json, e.to_string()),
-        },
-        "/metrics" => match metrics {
-            Some(handle) => ("200 OK", "text/plain; version=0.0.4", handle.render()),
-            None => ("404 Not Found", json, String::new()),
-        },
-        _ => ("404 Not Found", json, String::new()),
-    };
-    let reply = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{content}",
-        content.len()
-    );
-    stream.get_mut().write_all(reply.as_bytes()).await
 }

@@ -1,22 +1,27 @@
-//! A loopback HTTP server that answers from a script, and a one-shot client.
+//! A loopback HTTP server that answers from a script (an axum router), and
+//! one-shot requests to it through reqwest.
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::IntoResponse;
+use axum::Router;
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// A server on `127.0.0.1` that counts requests and answers each with the
-/// status its script gives for that request's number.
+/// status its script gives for that request's number, whatever its path.
 #[derive(Debug)]
 pub struct Server {
     addr: SocketAddr,
     hits: Arc<AtomicU32>,
     times: Arc<Mutex<Vec<Instant>>>,
-    task: JoinHandle<()>,
+    task: JoinHandle<std::io::Result<()>>,
 }
 
 /// What the server answers to one request.
@@ -47,6 +52,41 @@ impl Reply {
     }
 }
 
+impl IntoResponse for Reply {
+    fn into_response(self) -> axum::response::Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, self.body).into_response();
+        for (name, value) in &self.headers {
+            // A script's header that is no valid header is left out.
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                response.headers_mut().append(name, value);
+            }
+        }
+        response
+    }
+}
+
+/// The script and the counters a [`Server`]'s handler shares.
+#[derive(Clone)]
+struct Scripted {
+    script: Arc<dyn Fn(u32) -> Reply + Send + Sync>,
+    hits: Arc<AtomicU32>,
+    times: Arc<Mutex<Vec<Instant>>>,
+}
+
+async fn answer(State(scripted): State<Scripted>) -> Reply {
+    scripted
+        .times
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Instant::now());
+    let n = scripted.hits.fetch_add(1, Ordering::SeqCst) + 1;
+    (scripted.script)(n)
+}
+
 impl Server {
     /// Starts a server; `script(n)` is the status and body of request `n`
     /// (counted from 1).
@@ -69,22 +109,14 @@ impl Server {
     {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let hits = Arc::new(AtomicU32::new(0));
-        let times = Arc::new(Mutex::new(Vec::new()));
-        let script = Arc::new(script);
-        let (counter, log) = (Arc::clone(&hits), Arc::clone(&times));
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                log.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(Instant::now());
-                let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
-                let reply = script(n);
-                tokio::spawn(async move {
-                    let _ = answer(stream, &reply).await;
-                });
-            }
-        });
+        let scripted = Scripted {
+            script: Arc::new(script),
+            hits: Arc::new(AtomicU32::new(0)),
+            times: Arc::new(Mutex::new(Vec::new())),
+        };
+        let (hits, times) = (Arc::clone(&scripted.hits), Arc::clone(&scripted.times));
+        let router = Router::new().fallback(answer).with_state(scripted);
+        let task = tokio::spawn(axum::serve(listener, router).into_future());
         Ok(Self {
             addr,
             hits,
@@ -131,43 +163,6 @@ impl Drop for Server {
     }
 }
 
-async fn answer(stream: TcpStream, reply: &Reply) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream);
-    // Read the request head up to the blank line.
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).await? == 0 || line == "\r\n" || line == "\n" {
-            break;
-        }
-    }
-    let Reply {
-        status,
-        headers,
-        body,
-    } = reply;
-    let reason = match status {
-        200 => "OK",
-        404 => "Not Found",
-        408 => "Request Timeout",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        _ => "Status",
-    };
-    let mut head = format!("HTTP/1.1 {status} {reason}\r\n");
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    let response = format!(
-        "{head}content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = reader.into_inner();
-    stream.write_all(response.as_bytes()).await?;
-    stream.shutdown().await
-}
-
 /// A response: its status and body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
@@ -181,22 +176,11 @@ pub struct Response {
 ///
 /// Like most HTTP clients, it returns `Ok` for every status, 5xx included:
 /// only a transport failure is an `Err`.
-pub async fn get(addr: SocketAddr, path: &str) -> std::io::Result<Response> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let request = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).await?;
-    let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed response");
-    let (head, body) = raw.split_once("\r\n\r\n").ok_or_else(invalid)?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(invalid)?;
+pub async fn get(addr: SocketAddr, path: &str) -> reqwest::Result<Response> {
+    let response = reqwest::get(format!("http://{addr}{path}")).await?;
     Ok(Response {
-        status,
-        body: body.to_owned(),
+        status: response.status().as_u16(),
+        body: response.text().await?,
     })
 }
 
@@ -208,29 +192,12 @@ pub async fn get(addr: SocketAddr, path: &str) -> std::io::Result<Response> {
 pub async fn get_response(
     addr: SocketAddr,
     path: &str,
-) -> std::io::Result<::http::Response<String>> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let request = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).await?;
-    let invalid =
-        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
-    let (head, body) = raw
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| invalid("no end of head"))?;
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| invalid("no status"))?;
-    let mut response = ::http::Response::builder().status(status);
-    for line in lines {
-        let (name, value) = line.split_once(':').ok_or_else(|| invalid("bad header"))?;
-        response = response.header(name.trim(), value.trim());
-    }
-    response
-        .body(body.to_owned())
-        .map_err(|e| invalid(&e.to_string()))
+) -> reqwest::Result<::http::Response<String>> {
+    let response = reqwest::get(format!("http://{addr}{path}")).await?;
+    let mut head = ::http::Response::new(String::new());
+    *head.status_mut() = response.status();
+    *head.headers_mut() = response.headers().clone();
+    let body = response.text().await?;
+    *head.body_mut() = body;
+    Ok(head)
 }

@@ -1,28 +1,46 @@
-//! A pet store client whose lookups go through a circuit breaker and are
-//! retried, with a 5xx response counted as a failure although the HTTP client
-//! returns it as `Ok`; one lookup also has a per-attempt timeout and a
-//! fallback.
+//! The pet store: an axum service whose `GET /pets/{id}` looks the pet up at
+//! an upstream store through a reqwest client with resilience attributes,
+//! under a concurrency limit that is a route layer, beside `/health` and
+//! `/metrics`.
+//!
+//! - [`PetClient::lookup`]: one request to the upstream, through a circuit
+//!   breaker (outermost: one outcome per lookup) and a retry, each attempt
+//!   bounded by a timeout. Both count a 5xx response as a failure although
+//!   reqwest returns it as `Ok` (`classify = http`), and the retry waits what
+//!   a `Retry-After` header asks for instead of its own delay.
+//! - [`PetClient::find`]: the lookup decoded, with a fallback to the last
+//!   answer the upstream gave for that pet when the resilience layers gave
+//!   up.
+//! - [`app`]: the routes; a request that [`PetsLimit`] refuses is answered
+//!   503 by [`RespondLayer`], and a lookup the layers gave up on 502.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
+use resilient_core::layer::{Layered, RespondLayer};
 use resilient_core::{
-    circuit_breakable, fallback, retryable, timeout, CircuitBreakerSpec, Classifier, Classify,
-    Registry, RetrySpec, TimeoutSpec, Verdict,
+    circuit_breakable, fallback, retryable, timeout, CircuitBreakerSpec, ConcurrencyLimitSpec,
+    Registry, RetrySpec, TimeoutSpec,
 };
+use serde::{Deserialize, Serialize};
 
-use crate::http::{self, Response};
-
-/// Retry settings for pet lookups, at `resilient.retry.pet`; outcomes are
-/// classified by [`PetOutcomes`].
+/// Retry settings for pet lookups, at `resilient.retry.pet`: a 5xx, 408 or
+/// 429 response is a failure, and its `Retry-After` the wait.
 #[derive(RetrySpec)]
-#[spec("resilient.retry.pet", classify = PetOutcomes)]
+#[spec("resilient.retry.pet", classify = http)]
 pub struct PetRetry;
 
-/// Circuit breaker settings for the pet store, at
-/// `resilient.circuitbreaker.pet`; it classifies outcomes as [`PetRetry`]
-/// does, by naming the same classifier.
+/// Circuit breaker settings for the upstream store, at
+/// `resilient.circuitbreaker.pet`, classified as [`PetRetry`] is.
 #[derive(CircuitBreakerSpec)]
-#[spec("resilient.circuitbreaker.pet", classify = PetOutcomes)]
+#[spec("resilient.circuitbreaker.pet", classify = http)]
 pub struct PetBreaker;
 
 /// A time limit for each attempt of a lookup, at `resilient.timeout.pet`.
@@ -30,8 +48,15 @@ pub struct PetBreaker;
 #[spec("resilient.timeout.pet")]
 pub struct PetTimeout;
 
-/// A registry of the three pet specs, from `toml` holding their sections:
-/// what a test builds and runs its calls in, instead of installing one.
+/// How many `/pets/{id}` requests the service serves at once, at
+/// `resilient.concurrency.pets`: a route layer.
+#[derive(ConcurrencyLimitSpec)]
+#[spec("resilient.concurrency.pets")]
+pub struct PetsLimit;
+
+/// A registry of the four pet store specs, from `toml` holding their
+/// sections: what a test builds and runs its calls in, instead of installing
+/// one.
 ///
 /// # Errors
 ///
@@ -44,80 +69,144 @@ pub fn registry(toml: &str) -> Result<Registry, Box<dyn std::error::Error>> {
         Registry::builder()
             .spec::<PetRetry>()
             .spec::<PetBreaker>()
-            .spec::<PetTimeout>(),
+            .spec::<PetTimeout>()
+            .spec::<PetsLimit>(),
         &settings,
     )?)
 }
 
-/// What counts as a failed lookup, for the retry and the breaker alike.
-#[derive(Debug)]
-pub struct PetOutcomes;
-
-impl Classifier for PetOutcomes {}
-
-impl Classify<Response, PetError> for PetOutcomes {
-    fn classify(outcome: &Result<Response, PetError>) -> Verdict {
-        match outcome {
-            // A 5xx arrives as a value: still a failure worth retrying.
-            Ok(response) if response.status >= 500 => Verdict::Failure,
-            Ok(_) => Verdict::Success,
-            // The connection failed: retrying may help.
-            Err(PetError::Io(_)) => Verdict::Failure,
-            // Retry gave up at a lower level, or the spec has no settings:
-            // another attempt cannot help.
-            Err(PetError::Resilience(_)) => Verdict::Ignore,
-        }
-    }
+/// A pet, as the store and this service write it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pet {
+    /// Its id.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// Why the answer came from the cache, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale: Option<String>,
 }
 
 /// Why a lookup failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PetError {
-    /// The store could not be reached.
+    /// The store could not be reached, or its answer not read.
     #[error("pet store unreachable: {0}")]
-    Io(#[from] std::io::Error),
-    /// Retry gave up, or has no settings.
+    Unreachable(#[from] reqwest::Error),
+    /// The store answered with a status that is no pet (a 404).
+    #[error("pet store answered {0}")]
+    Status(u16),
+    /// The store's answer is no pet.
+    #[error("pet store sent no pet: {0}")]
+    Decode(#[from] serde_json::Error),
+    /// A resilience layer refused the lookup or gave up.
     #[error(transparent)]
     Resilience(#[from] resilient_core::Error),
 }
 
-/// A client of the pet store at one address.
+impl PetError {
+    /// Whether a resilience layer refused the lookup or gave up on it: what
+    /// the cache answers for.
+    pub fn gave_up(&self) -> bool {
+        matches!(self, Self::Resilience(_))
+    }
+}
+
+impl IntoResponse for PetError {
+    fn into_response(self) -> Response {
+        match self {
+            // 429, 502, 503, 504, with `Retry-After` when it is known.
+            Self::Resilience(e) => e.into_response(),
+            Self::Status(404) => StatusCode::NOT_FOUND.into_response(),
+            other => (StatusCode::BAD_GATEWAY, other.to_string()).into_response(),
+        }
+    }
+}
+
+/// A client of the upstream pet store at one address.
 #[derive(Debug, Clone)]
 pub struct PetClient {
-    addr: SocketAddr,
+    http: reqwest::Client,
+    base: String,
+    /// The last pet the store sent for each id, for the fallback.
+    cache: Arc<Mutex<HashMap<u64, Pet>>>,
 }
 
 impl PetClient {
     /// A client of the store at `addr`.
     pub fn new(addr: SocketAddr) -> Self {
-        Self { addr }
+        Self {
+            http: reqwest::Client::new(),
+            base: format!("http://{addr}"),
+            cache: Arc::default(),
+        }
     }
 
-    /// Looks up pet `id`: through [`PetBreaker`] (outermost: one outcome per
-    /// lookup), retried under [`PetRetry`].
-    #[circuit_breakable(PetBreaker)]
-    #[retryable(PetRetry)]
-    pub async fn find(&self, id: u64) -> Result<Response, PetError> {
-        Ok(http::get(self.addr, &format!("/pets/{id}")).await?)
-    }
-
-    /// Looks up pet `id` with every layer: a fallback answers from the cache
-    /// when the breaker, the retries and the per-attempt timeout could not get
-    /// an answer (Kora's canonical order).
-    #[fallback(method = "cached(id)")]
+    /// Sends `GET /pets/{id}` to the store: through [`PetBreaker`], retried
+    /// under [`PetRetry`], each attempt within [`PetTimeout`] (Kora's
+    /// order). A 5xx answer after the retries is the retry's
+    /// `RetryExhausted`, which keeps the last response.
     #[circuit_breakable(PetBreaker)]
     #[retryable(PetRetry)]
     #[timeout(PetTimeout)]
-    pub async fn find_or_cached(&self, id: u64) -> Result<Response, PetError> {
-        let response = http::get(self.addr, &format!("/pets/{id}")).await?;
-        Ok(response)
+    pub async fn lookup(&self, id: u64) -> Result<reqwest::Response, PetError> {
+        Ok(self
+            .http
+            .get(format!("{}/pets/{id}", self.base))
+            .send()
+            .await?)
     }
 
-    /// The fallback: what a cache would answer, and why it was asked.
-    async fn cached(&self, id: u64, error: PetError) -> Result<Response, PetError> {
-        Ok(Response {
-            status: 200,
-            body: format!("{{\"id\": {id}, \"name\": \"(cached)\"}} after: {error}"),
-        })
+    /// Pet `id`: the [`lookup`](Self::lookup) read as a pet, or, when the
+    /// resilience layers refused it or gave up, the last pet the store sent
+    /// for that id, marked stale. Any other failure (a 404, an answer that is
+    /// no pet) is the caller's.
+    #[fallback(method = "cached(id)", when = PetError::gave_up)]
+    pub async fn find(&self, id: u64) -> Result<Pet, PetError> {
+        let response = self.lookup(id).await?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(PetError::Status(status.as_u16()));
+        }
+        let pet: Pet = serde_json::from_slice(&response.bytes().await?)?;
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, pet.clone());
+        Ok(pet)
     }
+
+    /// The fallback: the cached pet, or the error when there is none.
+    async fn cached(&self, id: u64, error: PetError) -> Result<Pet, PetError> {
+        let cached = self
+            .cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned();
+        match cached {
+            Some(pet) => Ok(Pet {
+                stale: Some(error.to_string()),
+                ..pet
+            }),
+            None => Err(error),
+        }
+    }
+}
+
+/// The service's routes: `GET /pets/{id}` under [`PetsLimit`], and
+/// `/health` and `/metrics` (see [`health`](crate::health)) from `registry`
+/// and `metrics`.
+pub fn app(client: PetClient, registry: Registry, metrics: Option<PrometheusHandle>) -> Router {
+    Router::new()
+        .route(
+            "/pets/{id}",
+            get(pet).route_layer(RespondLayer::new(PetsLimit::layer())),
+        )
+        .with_state(client)
+        .merge(crate::health::routes(registry, metrics))
+}
+
+async fn pet(State(client): State<PetClient>, Path(id): Path<u64>) -> Result<Json<Pet>, PetError> {
+    Ok(Json(client.find(id).await?))
 }

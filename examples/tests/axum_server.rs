@@ -1,10 +1,7 @@
 //! A real axum server on a runtime of two workers, whose handlers call an
 //! annotated client: with the test's registry made the default of every
 //! thread the runtime starts (`Registry::set_default_on`), every request
-//! uses the test's settings, counted at the upstream server. Run with
-//! `--features axum` (`.ci/run` does).
-
-#![cfg(feature = "axum")]
+//! uses the test's settings, counted at the upstream server.
 
 use std::collections::BTreeSet;
 use std::future::IntoFuture;
@@ -29,7 +26,9 @@ wait_duration_in_open_state = \"1m\"
 permitted_calls_in_half_open_state = 1
 count_based = { window_size = 100 }
 [resilient.timeout.pet]
-duration = \"2s\"";
+duration = \"2s\"
+[resilient.concurrency.pets]
+limit = 8";
 
 #[derive(Clone)]
 struct App {
@@ -43,10 +42,10 @@ async fn pet(State(app): State<App>, Path(id): Path<u64>) -> (StatusCode, String
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(format!("{:?}", std::thread::current().id()));
-    match app.client.find(id).await {
+    match app.client.lookup(id).await {
         Ok(response) => (
-            StatusCode::from_u16(response.status).unwrap_or(StatusCode::BAD_GATEWAY),
-            response.body,
+            StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY),
+            response.text().await.unwrap_or_else(|e| e.to_string()),
         ),
         Err(PetError::Resilience(
             e @ Error::NotConfigured {

@@ -1,5 +1,7 @@
 //! The example's `/health` endpoint serves the registry's snapshot as JSON.
 
+use std::future::IntoFuture;
+
 use examples::http::{get, Server};
 use examples::petstore::PetClient;
 use resilient_core::Registry;
@@ -15,7 +17,9 @@ wait_duration_in_open_state = \"1m\"
 permitted_calls_in_half_open_state = 1
 count_based = { window_size = 1 }
 [resilient.timeout.pet]
-duration = \"2s\"";
+duration = \"2s\"
+[resilient.concurrency.pets]
+limit = 8";
     examples::petstore::registry(toml)
 }
 
@@ -25,7 +29,9 @@ async fn health_lists_every_spec_and_shows_an_open_breaker(
     let registry = registry()?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let endpoint = tokio::spawn(examples::health::serve(listener, registry.clone(), None));
+    let endpoint = tokio::spawn(
+        axum::serve(listener, examples::health::routes(registry.clone(), None)).into_future(),
+    );
 
     let before: serde_json::Value = serde_json::from_str(&get(addr, "/health").await?.body)?;
     let specs = before["specs"].as_array().ok_or("a list of specs")?;
@@ -34,6 +40,7 @@ async fn health_lists_every_spec_and_shows_an_open_breaker(
         paths,
         [
             "resilient.circuitbreaker.pet",
+            "resilient.concurrency.pets",
             "resilient.retry.pet",
             "resilient.timeout.pet"
         ]
@@ -42,13 +49,14 @@ async fn health_lists_every_spec_and_shows_an_open_breaker(
     assert_eq!(specs[0]["status"]["state"], "closed");
     // The settings running, as the config writes them.
     assert_eq!(specs[0]["settings"]["wait_duration_in_open_state"], "1m");
-    assert_eq!(specs[1]["settings"]["delay"], "1ms");
-    assert_eq!(specs[2]["settings"]["duration"], "2s");
+    assert_eq!(specs[1]["status"]["permits_limit"], 8);
+    assert_eq!(specs[2]["settings"]["delay"], "1ms");
+    assert_eq!(specs[3]["settings"]["duration"], "2s");
 
     // A store that always fails: the retry gives up, the breaker opens.
     let server = Server::start(|_| (503, "down".to_owned())).await?;
     let client = PetClient::new(server.addr());
-    assert!(registry.scope(client.find(7)).await.is_err());
+    assert!(registry.scope(client.lookup(7)).await.is_err());
     assert_eq!(server.hits(), 2);
 
     let after: serde_json::Value = serde_json::from_str(&get(addr, "/health").await?.body)?;

@@ -25,6 +25,8 @@ struct StoreRate;
 #[derive(Debug, thiserror::Error)]
 enum StoreError {
     #[error("store unreachable: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("store unreachable: {0}")]
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Resilience(#[from] Error),
@@ -203,7 +205,6 @@ async fn exhaustion_keeps_the_last_failed_response_with_its_body() -> TestResult
 
 /// The same rules through `reqwest::Response` of the reqwest crate
 /// `$reqwest`, expanded in a module of its own for each reqwest version.
-#[cfg(any(feature = "reqwest", feature = "reqwest-0-12"))]
 macro_rules! through_reqwest {
     ($reqwest:ident) => {
         use super::*;
@@ -266,8 +267,7 @@ macro_rules! through_reqwest {
     };
 }
 
-/// reqwest 0.13 (`--features reqwest`).
-#[cfg(feature = "reqwest")]
+/// reqwest 0.13, which the examples use.
 mod with_reqwest {
     through_reqwest!(reqwest);
 }

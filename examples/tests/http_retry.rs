@@ -15,9 +15,12 @@ wait_duration_in_open_state = \"1m\"
 permitted_calls_in_half_open_state = 1
 count_based = { window_size = 4 }";
 
+/// The route limit's section, which the example's registry needs.
+const LIMIT: &str = "[resilient.concurrency.pets]\nlimit = 8";
+
 fn registry(retry: &str) -> Result<Registry, Box<dyn std::error::Error>> {
     examples::petstore::registry(&format!(
-        "[resilient.retry.pet]\n{retry}\n{BREAKER}\n[resilient.timeout.pet]\nduration = \"2s\""
+        "[resilient.retry.pet]\n{retry}\n{BREAKER}\n[resilient.timeout.pet]\nduration = \"2s\"\n{LIMIT}"
     ))
 }
 
@@ -28,7 +31,7 @@ async fn server_always_answering_500_gets_one_plus_attempts_requests(
     let server = Server::start(|_| (500, "down".to_owned())).await?;
     let client = PetClient::new(server.addr());
 
-    let out = registry.scope(client.find(1)).await;
+    let out = registry.scope(client.lookup(1)).await;
 
     assert_eq!(server.hits(), 1 + 3);
     match out {
@@ -46,10 +49,11 @@ async fn server_failing_twice_then_answering_gets_three_requests(
     let server = Server::failing_first(2, "rex").await?;
     let client = PetClient::new(server.addr());
 
-    let pet = registry.scope(client.find(7)).await?;
+    let response = registry.scope(client.lookup(7)).await?;
 
     assert_eq!(server.hits(), 3);
-    assert_eq!((pet.status, pet.body.as_str()), (200, "rex"));
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await?, "rex");
     Ok(())
 }
 
@@ -60,10 +64,10 @@ async fn zero_attempts_send_exactly_one_request_and_return_the_503_as_is(
     let server = Server::failing_first(10, "rex").await?;
     let client = PetClient::new(server.addr());
 
-    let response = registry.scope(client.find(7)).await?;
+    let response = registry.scope(client.lookup(7)).await?;
 
     assert_eq!(server.hits(), 1);
-    assert_eq!(response.status, 503);
+    assert_eq!(response.status(), 503);
     Ok(())
 }
 
@@ -76,7 +80,7 @@ async fn unreachable_server_is_retried_as_a_transport_failure(
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.local_addr()?
     };
-    let out = registry.scope(PetClient::new(addr).find(1)).await;
+    let out = registry.scope(PetClient::new(addr).lookup(1)).await;
     match out {
         Err(PetError::Resilience(Error::RetryExhausted(e))) => {
             assert_eq!(e.calls, 3);
@@ -95,7 +99,7 @@ async fn an_open_breaker_stops_the_requests_a_failing_server_receives(
     let client = PetClient::new(server.addr());
 
     for lookup in 1..=10 {
-        let out = registry.scope(client.find(lookup)).await;
+        let out = registry.scope(client.lookup(lookup)).await;
         if lookup <= 4 {
             assert!(
                 matches!(
@@ -126,16 +130,47 @@ async fn an_open_breaker_stops_the_requests_a_failing_server_receives(
 }
 
 #[tokio::test]
-async fn a_store_that_is_down_is_answered_by_the_fallback_after_the_retries(
+async fn a_store_that_went_down_is_answered_from_the_cache_after_the_retries(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let registry = registry("delay = \"1ms\"\nattempts = 2")?;
-    let server = Server::start(|_| (503, "down".to_owned())).await?;
+    let server = Server::start(|n| match n {
+        1 => (200, r#"{"id": 8, "name": "Rex"}"#.to_owned()),
+        _ => (503, "down".to_owned()),
+    })
+    .await?;
     let client = PetClient::new(server.addr());
 
-    let pet = registry.scope(client.find_or_cached(8)).await?;
+    let fresh = registry.scope(client.find(8)).await?;
+    assert_eq!((fresh.name.as_str(), fresh.stale), ("Rex", None));
+    assert_eq!(server.hits(), 1);
+    let cached = registry.scope(client.find(8)).await?;
 
-    assert_eq!(server.hits(), 1 + 2, "every attempt reached the server");
-    assert!(pet.body.contains("(cached)"), "{}", pet.body);
-    assert!(pet.body.contains("gave up after 3 calls"), "{}", pet.body);
+    assert_eq!(server.hits(), 1 + 3, "every attempt reached the server");
+    assert_eq!(cached.name, "Rex");
+    let why = cached.stale.ok_or("a cached pet says why")?;
+    assert!(why.contains("gave up after 3 calls"), "{why}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pet_never_seen_is_the_retrys_error_and_a_404_is_not_retried(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let registry = registry("delay = \"1ms\"\nattempts = 2")?;
+    let server = Server::start(|n| match n {
+        1 => (404, "no such pet".to_owned()),
+        _ => (503, "down".to_owned()),
+    })
+    .await?;
+    let client = PetClient::new(server.addr());
+
+    let missing = registry.scope(client.find(9)).await;
+    assert!(matches!(missing, Err(PetError::Status(404))), "{missing:?}");
+    assert_eq!(server.hits(), 1, "a 404 is an answer: not retried");
+    let unknown = registry.scope(client.find(9)).await;
+    assert!(
+        matches!(unknown, Err(PetError::Resilience(Error::RetryExhausted(ref e))) if e.calls == 3),
+        "nothing cached for pet 9: {unknown:?}"
+    );
+    assert_eq!(server.hits(), 1 + 3);
     Ok(())
 }

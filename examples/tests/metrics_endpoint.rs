@@ -2,6 +2,8 @@
 //! `telemetry.metrics.enabled` records, through a Prometheus recorder. One
 //! test in this binary: the recorder is the process's.
 
+use std::future::IntoFuture;
+
 use examples::http::{get, Server};
 use examples::petstore::PetClient;
 use metrics_exporter_prometheus::PrometheusBuilder;
@@ -23,20 +25,24 @@ wait_duration_in_open_state = \"1m\"
 permitted_calls_in_half_open_state = 1
 count_based = { window_size = 10 }
 [resilient.timeout.pet]
-duration = \"2s\"";
+duration = \"2s\"
+[resilient.concurrency.pets]
+limit = 8";
     let registry = examples::petstore::registry(toml)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let endpoint = tokio::spawn(examples::health::serve(
-        listener,
-        registry.clone(),
-        Some(prometheus),
-    ));
+    let endpoint = tokio::spawn(
+        axum::serve(
+            listener,
+            examples::health::routes(registry.clone(), Some(prometheus)),
+        )
+        .into_future(),
+    );
 
     // Two 503s, then a 200: three requests, two retries, one success.
     let server = Server::failing_first(2, "{\"id\": 7}").await?;
     let client = PetClient::new(server.addr());
-    registry.scope(client.find(7)).await?;
+    registry.scope(client.lookup(7)).await?;
     assert_eq!(server.hits(), 3);
 
     let page = get(addr, "/metrics").await?;

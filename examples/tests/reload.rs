@@ -21,7 +21,9 @@ wait_duration_in_open_state = \"1m\"
 permitted_calls_in_half_open_state = 1
 count_based = {{ window_size = 10 }}
 [resilient.timeout.pet]
-duration = \"{timeout}\""
+duration = \"{timeout}\"
+[resilient.concurrency.pets]
+limit = 8"
     )
 }
 

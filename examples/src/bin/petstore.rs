@@ -1,14 +1,19 @@
-//! Looks up a pet from a loopback store that fails twice, then answers; then
-//! from one that is down, where a fallback answers instead; then edits its
-//! configuration file, which it watches and reloads; then serves its
+//! The pet store service on a loopback port: an axum server whose
+//! `/pets/{id}` looks pets up at an upstream store through reqwest, with a
+//! retry that follows `Retry-After`, a breaker, a timeout and a fallback,
+//! under a concurrency limit that is a route layer. As its own client, it
+//! asks for a pet while the upstream fails twice, then answers; asks again
+//! while the upstream fails, and gets the cached pet; edits its
+//! configuration file, which it watches and reloads; then reads its
 //! `/health` and `/metrics`.
 //!
 //! Run with `cargo run -p examples --bin petstore`.
 
+use std::future::IntoFuture;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use examples::http::Server;
+use examples::http::{Reply, Server};
 use examples::petstore::{PetBreaker, PetClient};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use resilient_core::{CircuitBreakerSpec, Registry};
@@ -47,27 +52,49 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut watch = examples::reload::watch(file.0.clone(), Duration::from_millis(20), move || {
         load(&path)
     });
-    // `/health`: every spec's state, from the installed registry; `/metrics`.
-    let health = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let health_addr = health.local_addr()?;
     let registry = Registry::installed().ok_or("the registry was just installed")?;
-    tokio::spawn(examples::health::serve(
-        health,
+
+    // The upstream store: two 503s (the second asks for a second's wait),
+    // then pet 7, then 503 from there on.
+    let upstream = Server::replying(|n| match n {
+        1 => Reply::new(503, "busy"),
+        2 => Reply::new(503, "busy").header("retry-after", "1"),
+        3 => Reply::new(200, r#"{"id": 7, "name": "Rex"}"#),
+        _ => Reply::new(503, "down"),
+    })
+    .await?;
+    // The service, on a port of its own.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let service = format!("http://{}", listener.local_addr()?);
+    let app = examples::petstore::app(
+        PetClient::new(upstream.addr()),
         registry.clone(),
         Some(prometheus),
-    ));
+    );
+    tokio::spawn(axum::serve(listener, app).into_future());
 
-    let server = Server::failing_first(2, "{\"id\": 7, \"name\": \"Rex\"}").await?;
-    let client = PetClient::new(server.addr());
-    let pet = client.find(7).await?;
-    println!("server hits: {}", server.hits());
-    println!("result: {} {}", pet.status, pet.body);
+    let http = reqwest::Client::new();
+    let get = |path: &str| http.get(format!("{service}{path}")).send();
+    let pet = get("/pets/7").await?;
+    println!(
+        "GET /pets/7: {} {}",
+        pet.status().as_u16(),
+        pet.text().await?
+    );
+    println!("upstream hits: {}", upstream.hits());
     println!("breaker: {}", PetBreaker::get()?.state());
-
-    let down = Server::failing_first(u32::MAX, "").await?;
-    let cached = PetClient::new(down.addr()).find_or_cached(8).await?;
-    println!("store down, hits: {}", down.hits());
-    println!("fallback: {}", cached.body);
+    let pet = get("/pets/7").await?;
+    println!(
+        "upstream down; GET /pets/7: {} {}",
+        pet.status().as_u16(),
+        pet.text().await?
+    );
+    println!("upstream hits: {}", upstream.hits());
+    let unknown = get("/pets/8").await?;
+    println!(
+        "GET /pets/8: {} (nothing cached)",
+        unknown.status().as_u16()
+    );
 
     // An edit with a mistake: refused, the running settings stay.
     std::fs::write(&file.0, original.replace("attempts = 2", "attempts = -2"))?;
@@ -87,13 +114,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     watch.task.abort();
 
-    let health = examples::http::get(health_addr, "/health").await?;
-    println!("GET /health: {}\n{}", health.status, health.body);
-    let metrics = examples::http::get(health_addr, "/metrics").await?;
-    println!("GET /metrics: {}", metrics.status);
+    let health = get("/health").await?;
+    println!(
+        "GET /health: {}\n{}",
+        health.status().as_u16(),
+        health.text().await?
+    );
+    let metrics = get("/metrics").await?;
+    println!("GET /metrics: {}", metrics.status().as_u16());
+    let metrics = metrics.text().await?;
     // The calls that happened, in a stable order.
     let mut calls: Vec<&str> = metrics
-        .body
         .lines()
         .filter(|l| l.starts_with("resilient_calls_total") && !l.ends_with(" 0"))
         .collect();

@@ -58,7 +58,7 @@ duration = "1s"
 #[derive(Debug, thiserror::Error)]
 enum CatalogError {
     #[error(transparent)]
-    Io(#[from] std::io::Error),
+    Http(#[from] reqwest::Error),
     #[error(transparent)]
     Resilience(#[from] Error),
 }
