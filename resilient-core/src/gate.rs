@@ -6,6 +6,8 @@
 use std::future::Future;
 use std::pin::Pin;
 
+#[cfg(feature = "tower")]
+use crate::chaos::{ChaosCall, Step};
 use crate::concurrency::{Enter, FullParts, Held, HeldParts, LimitCall};
 use crate::error::Error;
 use crate::outcome::Fail;
@@ -178,4 +180,33 @@ impl Gate for RateCall {
             }
         }
     }
+}
+
+/// A chaos spec's call as a [`Gate`], for its tower layer: a call it lets
+/// through runs the inner service at once or after the injected latency;
+/// one it fails answers with [`Error::Injected`]. It holds nothing while
+/// the request runs, and counts what it injected when it is delivered, as
+/// for an annotated fn (a wait dropped before its end injected nothing).
+#[cfg(feature = "tower")]
+#[doc(hidden)]
+pub struct ChaosGate(pub(crate) ChaosCall<'static>);
+
+#[cfg(feature = "tower")]
+impl Gate for ChaosGate {
+    type Parts = ();
+
+    #[inline]
+    fn enter(&self) -> Entry<()> {
+        // A layer has no `outcome = ..` to return instead of the call.
+        match self.0.try_enter(false) {
+            Step::Ready(drawn) => Entry::Ready(drawn.map(drop)),
+            Step::Wait(delay) => {
+                let call = self.0.duplicate();
+                Entry::Wait(Box::pin(async move { call.wait(delay).await.map(drop) }))
+            }
+        }
+    }
+
+    #[inline]
+    fn finish(&self, (): (), _outcome: Option<Result<(), Fail<()>>>) {}
 }

@@ -565,6 +565,15 @@ impl<'a> ChaosCall<'a> {
         Self { key, instance }
     }
 
+    /// Another call of the same spec and instance.
+    #[cfg(feature = "tower")]
+    pub(crate) fn duplicate(&self) -> Self {
+        Self {
+            key: self.key,
+            instance: self.instance.clone(),
+        }
+    }
+
     /// The call's draws; for a disabled spec, one branch and no draw.
     #[inline(always)]
     pub fn try_enter(&self, replaces: bool) -> Step {

@@ -10,9 +10,10 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::{spec_layer, Flight, LayerError};
+use crate::chaos::{ChaosCall, ChaosSpec};
 use crate::concurrency::{ConcurrencyLimitSpec, LimitCall};
 use crate::error::Error;
-use crate::gate::{Entry, Gate, LimitGate, Waiting};
+use crate::gate::{ChaosGate, Entry, Gate, LimitGate, Waiting};
 use crate::outcome::Fail;
 use crate::rate_limiter::{RateCall, RateLimiterSpec};
 use crate::registry::Key;
@@ -32,6 +33,44 @@ spec_layer! {
     /// [`Error::RateLimitExceeded`], or waits inside the response future for
     /// one reserved within `max_wait`. See [`crate::layer`].
     RateLimitLayer => RateLimitService
+}
+
+spec_layer! {
+    /// A chaos spec as a tower layer: each request draws in `call` what the
+    /// spec injects; a drawn latency is waited inside the response future
+    /// before the inner service is called, and a drawn error answers with
+    /// [`Error::Injected`] without calling it. A disabled spec lets every
+    /// request through with one branch. See [`crate::chaos`].
+    ChaosLayer => ChaosService
+}
+
+/// The response future of a [`ChaosService`].
+pub type ChaosFuture<Svc, Req> = GateFuture<ChaosGate, Svc, Req>;
+
+impl<S, Svc, Req> Service<Req> for ChaosService<S, Svc>
+where
+    S: ChaosSpec,
+    Svc: Service<Req> + Clone,
+    Svc::Error: LayerError,
+{
+    type Response = Svc::Response;
+    type Error = Svc::Error;
+    type Future = ChaosFuture<Svc, Req>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    #[inline]
+    fn call(&mut self, req: Req) -> Self::Future {
+        let key = const { &Key::of::<S>() };
+        enter(
+            ChaosGate(ChaosCall::new(key, crate::registry::lookup(key))),
+            &mut self.inner,
+            req,
+        )
+    }
 }
 
 /// The response future of a [`ConcurrencyLimitService`].
@@ -142,9 +181,9 @@ struct Waiter<P, Svc, Req> {
 }
 
 pin_project! {
-    /// The response future of a [`ConcurrencyLimitService`] or a
-    /// [`RateLimitService`]: the place or permit is held until it ends or
-    /// is dropped.
+    /// The response future of a [`ConcurrencyLimitService`], a
+    /// [`RateLimitService`] or a [`ChaosService`]: the place or permit is
+    /// held until it ends or is dropped.
     pub struct GateFuture<C, Svc, Req>
     where
         C: Gate,

@@ -1,7 +1,7 @@
 //! Specs as [tower] layers (feature `tower`).
 //!
-//! Every retry, circuit breaker, concurrency limit, rate limiter and timeout
-//! spec is also a [`tower_layer::Layer`]: [`Layered::layer`] gives it, and
+//! Every retry, circuit breaker, concurrency limit, rate limiter, timeout
+//! and chaos spec is also a [`tower_layer::Layer`]: [`Layered::layer`] gives it, and
 //! the service it makes runs each request through the spec's one shared
 //! instance, the same one its attributes and handles use. A route's layer
 //! and an annotated fn of one spec share one breaker, one budget, one
@@ -44,6 +44,11 @@
 //! | concurrency limit | takes a place in `call`, holds it until the response future ends or is dropped; a full limit rejects at once, or waits inside the response future up to `max_wait` (its `block` policy) | a service that is `Clone`: a request that waits takes the ready service with it |
 //! | rate limiter | takes a permit in `call`; one reserved within `max_wait` is waited for inside the response future | a service that is `Clone`, as above |
 //! | timeout | bounds the response future; the timer starts when it first waits | |
+//! | chaos | draws in `call` what the spec injects: a latency is waited inside the response future before the inner service is called, an error ([`Error::Injected`]) answers without calling it | a service that is `Clone`, as above |
+//!
+//! A hedging spec is not a layer: its attempts run side by side, each with
+//! a copy of the request and of the service. Use `#[hedged]` on the fn that
+//! sends the request, or tower's own `hedge` middleware.
 //!
 //! `poll_ready` is the inner service's, and no layer waits there: a place or
 //! a permit is taken in `call`, so an axum router (always ready) and a
@@ -109,8 +114,8 @@ use std::future::Future;
 
 pub use breaker::{CircuitBreakerFuture, CircuitBreakerLayer, CircuitBreakerService};
 pub use gate::{
-    ConcurrencyLimitFuture, ConcurrencyLimitLayer, ConcurrencyLimitService, GateFuture,
-    RateLimitFuture, RateLimitLayer, RateLimitService,
+    ChaosFuture, ChaosLayer, ChaosService, ConcurrencyLimitFuture, ConcurrencyLimitLayer,
+    ConcurrencyLimitService, GateFuture, RateLimitFuture, RateLimitLayer, RateLimitService,
 };
 #[cfg(feature = "http")]
 pub use respond::{BoxErrors, BoxErrorsFuture, Respond, RespondFuture, RespondLayer};
@@ -121,7 +126,7 @@ use crate::error::{BoxError, Error};
 use crate::registry::Spec;
 
 /// A spec as a tower layer: implemented for every retry, circuit breaker,
-/// concurrency limit, rate limiter and timeout spec.
+/// concurrency limit, rate limiter, timeout and chaos spec.
 ///
 /// ```
 /// use resilient_core::layer::Layered;
@@ -174,6 +179,10 @@ impl HasLayer for crate::rate_limiter::RateLimiter {
 
 impl HasLayer for crate::timeout::Timeout {
     type Layer<S: 'static> = TimeoutLayer<S>;
+}
+
+impl HasLayer for crate::chaos::Chaos {
+    type Layer<S: 'static> = ChaosLayer<S>;
 }
 
 impl HasLayer for crate::retry::Retry {
