@@ -7,7 +7,8 @@
 //!   breaker (outermost: one outcome per lookup) and a retry, each attempt
 //!   bounded by a timeout. Both count a 5xx response as a failure although
 //!   reqwest returns it as `Ok` (`classify = http`), and the retry waits what
-//!   a `Retry-After` header asks for instead of its own delay.
+//!   a `Retry-After` header asks for instead of its own delay (up to its
+//!   `max_hinted_delay`).
 //! - [`PetClient::find`]: the lookup decoded, with a fallback to the last
 //!   answer the upstream gave for that pet when the resilience layers gave
 //!   up.
@@ -106,9 +107,10 @@ pub enum PetError {
 
 impl PetError {
     /// Whether a resilience layer refused the lookup or gave up on it: what
-    /// the cache answers for.
+    /// the cache answers for. A spec without settings is no such failure:
+    /// it shows.
     pub fn gave_up(&self) -> bool {
-        matches!(self, Self::Resilience(_))
+        matches!(self, Self::Resilience(e) if !matches!(e, resilient_core::Error::NotConfigured { .. }))
     }
 }
 
@@ -142,19 +144,27 @@ impl PetClient {
         }
     }
 
-    /// Sends `GET /pets/{id}` to the store: through [`PetBreaker`], retried
-    /// under [`PetRetry`], each attempt within [`PetTimeout`] (Kora's
-    /// order). A 5xx answer after the retries is the retry's
-    /// `RetryExhausted`, which keeps the last response.
+    /// Sends `GET /pets/{id}` to the store and reads its answer whole:
+    /// through [`PetBreaker`], retried under [`PetRetry`], each attempt
+    /// (its body included) within [`PetTimeout`] (Kora's order). A 5xx
+    /// answer after the retries is the retry's `RetryExhausted`, which keeps
+    /// the last response.
     #[circuit_breakable(PetBreaker)]
     #[retryable(PetRetry)]
     #[timeout(PetTimeout)]
-    pub async fn lookup(&self, id: u64) -> Result<reqwest::Response, PetError> {
-        Ok(self
+    pub async fn lookup(&self, id: u64) -> Result<http::Response<String>, PetError> {
+        let sent = self
             .http
             .get(format!("{}/pets/{id}", self.base))
             .send()
-            .await?)
+            .await?;
+        let mut response = http::Response::new(String::new());
+        *response.status_mut() = sent.status();
+        *response.headers_mut() = sent.headers().clone();
+        // Read here, inside the timeout: a store that sends its head and
+        // then stalls is one slow attempt, retried like any other.
+        *response.body_mut() = sent.text().await?;
+        Ok(response)
     }
 
     /// Pet `id`: the [`lookup`](Self::lookup) read as a pet, or, when the
@@ -168,7 +178,7 @@ impl PetClient {
         if !status.is_success() {
             return Err(PetError::Status(status.as_u16()));
         }
-        let pet: Pet = serde_json::from_slice(&response.bytes().await?)?;
+        let pet: Pet = serde_json::from_str(response.body())?;
         self.cache
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -43,10 +43,7 @@ async fn pet(State(app): State<App>, Path(id): Path<u64>) -> (StatusCode, String
         .unwrap_or_else(PoisonError::into_inner)
         .insert(format!("{:?}", std::thread::current().id()));
     match app.client.lookup(id).await {
-        Ok(response) => (
-            StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY),
-            response.text().await.unwrap_or_else(|e| e.to_string()),
-        ),
+        Ok(response) => (response.status(), response.into_body()),
         Err(PetError::Resilience(
             e @ Error::NotConfigured {
                 reason: Unconfigured::OutsideTestRegistry,

@@ -53,7 +53,7 @@ async fn server_failing_twice_then_answering_gets_three_requests(
 
     assert_eq!(server.hits(), 3);
     assert_eq!(response.status(), 200);
-    assert_eq!(response.text().await?, "rex");
+    assert_eq!(response.body(), "rex");
     Ok(())
 }
 
@@ -172,5 +172,50 @@ async fn a_pet_never_seen_is_the_retrys_error_and_a_404_is_not_retried(
         "nothing cached for pet 9: {unknown:?}"
     );
     assert_eq!(server.hits(), 1 + 3);
+    Ok(())
+}
+
+/// A store that sends its head and then stalls: the per-attempt timeout
+/// covers the body, so each attempt ends, is retried, and the retry gives
+/// up, counted at the store.
+#[tokio::test]
+async fn a_store_that_stalls_in_its_body_is_timed_out_per_attempt(
+) -> Result<(), Box<dyn std::error::Error>> {
+    use std::future::IntoFuture;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    let registry = examples::petstore::registry(&format!(
+        "[resilient.retry.pet]\ndelay = \"1ms\"\nattempts = 1\n{BREAKER}\n[resilient.timeout.pet]\nduration = \"100ms\"\n{LIMIT}"
+    ))?;
+    let hits = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&hits);
+    let stalling = axum::Router::new().fallback(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async {
+            let never = futures_util::stream::pending::<Result<Vec<u8>, std::io::Error>>();
+            axum::body::Body::from_stream(never)
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let server = tokio::spawn(axum::serve(listener, stalling).into_future());
+
+    let out = registry.scope(PetClient::new(addr).lookup(1)).await;
+
+    match out {
+        Err(PetError::Resilience(Error::RetryExhausted(e))) => {
+            assert_eq!(e.calls, 2);
+            // The last attempt's failure, as the timeout raised it.
+            assert!(
+                matches!(e.last.downcast_ref::<Error>(), Some(Error::Timeout { .. })),
+                "{}",
+                e.last
+            );
+        }
+        other => panic!("expected two timed-out attempts, got {other:?}"),
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    server.abort();
     Ok(())
 }

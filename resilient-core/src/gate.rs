@@ -182,11 +182,13 @@ impl Gate for RateCall {
     }
 }
 
-/// A chaos spec's call as a [`Gate`], for its tower layer: a call it lets
-/// through runs the inner service at once or after the injected latency;
-/// one it fails answers with [`Error::Injected`]. It holds nothing while
-/// the request runs, and counts what it injected when it is delivered, as
-/// for an annotated fn (a wait dropped before its end injected nothing).
+/// A chaos spec's call as a [`Gate`], for its tower layer: the request
+/// draws in `call`; one it lets through runs the inner service at once or
+/// after the injected latency, one it fails answers with
+/// [`Error::Injected`]. It holds nothing while the request runs. Counted
+/// as the draw goes: a latency and an error without one when drawn (in
+/// `call`, so also for a response future dropped unpolled), an error drawn
+/// with a latency when it is delivered after it.
 #[cfg(feature = "tower")]
 #[doc(hidden)]
 pub struct ChaosGate(pub(crate) ChaosCall<'static>);

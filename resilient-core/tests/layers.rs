@@ -586,18 +586,52 @@ async fn a_chaos_layer_delays_or_fails_the_requests_it_draws_and_counts_them() {
         answered,
         "a failed request never reaches the service"
     );
+}
 
-    // A request dropped during its latency never reaches the service. Its
-    // latency counts (it was drawn, and waited for in part), as for an
-    // annotated fn; an error drawn with it would count only when delivered.
-    let hits = upstream.counts.hits();
-    let pending = pets.ready().await.unwrap().call(99);
+#[tokio::test(start_paused = true)]
+async fn a_chaos_request_dropped_in_its_latency_reaches_nothing_and_counts_no_error() {
+    let r = registry::<PetChaos>(table([
+        ("enabled", boolean(true)),
+        ("latency_rate", float(1.0)),
+        ("latency", s("300ms")),
+        ("error_rate", float(1.0)),
+    ]));
+    let _registry = r.set_default();
+    let upstream = Upstream::new();
+    let mut pets = PetChaos::layer().layer(upstream.clone());
+    let mut pending = Box::pin(pets.ready().await.unwrap().call(1));
+    assert!(
+        (&mut pending).now_or_never().is_none(),
+        "waiting its latency"
+    );
+    tokio::time::advance(Duration::from_millis(100)).await;
     drop(pending);
     tokio::time::advance(Duration::from_secs(1)).await;
-    assert_eq!(upstream.counts.hits(), hits);
-    let after = r.sync_scope(PetChaos::get).unwrap().counts();
-    assert_eq!((after.calls, after.latency_injected), (21, 21));
-    assert_eq!(after.errors_injected, injected, "an error never delivered");
+    assert_eq!(upstream.counts.hits(), 0);
+    let counts = r.sync_scope(PetChaos::get).unwrap().counts();
+    // Drawn in `call`: the latency counts (it was drawn and begun); the
+    // error drawn with it counts only when delivered, and never was.
+    assert_eq!(
+        (
+            counts.calls,
+            counts.latency_injected,
+            counts.errors_injected
+        ),
+        (1, 1, 0)
+    );
+
+    // An error drawn without a latency is answered at once: it counts in
+    // `call`, even if the response future is dropped unpolled.
+    let r = registry::<PetChaos>(table([
+        ("enabled", boolean(true)),
+        ("error_rate", float(1.0)),
+    ]));
+    let _registry = r.set_default();
+    let unpolled = pets.ready().await.unwrap().call(2);
+    drop(unpolled);
+    assert_eq!(upstream.counts.hits(), 0);
+    let counts = r.sync_scope(PetChaos::get).unwrap().counts();
+    assert_eq!((counts.calls, counts.errors_injected), (1, 1));
 }
 
 #[tokio::test]

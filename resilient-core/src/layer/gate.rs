@@ -1,6 +1,6 @@
-//! The concurrency limit's and the rate limiter's layers: a place or a
-//! permit per request, taken in `call` and held until the response future
-//! ends or is dropped.
+//! The concurrency limit's, the rate limiter's and chaos's layers: a place
+//! or a permit per request (or a chaos draw), taken in `call`; a place or a
+//! permit is held until the response future ends or is dropped.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -39,8 +39,10 @@ spec_layer! {
     /// A chaos spec as a tower layer: each request draws in `call` what the
     /// spec injects; a drawn latency is waited inside the response future
     /// before the inner service is called, and a drawn error answers with
-    /// [`Error::Injected`] without calling it. A disabled spec lets every
-    /// request through with one branch. See [`crate::chaos`].
+    /// [`Error::Injected`] without calling it. Counted when drawn (an error
+    /// drawn with a latency when delivered), so a response future dropped
+    /// unpolled still counts its draw. A disabled spec lets every request
+    /// through with one branch. See [`crate::chaos`].
     ChaosLayer => ChaosService
 }
 
@@ -182,8 +184,8 @@ struct Waiter<P, Svc, Req> {
 
 pin_project! {
     /// The response future of a [`ConcurrencyLimitService`], a
-    /// [`RateLimitService`] or a [`ChaosService`]: the place or permit is
-    /// held until it ends or is dropped.
+    /// [`RateLimitService`] or a [`ChaosService`]: a place or a permit is
+    /// held until it ends or is dropped (a chaos draw holds nothing).
     pub struct GateFuture<C, Svc, Req>
     where
         C: Gate,
