@@ -8,7 +8,9 @@
 # breaker keyed by a host string and one keyed by a u64, on a key that has
 # its instance; the bench's hand-written reference, `hand`; the four
 # specs through their handles, `retry.call(|| breaker.call(|| limit.call(||
-# timeout.call(op))))`, `handles`), runs
+# timeout.call(op))))`, `handles`; a token bucket's permit through
+# `#[rate_limited]`, `rate`, and its handle's `try_acquire`, `rate_handle`,
+# beside governor's direct limiter's `check`, `governor`), runs
 # each stack N and 2N times and prints (Ir(2N) - Ir(N)) / N, which leaves out
 # the start-up; then the size of each stack's future in bytes. A checkout
 # with blocking fns adds the bench's "blocking" group, called outside any
@@ -58,6 +60,7 @@ publish = false
 resilient-core = { path = "$root/resilient-core" }
 thiserror = "2"
 tokio = { version = "1", features = ["rt", "time"] }
+governor = { version = "0.10", default-features = false, features = ["std", "quanta"] }
 futures-util = { version = "0.3", default-features = false, features = ["std"], optional = true }
 tower = { version = "0.5", default-features = false, features = ["util", "timeout", "limit", "retry"], optional = true }
 tower-resilience = { version = "0.13", default-features = false, features = ["bulkhead", "circuitbreaker", "retry", "timelimiter"], optional = true }
@@ -79,7 +82,7 @@ TOML
 # measured one.
 cp "$here/examples/bench/benches/hand.rs" "$work/src/hand.rs"
 features=()
-stacks="bare four retry breaker keyed keyed_u64 limit timeout chaos hedged hand handles"
+stacks="bare four retry breaker keyed keyed_u64 limit timeout chaos hedged hand handles rate rate_handle governor"
 if [ -f "$root/resilient-core/src/blocking.rs" ]; then
   features=(--features blocking)
   stacks="$stacks bare_blocking blocking blocking_default hand_blocking"
@@ -98,8 +101,9 @@ use std::hint::black_box;
 
 use resilient_core::settings::Value;
 use resilient_core::{
-    chaos, circuit_breakable, concurrency_limit, hedged, retryable, timeout, ChaosSpec,
-    CircuitBreakerSpec, ConcurrencyLimitSpec, HedgingSpec, Registry, RetrySpec, TimeoutSpec,
+    chaos, circuit_breakable, concurrency_limit, hedged, rate_limited, retryable, timeout,
+    ChaosSpec, CircuitBreakerSpec, ConcurrencyLimitSpec, HedgingSpec, RateLimiterSpec, Registry,
+    RetrySpec, TimeoutSpec,
 };
 
 #[derive(CircuitBreakerSpec)] #[spec("bench.breaker")] struct Breaker;
@@ -108,6 +112,7 @@ use resilient_core::{
 #[derive(ConcurrencyLimitSpec)] #[spec("bench.limit")] struct Limit;
 #[derive(ChaosSpec)] #[spec("bench.chaos")] struct Chaos;
 #[derive(HedgingSpec)] #[spec("bench.hedging")] struct Hedging;
+#[derive(RateLimiterSpec)] #[spec("bench.rate")] struct Rate;
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
@@ -128,6 +133,7 @@ async fn keyed_u64(tenant: u64) -> Result<u32, Failed> { let _ = tenant; Ok(blac
 #[concurrency_limit(Limit)] async fn limit() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[timeout(Timeout)] async fn timeout() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[chaos(Chaos)] async fn chaos() -> Result<u32, Failed> { Ok(black_box(1)) }
+#[rate_limited(Rate)] async fn rate() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[hedged(Hedging)] async fn hedged() -> Result<u32, Failed> { Ok(black_box(1)) }
 async fn bare() -> Result<u32, Failed> { Ok(black_box(1)) }
 
@@ -334,6 +340,9 @@ fn main() {
             ("latency", s("1s"))])),
         // A second attempt after 100 ms: the calls here answer at once.
         ("hedging", table([("delay", s("100ms")), ("max_hedged_attempts", Value::Int(1))])),
+        // A million permits per millisecond: never a refusal.
+        ("rate", table([("type", s("token_bucket")), ("limit_for_period", Value::Int(1_000_000)),
+            ("limit_refresh_period", s("1ms"))])),
     ];
     // The streams group's timeout: 1s to the first item, 1s between items.
     #[cfg(feature = "streams")]
@@ -357,7 +366,7 @@ fn main() {
     let build = || {
         let builder = Registry::builder()
             .spec::<Retry>().spec::<Breaker>().spec::<Timeout>().spec::<Limit>().spec::<Chaos>()
-            .spec::<Hedging>();
+            .spec::<Hedging>().spec::<Rate>();
         #[cfg(feature = "streams")]
         let builder = builder.spec::<streams::StreamTimeout>();
         #[cfg(feature = "layers")]
@@ -404,6 +413,9 @@ fn main() {
         (Ok(r), Ok(b), Ok(l), Ok(t)) => (r, b, l, t),
         _ => panic!("the handles of the installed specs"),
     };
+    let Ok(rate_handle) = Rate::get() else { panic!("the rate limiter's handle") };
+    let per_second = std::num::NonZeroU32::new(u32::MAX).unwrap_or_else(|| panic!("not zero"));
+    let governor = governor::RateLimiter::direct(governor::Quota::per_second(per_second));
     rt.block_on(async {
         for _ in 0..n {
             let r = match which.as_str() {
@@ -420,6 +432,12 @@ fn main() {
                 "hand" => Ok(hand.call().await.unwrap_or_else(|e| panic!("{e:?}"))),
                 // Matched last: the arms above count as they did before it.
                 "handles" => rh.call(|| bh.call(|| lh.call(|| th.call(bare)))).await,
+                "rate" => rate().await,
+                "rate_handle" => rate_handle.try_acquire().map(|()| black_box(1)).map_err(Failed::from),
+                "governor" => match governor.check() {
+                    Ok(()) => Ok(black_box(1)),
+                    Err(_) => panic!("governor refused"),
+                },
                 other => panic!("unknown stack {other}"),
             };
             assert!(matches!(r, Ok(1)));

@@ -65,8 +65,9 @@
 //! `max_wait` on a `block` limit that blocking fns share with async code.
 //!
 //! The sleeps are real (`thread::sleep`), while a retry's overall
-//! `timeout` and a rate limiter's periods are measured on tokio's clock:
-//! under a paused clock (`start_paused` in a test) it stands still while
+//! `timeout` (and the periods of a rate limiter built on a paused clock)
+//! are measured on tokio's clock: under a paused clock (`start_paused` in a
+//! test) it stands still while
 //! the thread sleeps, so the timeout never fires and the periods never
 //! refill. Test blocking fns in a plain `#[test]`, with the test's registry
 //! as the thread's default (`let _guard = registry.set_default();`) or

@@ -20,6 +20,7 @@ mod hand;
 mod keyed;
 mod layers;
 mod peer_stacks;
+mod rate;
 mod reload;
 mod streams;
 
@@ -199,6 +200,22 @@ fn registry(kind: &str) -> Registry {
                 ]),
             ),
             ("contended_ring", breaker_settings("ring_buffer")),
+            // The "rate limiter permit" group's: never a refusal.
+            (
+                "rate_window",
+                table([
+                    ("limit_for_period", Value::Int(1_048_575)),
+                    ("limit_refresh_period", Value::Str("1ms".into())),
+                ]),
+            ),
+            (
+                "rate_bucket",
+                table([
+                    ("type", Value::Str("token_bucket".into())),
+                    ("limit_for_period", Value::Int(1_000_000)),
+                    ("limit_refresh_period", Value::Str("1ms".into())),
+                ]),
+            ),
             ("contended_striped", breaker_settings("striped_approx")),
             // The "tower layers" group's specs: the settings of the
             // stack group's.
@@ -220,6 +237,8 @@ fn registry(kind: &str) -> Registry {
         .spec::<AdaptiveLimit>()
         .spec::<ContendedRing>()
         .spec::<ContendedStriped>()
+        .spec::<rate::RateWindow>()
+        .spec::<rate::RateBucket>()
         .spec::<layers::LayerRetry>()
         .spec::<layers::LayerBreaker>()
         .spec::<layers::LayerLimit>()
@@ -742,6 +761,11 @@ fn clock_read(c: &mut Criterion) {
     g.bench_function("std::time::Instant::now", |bench| {
         bench.iter(|| black_box(Instant::now()));
     });
+    let quanta = quanta::Clock::new();
+    let origin = quanta.raw();
+    g.bench_function("quanta raw + delta_as_nanos", |bench| {
+        bench.iter(|| black_box(quanta.delta_as_nanos(origin, quanta.raw())));
+    });
     #[cfg(target_os = "linux")]
     g.bench_function("clock_gettime(CLOCK_MONOTONIC_COARSE)", |bench| {
         bench.iter(|| {
@@ -771,6 +795,7 @@ criterion_group!(
     keyed::keyed,
     blocking,
     streams::streams,
-    layers::tower_layers
+    layers::tower_layers,
+    rate::rate_limiter
 );
 criterion_main!(benches);

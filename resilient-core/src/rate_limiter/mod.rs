@@ -33,6 +33,15 @@
 //! A `fixed_window` period is a whole number of milliseconds and a window
 //! starts at the millisecond of the call that opens it; reserved permits fill
 //! the windows that follow, back to back.
+//!
+//! A permit reads the clock once: the CPU's time-stamp counter through
+//! quanta (calibrated against the monotonic clock; quanta reads the
+//! monotonic clock itself where the counter cannot be trusted), or tokio's
+//! clock for a limiter built while tokio's clock was paused, so that tests
+//! on the paused clock stay exact: build a test's registry inside its
+//! `#[tokio::test(start_paused = true)]`. A limiter built before the clock
+//! was paused logs one warning at its first refusal that finds the two
+//! clocks apart.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -40,8 +49,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod clock;
+
 use tokio::time::Instant;
 
+use self::clock::Clock;
 use crate::concurrency::Enter;
 use crate::error::Error;
 use crate::keyed::PartitionKey;
@@ -233,7 +245,8 @@ impl RateLimiterSettings {
 pub struct RateLimiter {
     config: Versions<Config>,
     telemetry: Telemetry,
-    origin: Instant,
+    /// Read once per permit: see [`clock`].
+    clock: Clock,
     /// `fixed_window`: the window's start (ms since `origin`, high bits) and
     /// the permits taken in it (low 20 bits). `token_bucket`: the theoretical
     /// arrival time, in ns since `origin`.
@@ -283,6 +296,9 @@ fn far(due_ms: u64, now: u64, max_wait: Duration) -> (bool, u128) {
 /// `ns` nanoseconds as a Duration, exactly (past u64 nanoseconds too).
 #[inline]
 fn from_nanos(ns: u128) -> Duration {
+    if ns == 0 {
+        return Duration::ZERO;
+    }
     match u64::try_from(ns) {
         Ok(ns) => Duration::from_nanos(ns),
         Err(_) => {
@@ -313,7 +329,7 @@ impl Mechanism for RateLimiter {
         Self {
             config: Versions::new(Config::of(settings)),
             telemetry,
-            origin: Instant::now(),
+            clock: Clock::new(),
             word: AtomicU64::new(0),
         }
     }
@@ -383,6 +399,7 @@ impl RateLimiter {
     /// Takes a permit due within `max_wait` (now, or reserved for later):
     /// `Ok` with how long until it is due, or `Err` with how long until a
     /// permit would be free.
+    #[inline]
     fn take(&self, c: &Config, max_wait: Duration) -> Result<Taken, Duration> {
         if !c.settings.enabled {
             return Ok(Taken::NOW);
@@ -404,7 +421,13 @@ impl RateLimiter {
             // A bucket's waits fit: its period is at most 584 years.
             Algorithm::TokenBucket => match self.token_bucket(c, now, nanos(max_wait)) {
                 Ok((wait, tat, interval_ns)) => Ok(Taken {
-                    wait: Duration::from_nanos(wait),
+                    // A permit due now, the case to keep short, makes no
+                    // Duration from nanoseconds.
+                    wait: if wait == 0 {
+                        Duration::ZERO
+                    } else {
+                        Duration::from_nanos(wait)
+                    },
                     at: now,
                     tat,
                     interval_ns,
@@ -414,13 +437,32 @@ impl RateLimiter {
         }
     }
 
-    /// Nanoseconds since `origin`, on tokio's clock (paused in tests).
+    /// Takes a permit due now, or says how long until one would be: what
+    /// [`take`](Self::take) does with no `max_wait`, kept short for a
+    /// handle's `try_acquire` (no reservation to describe, a token bucket's
+    /// decision inline).
+    #[inline(always)]
+    fn take_now(&self, c: &Config) -> Result<(), Duration> {
+        if !c.settings.enabled {
+            return Ok(());
+        }
+        let now = self.now_ns();
+        match c.settings.algorithm {
+            Algorithm::TokenBucket => self
+                .token_bucket(c, now, 0)
+                .map(drop)
+                .map_err(Duration::from_nanos),
+            Algorithm::FixedWindow => self
+                .fixed_window(c, now, Duration::ZERO)
+                .map(drop)
+                .map_err(from_nanos),
+        }
+    }
+
+    /// Nanoseconds since the limiter was built, on its clock.
     #[inline(always)]
     fn now_ns(&self) -> u64 {
-        let d = Instant::now().saturating_duration_since(self.origin);
-        d.as_secs()
-            .saturating_mul(1_000_000_000)
-            .saturating_add(u64::from(d.subsec_nanos()))
+        self.clock.now_ns()
     }
 
     /// `Ok(wait)` for a permit due in `wait` ns, or `Err(wait)` for how
@@ -435,7 +477,14 @@ impl RateLimiter {
             .word
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 let (mut start, mut taken) = (w >> COUNT_BITS, w & COUNT_MASK);
-                let passed = now_ms.saturating_sub(start) / period;
+                // The divisions only when a window may have passed or be full:
+                // a call inside a window with permits left divides nothing.
+                let elapsed = now_ms.saturating_sub(start);
+                let passed = if elapsed < period {
+                    0
+                } else {
+                    elapsed / period
+                };
                 if passed > 0 {
                     match taken.checked_sub(passed.saturating_mul(limit)) {
                         // Reserved permits remain: windows stay back to back.
@@ -451,7 +500,11 @@ impl RateLimiter {
                     }
                 }
                 // Permit `taken` is due when its window starts.
-                let due_ms = start.saturating_add((taken / limit).saturating_mul(period));
+                let due_ms = if taken < limit {
+                    start
+                } else {
+                    start.saturating_add((taken / limit).saturating_mul(period))
+                };
                 let late = match due_ms.checked_mul(1_000_000) {
                     // Exact in u64: a `max_wait` past u64 nanoseconds
                     // (saturated) is longer than any such wait.
@@ -476,6 +529,7 @@ impl RateLimiter {
     /// As [`fixed_window`](Self::fixed_window), in u64 nanoseconds:
     /// `Ok((wait, tat, interval))` with the arrival time the permit moved
     /// the bucket to.
+    #[inline(always)]
     fn token_bucket(&self, c: &Config, now: u64, max_wait: u64) -> Result<(u64, u64, u64), u64> {
         let mut outcome = Err(0);
         let _ = self
@@ -520,7 +574,9 @@ impl RateLimiter {
         );
     }
 
-    fn exceeded(spec: &'static str, retry_after: Duration) -> Error {
+    #[cold]
+    fn exceeded(&self, spec: &'static str, retry_after: Duration) -> Error {
+        self.clock.check_paused(spec);
         Error::RateLimitExceeded { spec, retry_after }
     }
 
@@ -531,7 +587,7 @@ impl RateLimiter {
         let max_wait = c.settings.max_wait.unwrap_or(Duration::ZERO);
         let taken = self.take(c, max_wait).map_err(|retry_after| {
             self.rejected(c, retry_after);
-            Self::exceeded(spec, retry_after)
+            self.exceeded(spec, retry_after)
         })?;
         if !taken.wait.is_zero() {
             self.wait_for(taken).await;
@@ -549,10 +605,7 @@ impl RateLimiter {
         };
         // Until the moment the permit is due, not `wait` from now: a tower
         // layer's response future may start its wait long after `call`.
-        let due = Duration::from_nanos(taken.at)
-            .checked_add(taken.wait)
-            .and_then(|since| self.origin.checked_add(since));
-        match due {
+        match self.clock.deadline(taken.at, taken.wait) {
             Some(due) => Box::pin(tokio::time::sleep_until(due)).await,
             None => Box::pin(tokio::time::sleep(taken.wait)).await,
         }
@@ -645,12 +698,12 @@ impl<S: RateLimiterSpec> RateLimiterHandle<S> {
     /// # Errors
     ///
     /// [`Error::RateLimitExceeded`] with the time until a permit would be free.
+    #[inline]
     pub fn try_acquire(&self) -> Result<(), Error> {
         let c = self.inner.config.get();
         self.inner
-            .take(c, Duration::ZERO)
-            .map(drop)
-            .map_err(|retry_after| RateLimiter::exceeded(S::NAME, retry_after))
+            .take_now(c)
+            .map_err(|retry_after| self.inner.exceeded(S::NAME, retry_after))
     }
 
     /// Takes a permit, reserving one due within `max_wait` and waiting until
@@ -841,7 +894,7 @@ impl RateCall {
             }),
             Err(retry_after) => {
                 limiter.rejected(c, retry_after);
-                Enter::Ready(Err(RateLimiter::exceeded(self.key.name, retry_after)))
+                Enter::Ready(Err(limiter.exceeded(self.key.name, retry_after)))
             }
         }
     }

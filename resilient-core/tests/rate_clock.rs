@@ -1,0 +1,151 @@
+//! The clock a rate limiter reads: tokio's, for a limiter built while
+//! tokio's clock is paused (exact under `advance`); the machine's
+//! time-stamp counter otherwise, which keeps the limit on real threads and
+//! warns once when it meets a paused tokio clock it cannot follow.
+
+mod support;
+use support::*;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use resilient_core::settings::Value;
+use resilient_core::{Error, RateLimiterSpec, Registry};
+use tracing::Level;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+#[derive(RateLimiterSpec)]
+#[spec("rate_clock.paused")]
+struct Paused;
+
+#[derive(RateLimiterSpec)]
+#[spec("rate_clock.built_before")]
+struct BuiltBefore;
+
+#[derive(RateLimiterSpec)]
+#[spec("rate_clock.threads")]
+struct Threads;
+
+fn limit(kind: &str, n: i128, period: &str) -> Value {
+    table([
+        ("type", s(kind)),
+        ("limit_for_period", int(n)),
+        ("limit_refresh_period", s(period)),
+    ])
+}
+
+fn retry_after(out: Result<(), Error>) -> Option<Duration> {
+    match out {
+        Err(Error::RateLimitExceeded { retry_after, .. }) => Some(retry_after),
+        _ => None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_limiter_built_on_a_paused_clock_follows_it_exactly() -> TestResult {
+    for kind in ["fixed_window", "token_bucket"] {
+        let r: Registry = registry::<Paused>(limit(kind, 2, "1s"));
+        let limiter = r.sync_scope(Paused::get)?;
+        assert!(limiter.try_acquire().is_ok() && limiter.try_acquire().is_ok());
+        let waited = if kind == "fixed_window" {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(500)
+        };
+        assert_eq!(retry_after(limiter.try_acquire()), Some(waited), "{kind}");
+        tokio::time::advance(waited - Duration::from_nanos(1)).await;
+        assert!(limiter.try_acquire().is_err(), "{kind}: 1 ns early");
+        tokio::time::advance(Duration::from_nanos(1)).await;
+        assert!(limiter.try_acquire().is_ok(), "{kind}: due");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_limiter_built_before_the_clock_was_paused_warns_once() -> TestResult {
+    // Built outside any runtime: it reads the machine's clock.
+    let r: Registry = registry::<BuiltBefore>(limit("token_bucket", 1, "1h"));
+    let capture = support::capture::Capture::default();
+    let _subscriber = tracing::subscriber::set_default(capture.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()?;
+    runtime.block_on(async {
+        let limiter = r.sync_scope(BuiltBefore::get)?;
+        assert!(limiter.try_acquire().is_ok());
+        assert!(limiter.try_acquire().is_err());
+        // Nothing apart yet: no warning.
+        let warnings = || capture.at("resilient::rate_limiter", Level::WARN);
+        assert!(warnings().is_empty(), "{:?}", warnings());
+        // tokio's clock moves two hours; the machine's does not: still no
+        // permit, and one warning naming the fix.
+        tokio::time::advance(Duration::from_secs(7200)).await;
+        assert!(limiter.try_acquire().is_err());
+        assert!(limiter.try_acquire().is_err());
+        let lines = warnings();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(
+            lines[0].fields.get("spec").map(String::as_str),
+            Some("BuiltBefore")
+        );
+        assert!(
+            lines[0].message.contains("start_paused"),
+            "{}",
+            lines[0].message
+        );
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })
+}
+
+/// 64 tasks on two workers take permits as fast as they can for 300 ms of
+/// real time: the machine's clock keeps each algorithm within its limit,
+/// and lets through at least the first burst.
+#[test]
+fn on_the_machines_clock_many_threads_never_pass_the_limit() -> TestResult {
+    for kind in ["fixed_window", "token_bucket"] {
+        let r: Registry = registry::<Threads>(limit(kind, 50, "100ms"));
+        let built = std::time::Instant::now();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()?;
+        let admitted = Arc::new(AtomicU64::new(0));
+        let limiter = r.sync_scope(Threads::get)?;
+        runtime.block_on(async {
+            let mut tasks = Vec::new();
+            for _ in 0..64 {
+                let (limiter, admitted) = (limiter.clone(), Arc::clone(&admitted));
+                tasks.push(tokio::spawn(async move {
+                    let start = std::time::Instant::now();
+                    while start.elapsed() < Duration::from_millis(300) {
+                        if limiter.try_acquire().is_ok() {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                }));
+            }
+            for task in tasks {
+                task.await?;
+            }
+            Ok::<_, tokio::task::JoinError>(())
+        })?;
+        let elapsed = built.elapsed();
+        let admitted = admitted.load(Ordering::Relaxed);
+        // A window: 50 in each window begun since the limiter was built. A
+        // bucket: its burst of 50, then one every 2 ms.
+        let most = if kind == "fixed_window" {
+            50 * (u64::try_from(elapsed.as_millis() / 100)? + 1)
+        } else {
+            50 + u64::try_from(elapsed.as_micros() / 2000)?
+        };
+        assert!(
+            (50..=most).contains(&admitted),
+            "{kind}: {admitted} admitted in {elapsed:?} (at most {most})"
+        );
+    }
+    Ok(())
+}
