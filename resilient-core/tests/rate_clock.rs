@@ -1,7 +1,10 @@
 //! The clock a rate limiter reads: tokio's, for a limiter built while
 //! tokio's clock is paused (exact under `advance`); the machine's
 //! time-stamp counter otherwise, which keeps the limit on real threads and
-//! warns once when it meets a paused tokio clock it cannot follow.
+//! warns once when it meets a paused tokio clock it cannot follow. The
+//! warning is once per process: only one test of this binary may warn
+//! (`rate_clock_reserve.rs` has the reservations' warning, and the lack of
+//! one on a clock that is not paused).
 
 mod support;
 use support::*;

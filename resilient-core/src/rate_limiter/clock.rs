@@ -11,14 +11,16 @@
 //! time never stands still or runs at another pace than the machine's.
 //!
 //! Tests on tokio's paused clock (`start_paused`, `advance`) need the
-//! limiter to read that clock: a limiter built inside a current-thread
-//! runtime whose clock is paused reads tokio's clock for its whole life.
-//! A limiter built elsewhere and then used under a paused clock reads the
-//! counter, which `advance` does not move: its first refusal that finds the
-//! two clocks apart logs one warning naming the fix (build the registry
-//! after the clock is paused).
+//! limiter to read that clock. A limiter reads it for its whole life when
+//! it is built inside a current-thread runtime whose clock is paused, or
+//! after [`use_tokio_clock`](super::use_tokio_clock) was called (for a
+//! registry that tests share, built by whichever test comes first). Any
+//! other limiter reads the counter, which `advance` does not move: a
+//! refusal or a reservation that finds the two clocks moving apart since
+//! the last such look logs one warning naming the fix.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::nanos;
@@ -30,9 +32,13 @@ pub(super) enum Clock {
     Counter {
         clock: quanta::Clock,
         origin: u64,
-        /// tokio's clock at `origin`, read only on refusals: to notice a
-        /// paused tokio clock that the counter does not follow.
+        /// tokio's clock at `origin`, read only on refusals and
+        /// reservations: to notice a paused tokio clock that the counter
+        /// does not follow.
         tokio_origin: tokio::time::Instant,
+        /// The two clocks at the last look (ns since their origins): each
+        /// look compares what each moved by since.
+        looked: [AtomicU64; 2],
     },
     /// tokio's clock, paused when the limiter was built.
     Tokio { origin: tokio::time::Instant },
@@ -41,17 +47,21 @@ pub(super) enum Clock {
 impl Clock {
     /// The clock for a limiter built here and now.
     pub(super) fn new() -> Self {
-        if tokio_clock_is_paused() {
-            Clock::Tokio {
+        if TOKIO_CLOCK.load(Ordering::Relaxed) || tokio_clock_is_paused() {
+            return Clock::Tokio {
                 origin: tokio::time::Instant::now(),
-            }
-        } else {
-            let clock = quanta::Clock::new();
-            Clock::Counter {
-                origin: clock.raw(),
-                tokio_origin: tokio::time::Instant::now(),
-                clock,
-            }
+            };
+        }
+        // One calibrated clock per process, cloned: making one runs CPUID
+        // (microseconds each in a virtual machine), and a keyed spec makes a
+        // limiter per new key.
+        static COUNTER: OnceLock<quanta::Clock> = OnceLock::new();
+        let clock = COUNTER.get_or_init(quanta::Clock::new).clone();
+        Clock::Counter {
+            origin: clock.raw(),
+            tokio_origin: tokio::time::Instant::now(),
+            looked: [AtomicU64::new(0), AtomicU64::new(0)],
+            clock,
         }
     }
 
@@ -82,34 +92,58 @@ impl Clock {
         }
     }
 
-    /// Warns once per process when tokio's clock has moved apart from the
-    /// counter this limiter reads (tokio's clock paused after the limiter
-    /// was built): called on refusals only.
+    /// Warns once per process when tokio's clock moved apart from the
+    /// counter this limiter reads since the last look (tokio's clock paused
+    /// or advanced): called on refusals and reservations only.
     pub(super) fn check_paused(&self, spec: &'static str) {
         static WARNED: AtomicBool = AtomicBool::new(false);
-        let Clock::Counter { tokio_origin, .. } = self else {
+        let Clock::Counter {
+            tokio_origin,
+            looked,
+            ..
+        } = self
+        else {
             return;
         };
         if WARNED.load(Ordering::Relaxed) {
             return;
         }
-        let counter = self.now_ns();
+        // The counter on both sides of tokio's reading: a thread preempted
+        // between them would see the clocks apart by the preemption.
+        let before = self.now_ns();
         let tokio = nanos(tokio::time::Instant::now().saturating_duration_since(*tokio_origin));
-        // Apart by more than 1 ms and 1 %: more than the two clocks' pace
-        // differs by on any machine (NTP slews the monotonic clock by at
-        // most 0.05 %).
-        let apart = counter.abs_diff(tokio);
+        let counter = self.now_ns();
+        if counter.saturating_sub(before) > 100_000 {
+            return;
+        }
+        // Since the last look (at the first, since the limiter was built).
+        let last_counter = looked[0].swap(counter, Ordering::Relaxed);
+        let last_tokio = looked[1].swap(tokio, Ordering::Relaxed);
+        let moved_counter = counter.saturating_sub(last_counter);
+        let moved_tokio = tokio.saturating_sub(last_tokio);
+        // Apart by more than 1 ms and 1 % of what they moved: more than the
+        // two clocks' paces differ by on any machine (NTP slews the
+        // monotonic clock by at most 0.05 %).
+        let apart = moved_counter.abs_diff(moved_tokio);
         if apart > 1_000_000
-            && apart > counter.max(tokio) / 100
+            && apart > moved_counter.max(moved_tokio) / 100
             && !WARNED.swap(true, Ordering::Relaxed)
         {
             tracing::warn!(
                 target: "resilient::rate_limiter",
                 spec,
-                "tokio's clock is paused, but this rate limiter was built before it was and reads the machine's clock: `advance` does not refresh its permits; build the registry inside the paused runtime (`#[tokio::test(start_paused = true)]`)"
+                "tokio's clock is paused, but this rate limiter reads the machine's clock: `advance` does not refresh its permits; build the registry inside the paused runtime (`#[tokio::test(start_paused = true)]`), or call `resilient_core::rate_limiter::use_tokio_clock()` before building it"
             );
         }
     }
+}
+
+/// Set by [`use_tokio_clock`](super::use_tokio_clock).
+static TOKIO_CLOCK: AtomicBool = AtomicBool::new(false);
+
+/// Every rate limiter built from now on reads tokio's clock.
+pub(super) fn use_tokio_clock() {
+    TOKIO_CLOCK.store(true, Ordering::Relaxed);
 }
 
 /// Whether this thread is in a current-thread tokio runtime whose clock is

@@ -39,9 +39,10 @@
 //! monotonic clock itself where the counter cannot be trusted), or tokio's
 //! clock for a limiter built while tokio's clock was paused, so that tests
 //! on the paused clock stay exact: build a test's registry inside its
-//! `#[tokio::test(start_paused = true)]`. A limiter built before the clock
-//! was paused logs one warning at its first refusal that finds the two
-//! clocks apart.
+//! `#[tokio::test(start_paused = true)]`, or call [`use_tokio_clock`]
+//! before building a registry that tests share. A limiter that reads the
+//! counter under a paused clock logs one warning at its first refusal or
+//! reservation that finds the two clocks moving apart.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -62,6 +63,32 @@ use crate::registry::{Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions}
 use crate::settings::Section;
 use crate::spec::SpecKind;
 use crate::telemetry::{Outcome, Telemetry};
+
+/// Makes every rate limiter built from now on, in this process, read
+/// tokio's clock instead of the CPU's time-stamp counter: for tests on
+/// tokio's paused clock whose registry is shared (a `static`, or one
+/// `resilient_config::init` for the whole suite) and so may be built by a
+/// test whose clock is not paused. Call it before the registry is built, in
+/// its initializer. A registry built inside each paused test needs no call:
+/// a limiter built while tokio's clock is paused reads it anyway.
+///
+/// A permit then costs a read of the operating system's clock (about 30 ns
+/// where the counter takes 11): not for production code.
+///
+/// ```
+/// use std::sync::LazyLock;
+/// use resilient_core::Registry;
+///
+/// static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
+///     resilient_core::rate_limiter::use_tokio_clock();
+///     Registry::builder().build(&resilient_core::settings::Value::Table(Default::default()))
+///         .unwrap_or_else(|problems| panic!("{problems:?}"))
+/// });
+/// # let _ = &*REGISTRY;
+/// ```
+pub fn use_tokio_clock() {
+    clock::use_tokio_clock();
+}
 
 impl SpecKind {
     /// `#[derive(RateLimiterSpec)]`, used by `#[rate_limited]`.
@@ -590,6 +617,7 @@ impl RateLimiter {
             self.exceeded(spec, retry_after)
         })?;
         if !taken.wait.is_zero() {
+            self.clock.check_paused(spec);
             self.wait_for(taken).await;
         }
         Ok(())
@@ -887,11 +915,14 @@ impl RateCall {
         let started = limiter.telemetry.start();
         match limiter.take(c, c.settings.max_wait.unwrap_or(Duration::ZERO)) {
             Ok(taken) if taken.wait.is_zero() => Enter::Ready(Ok(Granted { limiter, started })),
-            Ok(taken) => Enter::Wait(Reserved {
-                limiter,
-                taken,
-                started,
-            }),
+            Ok(taken) => {
+                limiter.clock.check_paused(self.key.name);
+                Enter::Wait(Reserved {
+                    limiter,
+                    taken,
+                    started,
+                })
+            }
             Err(retry_after) => {
                 limiter.rejected(c, retry_after);
                 Enter::Ready(Err(limiter.exceeded(self.key.name, retry_after)))

@@ -1,0 +1,87 @@
+//! The rate limiter's warning for a paused tokio clock it does not read,
+//! on its reservations' path, and never on a clock that is not paused: one
+//! test, since the warning is once per process.
+
+mod support;
+use support::*;
+
+use std::time::Duration;
+
+use resilient_core::settings::Value;
+use resilient_core::{Error, RateLimiterSpec, Registry};
+use tracing::Level;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+#[derive(RateLimiterSpec)]
+#[spec("rate_clock.refusing")]
+struct Refusing;
+
+#[derive(RateLimiterSpec)]
+#[spec("rate_clock.reserving")]
+struct Reserving;
+
+fn limit(n: i128, period: &str) -> Value {
+    table([
+        ("type", s("token_bucket")),
+        ("limit_for_period", int(n)),
+        ("limit_refresh_period", s(period)),
+    ])
+}
+
+#[test]
+fn no_warning_on_a_running_clock_and_one_for_reservations_on_a_paused_one() -> TestResult {
+    let capture = support::capture::Capture::default();
+    let _subscriber = tracing::subscriber::set_default(capture.clone());
+    let warnings = || capture.at("resilient::rate_limiter", Level::WARN);
+
+    // A running clock: 300 refusals and reservations over 300 ms, on a
+    // current-thread runtime whose clock is not paused; each look compares
+    // what both clocks moved by. No warning.
+    let running = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    let r: Registry = registry::<Refusing>(with(limit(1, "1s"), "max_wait", s("1ms")));
+    running.block_on(async {
+        let limiter = r.sync_scope(Refusing::get)?;
+        let mut refused = 0;
+        for _ in 0..300 {
+            if limiter.try_acquire().is_err() {
+                refused += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(refused >= 299, "{refused}");
+        Ok::<_, Error>(())
+    })?;
+    assert!(warnings().is_empty(), "{:?}", warnings());
+
+    // Built outside any runtime, used under a paused clock with `max_wait`:
+    // the first call takes the permit, the second reserves one 100 ms on,
+    // which tokio's sleep passes while the counter does not move; the third
+    // reservation finds the clocks apart.
+    let r: Registry = registry::<Reserving>(with(limit(1, "100ms"), "max_wait", s("1h")));
+    let paused = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()?;
+    paused.block_on(async {
+        let limiter = r.sync_scope(Reserving::get)?;
+        for _ in 0..3 {
+            limiter.acquire().await?;
+        }
+        Ok::<_, Error>(())
+    })?;
+    let lines = warnings();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(
+        lines[0].fields.get("spec").map(String::as_str),
+        Some("Reserving")
+    );
+    assert!(
+        lines[0].message.contains("use_tokio_clock"),
+        "{}",
+        lines[0].message
+    );
+    Ok(())
+}
