@@ -521,6 +521,27 @@ fn stack_success(c: &mut Criterion) {
             .to_async(&rt)
             .iter(|| async { black_box(timeout_only().await.is_ok()) });
     });
+    // The same four specs through their handles, nested as code without
+    // the attributes writes them.
+    let (Ok(rh), Ok(bh), Ok(lh), Ok(th)) =
+        (Retry::get(), Breaker::get(), Limit::get(), Timeout::get())
+    else {
+        panic!("the handles of the installed specs")
+    };
+    assert!(
+        rt.block_on(rh.call(|| bh.call(|| lh.call(|| th.call(op)))))
+            .is_ok(),
+        "handles: the first call failed"
+    );
+    g.bench_function("resilient 4 handles, nested calls", |bench| {
+        bench.to_async(&rt).iter(|| async {
+            black_box(
+                rh.call(|| bh.call(|| lh.call(|| th.call(op))))
+                    .await
+                    .is_ok(),
+            )
+        });
+    });
     g.bench_function("hand-written reference", |bench| {
         bench
             .to_async(&rt)
