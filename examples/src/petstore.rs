@@ -32,6 +32,8 @@ use resilient_core::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::http::{Reply, Server};
+
 /// Retry settings for pet lookups, at `resilient.retry.pet`: a 5xx, 408 or
 /// 429 response is a failure, and its `Retry-After` the wait.
 #[derive(RetrySpec)]
@@ -202,6 +204,23 @@ impl PetClient {
             None => Err(error),
         }
     }
+}
+
+/// The upstream store the example runs against: two 503s (the second
+/// asks for a second's wait with `Retry-After`), then pet 7, then 503 from
+/// there on.
+///
+/// # Errors
+///
+/// When no loopback port can be bound.
+pub async fn flaky_upstream() -> std::io::Result<Server> {
+    Server::replying(|n| match n {
+        1 => Reply::new(503, "busy"),
+        2 => Reply::new(503, "busy").header("retry-after", "1"),
+        3 => Reply::new(200, r#"{"id": 7, "name": "Rex"}"#),
+        _ => Reply::new(503, "down"),
+    })
+    .await
 }
 
 /// The service's routes: `GET /pets/{id}` under [`PetsLimit`], and

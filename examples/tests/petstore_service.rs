@@ -11,7 +11,6 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::routing::get;
 use axum::Router;
-use examples::http::{Reply, Server};
 use examples::petstore::{PetClient, PetsLimit};
 use resilient_core::{ConcurrencyLimitSpec, Registry};
 use tokio::sync::{mpsc, Semaphore};
@@ -67,13 +66,7 @@ fn a_client_sees_the_pet_then_the_cached_pet_then_a_502() -> Result<(), BoxError
     let registry = examples::petstore::registry(&settings(8)).map_err(|e| e.to_string())?;
     runtime(&registry)?.block_on(async {
         // Two 503s, the second asking for a second's wait; pet 7; then down.
-        let upstream = Server::replying(|n| match n {
-            1 => Reply::new(503, "busy"),
-            2 => Reply::new(503, "busy").header("retry-after", "1"),
-            3 => Reply::new(200, r#"{"id": 7, "name": "Rex"}"#),
-            _ => Reply::new(503, "down"),
-        })
-        .await?;
+        let upstream = examples::petstore::flaky_upstream().await?;
         let service = serve(upstream.addr(), &registry).await?;
 
         let fresh = get_from_a_task(service, "/pets/7".into()).await?;

@@ -13,7 +13,6 @@ use std::future::IntoFuture;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use examples::http::{Reply, Server};
 use examples::petstore::{PetBreaker, PetClient};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use resilient_core::{CircuitBreakerSpec, Registry};
@@ -56,13 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The upstream store: two 503s (the second asks for a second's wait),
     // then pet 7, then 503 from there on.
-    let upstream = Server::replying(|n| match n {
-        1 => Reply::new(503, "busy"),
-        2 => Reply::new(503, "busy").header("retry-after", "1"),
-        3 => Reply::new(200, r#"{"id": 7, "name": "Rex"}"#),
-        _ => Reply::new(503, "down"),
-    })
-    .await?;
+    let upstream = examples::petstore::flaky_upstream().await?;
     // The service, on a port of its own.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let service = format!("http://{}", listener.local_addr()?);

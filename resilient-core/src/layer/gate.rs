@@ -49,89 +49,53 @@ spec_layer! {
 /// The response future of a [`ChaosService`].
 pub type ChaosFuture<Svc, Req> = GateFuture<ChaosGate, Svc, Req>;
 
-impl<S, Svc, Req> Service<Req> for ChaosService<S, Svc>
-where
-    S: ChaosSpec,
-    Svc: Service<Req> + Clone,
-    Svc::Error: LayerError,
-{
-    type Response = Svc::Response;
-    type Error = Svc::Error;
-    type Future = ChaosFuture<Svc, Req>;
-
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    #[inline]
-    fn call(&mut self, req: Req) -> Self::Future {
-        let key = const { &Key::of::<S>() };
-        enter(
-            ChaosGate(ChaosCall::new(key, crate::registry::lookup(key))),
-            &mut self.inner,
-            req,
-        )
-    }
-}
-
 /// The response future of a [`ConcurrencyLimitService`].
 pub type ConcurrencyLimitFuture<Svc, Req> = GateFuture<LimitGate, Svc, Req>;
 
 /// The response future of a [`RateLimitService`].
 pub type RateLimitFuture<Svc, Req> = GateFuture<RateCall, Svc, Req>;
 
-impl<S, Svc, Req> Service<Req> for ConcurrencyLimitService<S, Svc>
-where
-    S: ConcurrencyLimitSpec,
-    Svc: Service<Req> + Clone,
-    Svc::Error: LayerError,
-{
-    type Response = Svc::Response;
-    type Error = Svc::Error;
-    type Future = ConcurrencyLimitFuture<Svc, Req>;
+/// `Service` for a gate layer's service: readiness is the inner
+/// service's; `call` makes the spec's gate (`$gate`, from the spec's key
+/// and the instance in use) and lets the request in through [`enter`].
+macro_rules! gate_service {
+    ($service:ident, $spec:ident, $future:ident, |$key:ident| $gate:expr) => {
+        impl<S, Svc, Req> Service<Req> for $service<S, Svc>
+        where
+            S: $spec,
+            Svc: Service<Req> + Clone,
+            Svc::Error: LayerError,
+        {
+            type Response = Svc::Response;
+            type Error = Svc::Error;
+            type Future = $future<Svc, Req>;
 
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
+            #[inline]
+            fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+                self.inner.poll_ready(cx)
+            }
 
-    #[inline]
-    fn call(&mut self, req: Req) -> Self::Future {
-        let key = const { &Key::of::<S>() };
-        enter(
-            LimitGate(LimitCall::new(key, crate::registry::lookup(key))),
-            &mut self.inner,
-            req,
-        )
-    }
+            #[inline]
+            fn call(&mut self, req: Req) -> Self::Future {
+                let $key = const { &Key::of::<S>() };
+                enter($gate, &mut self.inner, req)
+            }
+        }
+    };
 }
 
-impl<S, Svc, Req> Service<Req> for RateLimitService<S, Svc>
-where
-    S: RateLimiterSpec,
-    Svc: Service<Req> + Clone,
-    Svc::Error: LayerError,
-{
-    type Response = Svc::Response;
-    type Error = Svc::Error;
-    type Future = RateLimitFuture<Svc, Req>;
-
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    #[inline]
-    fn call(&mut self, req: Req) -> Self::Future {
-        let key = const { &Key::of::<S>() };
-        enter(
-            RateCall::new(key, crate::registry::lookup(key)),
-            &mut self.inner,
-            req,
-        )
-    }
-}
+gate_service!(ChaosService, ChaosSpec, ChaosFuture, |key| ChaosGate(
+    ChaosCall::new(key, crate::registry::lookup(key))
+));
+gate_service!(
+    ConcurrencyLimitService,
+    ConcurrencyLimitSpec,
+    ConcurrencyLimitFuture,
+    |key| LimitGate(LimitCall::new(key, crate::registry::lookup(key)))
+);
+gate_service!(RateLimitService, RateLimiterSpec, RateLimitFuture, |key| {
+    RateCall::new(key, crate::registry::lookup(key))
+});
 
 /// A request let in by `gate`: called now if let in at once; else the
 /// ready service and the request wait in the future (a clone of the
