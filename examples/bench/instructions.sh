@@ -10,7 +10,8 @@
 # specs through their handles, `retry.call(|| breaker.call(|| limit.call(||
 # timeout.call(op))))`, `handles`; a token bucket's permit through
 # `#[rate_limited]`, `rate`, and its handle's `try_acquire`, `rate_handle`,
-# beside governor's direct limiter's `check`, `governor`), runs
+# a fixed window's `try_acquire`, `rate_window_handle`, beside governor's
+# direct limiter's `check`, `governor`), runs
 # each stack N and 2N times and prints (Ir(2N) - Ir(N)) / N, which leaves out
 # the start-up; then the size of each stack's future in bytes. A checkout
 # with blocking fns adds the bench's "blocking" group, called outside any
@@ -82,7 +83,7 @@ TOML
 # measured one.
 cp "$here/examples/bench/benches/hand.rs" "$work/src/hand.rs"
 features=()
-stacks="bare four retry breaker keyed keyed_u64 limit timeout chaos hedged hand handles rate rate_handle governor"
+stacks="bare four retry breaker keyed keyed_u64 limit timeout chaos hedged hand handles rate rate_handle rate_window_handle governor"
 if [ -f "$root/resilient-core/src/blocking.rs" ]; then
   features=(--features blocking)
   stacks="$stacks bare_blocking blocking blocking_default hand_blocking"
@@ -113,6 +114,7 @@ use resilient_core::{
 #[derive(ChaosSpec)] #[spec("bench.chaos")] struct Chaos;
 #[derive(HedgingSpec)] #[spec("bench.hedging")] struct Hedging;
 #[derive(RateLimiterSpec)] #[spec("bench.rate")] struct Rate;
+#[derive(RateLimiterSpec)] #[spec("bench.rate_window")] struct RateWindow;
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
@@ -343,6 +345,8 @@ fn main() {
         // A million permits per millisecond: never a refusal.
         ("rate", table([("type", s("token_bucket")), ("limit_for_period", Value::Int(1_000_000)),
             ("limit_refresh_period", s("1ms"))])),
+        ("rate_window", table([("limit_for_period", Value::Int(1_048_575)),
+            ("limit_refresh_period", s("1ms"))])),
     ];
     // The streams group's timeout: 1s to the first item, 1s between items.
     #[cfg(feature = "streams")]
@@ -366,7 +370,7 @@ fn main() {
     let build = || {
         let builder = Registry::builder()
             .spec::<Retry>().spec::<Breaker>().spec::<Timeout>().spec::<Limit>().spec::<Chaos>()
-            .spec::<Hedging>().spec::<Rate>();
+            .spec::<Hedging>().spec::<Rate>().spec::<RateWindow>();
         #[cfg(feature = "streams")]
         let builder = builder.spec::<streams::StreamTimeout>();
         #[cfg(feature = "layers")]
@@ -413,7 +417,9 @@ fn main() {
         (Ok(r), Ok(b), Ok(l), Ok(t)) => (r, b, l, t),
         _ => panic!("the handles of the installed specs"),
     };
-    let Ok(rate_handle) = Rate::get() else { panic!("the rate limiter's handle") };
+    let (Ok(rate_handle), Ok(window_handle)) = (Rate::get(), RateWindow::get()) else {
+        panic!("the rate limiters' handles")
+    };
     let per_second = std::num::NonZeroU32::new(u32::MAX).unwrap_or_else(|| panic!("not zero"));
     let governor = governor::RateLimiter::direct(governor::Quota::per_second(per_second));
     rt.block_on(async {
@@ -434,6 +440,9 @@ fn main() {
                 "handles" => rh.call(|| bh.call(|| lh.call(|| th.call(bare)))).await,
                 "rate" => rate().await,
                 "rate_handle" => rate_handle.try_acquire().map(|()| black_box(1)).map_err(Failed::from),
+                "rate_window_handle" => {
+                    window_handle.try_acquire().map(|()| black_box(1)).map_err(Failed::from)
+                }
                 "governor" => match governor.check() {
                     Ok(()) => Ok(black_box(1)),
                     Err(_) => panic!("governor refused"),

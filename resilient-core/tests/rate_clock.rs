@@ -31,6 +31,14 @@ struct BuiltBefore;
 #[spec("rate_clock.threads")]
 struct Threads;
 
+#[derive(RateLimiterSpec)]
+#[spec("rate_clock.short_path")]
+struct ShortPath;
+
+#[derive(RateLimiterSpec)]
+#[spec("rate_clock.general_path")]
+struct GeneralPath;
+
 fn limit(kind: &str, n: i128, period: &str) -> Value {
     table([
         ("type", s(kind)),
@@ -62,6 +70,55 @@ async fn a_limiter_built_on_a_paused_clock_follows_it_exactly() -> TestResult {
         assert!(limiter.try_acquire().is_err(), "{kind}: 1 ns early");
         tokio::time::advance(Duration::from_nanos(1)).await;
         assert!(limiter.try_acquire().is_ok(), "{kind}: due");
+    }
+    Ok(())
+}
+
+/// A handle's `try_acquire` takes a short path; `acquire` with no
+/// `max_wait` the general one. Two limiters of the same settings, asked at
+/// the same paused instants (bursts, then steps of 0 to 3 periods with
+/// reserved nothing), give the same answers and the same `retry_after`.
+#[tokio::test(start_paused = true)]
+async fn the_short_path_of_try_acquire_answers_as_the_general_path() -> TestResult {
+    use futures_util::FutureExt;
+    for kind in ["fixed_window", "token_bucket"] {
+        let settings = limit(kind, 3, "100ms");
+        let short = registry::<ShortPath>(settings.clone());
+        let general = registry::<GeneralPath>(settings);
+        let (a, b) = (
+            short.sync_scope(ShortPath::get)?,
+            general.sync_scope(GeneralPath::get)?,
+        );
+        let mut seed = 7_u64;
+        let (mut admitted, mut refused) = (0, 0);
+        for step in 0..2000 {
+            // splitmix64: the steps are the same on every run.
+            seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            if z % 3 == 0 {
+                tokio::time::advance(Duration::from_micros(z % 300_000)).await;
+            }
+            let fast = a.try_acquire();
+            let slow = b
+                .acquire()
+                .now_or_never()
+                .ok_or("no wait without max_wait")?;
+            let ok = fast.is_ok();
+            assert_eq!(ok, slow.is_ok(), "{kind}, step {step}");
+            assert_eq!(retry_after(fast), retry_after(slow), "{kind}, step {step}");
+            if ok {
+                admitted += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        assert!(
+            admitted > 100 && refused > 100,
+            "{kind}: {admitted} / {refused}"
+        );
     }
     Ok(())
 }

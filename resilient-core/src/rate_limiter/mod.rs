@@ -479,7 +479,44 @@ impl RateLimiter {
                 .token_bucket(c, now, 0)
                 .map(drop)
                 .map_err(Duration::from_nanos),
-            Algorithm::FixedWindow => self
+            Algorithm::FixedWindow => self.fixed_window_now(c, now),
+        }
+    }
+
+    /// [`fixed_window`](Self::fixed_window) for a permit due now, in u64:
+    /// a window with a permit left gives it; a full one asks the general
+    /// path how long until one would be.
+    #[inline(always)]
+    fn fixed_window_now(&self, c: &Config, now: u64) -> Result<(), Duration> {
+        let now_ms = now / 1_000_000;
+        let limit = u64::from(c.settings.limit_for_period);
+        let period = c.period_ms;
+        let taken = self
+            .word
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                let (mut start, mut taken) = (w >> COUNT_BITS, w & COUNT_MASK);
+                let elapsed = now_ms.saturating_sub(start);
+                if elapsed >= period {
+                    let passed = elapsed / period;
+                    match taken.checked_sub(passed.saturating_mul(limit)) {
+                        Some(left) if left > 0 => {
+                            start += passed * period;
+                            taken = left;
+                        }
+                        _ => {
+                            start = now_ms;
+                            taken = 0;
+                        }
+                    }
+                }
+                // The window began at or before `now` (a new one at `now`,
+                // reserved ones back to back up to it): a permit it has left
+                // is due now.
+                (taken < limit).then_some((start << COUNT_BITS) | (taken + 1))
+            });
+        match taken {
+            Ok(_) => Ok(()),
+            Err(_) => self
                 .fixed_window(c, now, Duration::ZERO)
                 .map(drop)
                 .map_err(from_nanos),
@@ -913,7 +950,17 @@ impl RateCall {
         let limiter = &**instance;
         let c = limiter.config.get();
         let started = limiter.telemetry.start();
-        match limiter.take(c, c.settings.max_wait.unwrap_or(Duration::ZERO)) {
+        let Some(max_wait) = c.settings.max_wait else {
+            // No reservations: the handle's short path.
+            return match limiter.take_now(c) {
+                Ok(()) => Enter::Ready(Ok(Granted { limiter, started })),
+                Err(retry_after) => {
+                    limiter.rejected(c, retry_after);
+                    Enter::Ready(Err(limiter.exceeded(self.key.name, retry_after)))
+                }
+            };
+        };
+        match limiter.take(c, max_wait) {
             Ok(taken) if taken.wait.is_zero() => Enter::Ready(Ok(Granted { limiter, started })),
             Ok(taken) => {
                 limiter.clock.check_paused(self.key.name);
