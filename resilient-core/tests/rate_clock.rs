@@ -98,7 +98,7 @@ async fn the_short_path_of_try_acquire_answers_as_the_general_path() -> TestResu
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^= z >> 31;
-            if z % 3 == 0 {
+            if z.is_multiple_of(3) {
                 tokio::time::advance(Duration::from_micros(z % 300_000)).await;
             }
             let fast = a.try_acquire();
