@@ -1,10 +1,13 @@
 //! The rate limiter's warning for a paused tokio clock it does not read,
-//! on its reservations' path, and never on a clock that is not paused: one
-//! test, since the warning is once per process.
+//! on its reservations' path, and never on a clock that is not paused (nor
+//! when two threads look at once): one test, since the warning is once per
+//! process.
 
 mod support;
 use support::*;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use resilient_core::settings::Value;
@@ -20,6 +23,10 @@ struct Refusing;
 #[derive(RateLimiterSpec)]
 #[spec("rate_clock.reserving")]
 struct Reserving;
+
+#[derive(RateLimiterSpec)]
+#[spec("rate_clock.racing")]
+struct Racing;
 
 fn limit(n: i128, period: &str) -> Value {
     table([
@@ -54,6 +61,39 @@ fn no_warning_on_a_running_clock_and_one_for_reservations_on_a_paused_one() -> T
         assert!(refused >= 299, "{refused}");
         Ok::<_, Error>(())
     })?;
+    assert!(warnings().is_empty(), "{:?}", warnings());
+
+    // Two threads refused at the same moment after a quiet 1.5 ms, 1000
+    // times: their looks must not mix one's counter with the other's
+    // tokio reading. A warning on the other thread would not reach this
+    // thread's subscriber, but it would spend the process's one warning,
+    // and the reservations below would find none left to give.
+    let r: Registry = registry::<Racing>(limit(1, "1h"));
+    let limiter = r.sync_scope(Racing::get)?;
+    let _ = limiter.try_acquire();
+    let round = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let other = {
+        let (limiter, round, stop) = (limiter.clone(), Arc::clone(&round), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut seen = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let now = round.load(Ordering::Acquire);
+                if now != seen {
+                    seen = now;
+                    assert!(limiter.try_acquire().is_err());
+                }
+                std::hint::spin_loop();
+            }
+        })
+    };
+    for i in 1..=1000 {
+        std::thread::sleep(Duration::from_micros(1500));
+        round.store(i, Ordering::Release);
+        assert!(limiter.try_acquire().is_err());
+    }
+    stop.store(true, Ordering::Relaxed);
+    other.join().map_err(|_| "the other thread panicked")?;
     assert!(warnings().is_empty(), "{:?}", warnings());
 
     // Built outside any runtime, used under a paused clock with `max_wait`:

@@ -36,12 +36,21 @@ pub(super) enum Clock {
         /// reservations: to notice a paused tokio clock that the counter
         /// does not follow.
         tokio_origin: tokio::time::Instant,
-        /// The two clocks at the last look (ns since their origins): each
-        /// look compares what each moved by since.
+        /// At the last look: tokio's reading minus the counter's (ns since
+        /// their origins, wrapping), one word so that two threads' looks
+        /// never mix their readings; and the counter's reading, for the
+        /// tolerance only.
         looked: [AtomicU64; 2],
     },
-    /// tokio's clock, paused when the limiter was built.
-    Tokio { origin: tokio::time::Instant },
+    /// tokio's clock: the limiter was built while it was paused, or after
+    /// `use_tokio_clock`.
+    Tokio {
+        origin: tokio::time::Instant,
+        /// The latest reading (ns since `origin`): a reading never goes
+        /// back, though tokio's clock may (a shared limiter used under a
+        /// second paused runtime whose clock is behind the first's).
+        seen: AtomicU64,
+    },
 }
 
 impl Clock {
@@ -50,6 +59,7 @@ impl Clock {
         if TOKIO_CLOCK.load(Ordering::Relaxed) || tokio_clock_is_paused() {
             return Clock::Tokio {
                 origin: tokio::time::Instant::now(),
+                seen: AtomicU64::new(0),
             };
         }
         // One calibrated clock per process, cloned: making one runs CPUID
@@ -70,8 +80,9 @@ impl Clock {
     pub(super) fn now_ns(&self) -> u64 {
         match self {
             Clock::Counter { clock, origin, .. } => clock.delta_as_nanos(*origin, clock.raw()),
-            Clock::Tokio { origin } => {
-                nanos(tokio::time::Instant::now().saturating_duration_since(*origin))
+            Clock::Tokio { origin, seen } => {
+                let read = nanos(tokio::time::Instant::now().saturating_duration_since(*origin));
+                seen.fetch_max(read, Ordering::Relaxed).max(read)
             }
         }
     }
@@ -81,15 +92,11 @@ impl Clock {
     /// `None` when it lies beyond what an `Instant` holds.
     pub(super) fn deadline(&self, at_ns: u64, wait: Duration) -> Option<tokio::time::Instant> {
         let due = Duration::from_nanos(at_ns).checked_add(wait)?;
-        match self {
-            Clock::Tokio { origin } => origin.checked_add(due),
-            // The counter's time maps to tokio's by the two clocks' readings
-            // now: both run at the machine's pace.
-            Clock::Counter { .. } => {
-                let left = due.saturating_sub(Duration::from_nanos(self.now_ns()));
-                tokio::time::Instant::now().checked_add(left)
-            }
-        }
+        // Relative to the two clocks' readings now: the counter runs at the
+        // machine's pace as tokio's clock does, and tokio's own reading may
+        // be behind the limiter's (see `seen`).
+        let left = due.saturating_sub(Duration::from_nanos(self.now_ns()));
+        tokio::time::Instant::now().checked_add(left)
     }
 
     /// Warns once per process when tokio's clock moved apart from the
@@ -116,19 +123,17 @@ impl Clock {
         if counter.saturating_sub(before) > 100_000 {
             return;
         }
-        // Since the last look (at the first, since the limiter was built).
-        let last_counter = looked[0].swap(counter, Ordering::Relaxed);
-        let last_tokio = looked[1].swap(tokio, Ordering::Relaxed);
-        let moved_counter = counter.saturating_sub(last_counter);
-        let moved_tokio = tokio.saturating_sub(last_tokio);
-        // Apart by more than 1 ms and 1 % of what they moved: more than the
-        // two clocks' paces differ by on any machine (NTP slews the
-        // monotonic clock by at most 0.05 %).
-        let apart = moved_counter.abs_diff(moved_tokio);
-        if apart > 1_000_000
-            && apart > moved_counter.max(moved_tokio) / 100
-            && !WARNED.swap(true, Ordering::Relaxed)
-        {
+        // Since the last look (at the first, since the limiter was built):
+        // how far tokio's clock moved from the counter, from one word.
+        let offset = tokio.wrapping_sub(counter);
+        let last_offset = looked[0].swap(offset, Ordering::Relaxed);
+        let last_counter = looked[1].swap(counter, Ordering::Relaxed);
+        let apart = (offset.wrapping_sub(last_offset) as i64).unsigned_abs();
+        let moved = counter.saturating_sub(last_counter).max(apart);
+        // Apart by more than 1 ms and 1 % of what the counter moved by
+        // meanwhile: more than the two clocks' paces differ by on any
+        // machine (NTP slews the monotonic clock by at most 0.05 %).
+        if apart > 1_000_000 && apart > moved / 100 && !WARNED.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 target: "resilient::rate_limiter",
                 spec,

@@ -72,8 +72,15 @@ use crate::telemetry::{Outcome, Telemetry};
 /// its initializer. A registry built inside each paused test needs no call:
 /// a limiter built while tokio's clock is paused reads it anyway.
 ///
-/// A permit then costs a read of the operating system's clock (about 30 ns
-/// where the counter takes 11): not for production code.
+/// A shared limiter keeps its permits and windows from one test to the
+/// next, and each test's paused clock starts where the machine's clock is
+/// when its runtime is built: a limiter's time never goes back, so after a
+/// test that advanced an hour, the others find its windows an hour on and
+/// their own `advance` short of it. Tests that advance the clock to refill
+/// permits build their own registry.
+///
+/// A permit then reads tokio's clock (with tokio's `test-util` feature, a
+/// lock per read): not for production code.
 ///
 /// ```
 /// use std::sync::LazyLock;
@@ -495,7 +502,13 @@ impl RateLimiter {
             .word
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 let (mut start, mut taken) = (w >> COUNT_BITS, w & COUNT_MASK);
-                let elapsed = now_ms.saturating_sub(start);
+                if start > now_ms {
+                    // A window begun after this call's reading (another
+                    // thread read the clock later): the general path says
+                    // when a permit is due.
+                    return None;
+                }
+                let elapsed = now_ms - start;
                 if elapsed >= period {
                     let passed = elapsed / period;
                     match taken.checked_sub(passed.saturating_mul(limit)) {
