@@ -319,6 +319,24 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// A fixed window's word brought to `now_ms`: its window's start and the
+/// permits taken in it. Windows that passed give back their permits;
+/// reserved permits that remain keep the windows back to back, else a new
+/// window starts at `now_ms`. Divides only when a window has passed.
+#[inline(always)]
+fn roll(word: u64, now_ms: u64, period: u64, limit: u64) -> (u64, u64) {
+    let (start, taken) = (word >> COUNT_BITS, word & COUNT_MASK);
+    let elapsed = now_ms.saturating_sub(start);
+    if elapsed < period {
+        return (start, taken);
+    }
+    let passed = elapsed / period;
+    match taken.checked_sub(passed.saturating_mul(limit)) {
+        Some(left) if left > 0 => (start + passed * period, left),
+        _ => (now_ms, 0),
+    }
+}
+
 /// A fixed window due at `due_ms`, past what u64 nanoseconds hold: whether
 /// its wait from `now` (ns) is longer than `max_wait`, and the wait in ns.
 #[cold]
@@ -501,27 +519,13 @@ impl RateLimiter {
         let taken = self
             .word
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                let (mut start, mut taken) = (w >> COUNT_BITS, w & COUNT_MASK);
-                if start > now_ms {
+                if w >> COUNT_BITS > now_ms {
                     // A window begun after this call's reading (another
                     // thread read the clock later): the general path says
                     // when a permit is due.
                     return None;
                 }
-                let elapsed = now_ms - start;
-                if elapsed >= period {
-                    let passed = elapsed / period;
-                    match taken.checked_sub(passed.saturating_mul(limit)) {
-                        Some(left) if left > 0 => {
-                            start += passed * period;
-                            taken = left;
-                        }
-                        _ => {
-                            start = now_ms;
-                            taken = 0;
-                        }
-                    }
-                }
+                let (start, taken) = roll(w, now_ms, period, limit);
                 // The window began at or before `now` (a new one at `now`,
                 // reserved ones back to back up to it): a permit it has left
                 // is due now.
@@ -553,29 +557,7 @@ impl RateLimiter {
         let _ = self
             .word
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                let (mut start, mut taken) = (w >> COUNT_BITS, w & COUNT_MASK);
-                // The divisions only when a window may have passed or be full:
-                // a call inside a window with permits left divides nothing.
-                let elapsed = now_ms.saturating_sub(start);
-                let passed = if elapsed < period {
-                    0
-                } else {
-                    elapsed / period
-                };
-                if passed > 0 {
-                    match taken.checked_sub(passed.saturating_mul(limit)) {
-                        // Reserved permits remain: windows stay back to back.
-                        Some(left) if left > 0 => {
-                            start += passed * period;
-                            taken = left;
-                        }
-                        // A new window starts with this call.
-                        _ => {
-                            start = now_ms;
-                            taken = 0;
-                        }
-                    }
-                }
+                let (start, taken) = roll(w, now_ms, period, limit);
                 // Permit `taken` is due when its window starts.
                 let due_ms = if taken < limit {
                     start
