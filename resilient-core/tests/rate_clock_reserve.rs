@@ -36,6 +36,12 @@ fn limit(n: i128, period: &str) -> Value {
     ])
 }
 
+fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+}
+
 #[test]
 fn no_warning_on_a_running_clock_and_one_for_reservations_on_a_paused_one() -> TestResult {
     let capture = support::capture::Capture::default();
@@ -75,25 +81,32 @@ fn no_warning_on_a_running_clock_and_one_for_reservations_on_a_paused_one() -> T
     let stop = Arc::new(AtomicBool::new(false));
     let other = {
         let (limiter, round, stop) = (limiter.clone(), Arc::clone(&round), Arc::clone(&stop));
-        std::thread::spawn(move || {
-            let mut seen = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let now = round.load(Ordering::Acquire);
-                if now != seen {
-                    seen = now;
-                    assert!(limiter.try_acquire().is_err());
+        // Each thread in a current-thread runtime of its own (its clock
+        // running): only there does a refusal look at the clocks.
+        std::thread::spawn(move || -> std::io::Result<()> {
+            current_thread()?.block_on(async {
+                let mut seen = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let now = round.load(Ordering::Acquire);
+                    if now != seen {
+                        seen = now;
+                        assert!(limiter.try_acquire().is_err());
+                    }
+                    std::hint::spin_loop();
                 }
-                std::hint::spin_loop();
-            }
+            });
+            Ok(())
         })
     };
-    for i in 1..=1000 {
-        std::thread::sleep(Duration::from_micros(1500));
-        round.store(i, Ordering::Release);
-        assert!(limiter.try_acquire().is_err());
-    }
+    current_thread()?.block_on(async {
+        for i in 1..=1000 {
+            std::thread::sleep(Duration::from_micros(1500));
+            round.store(i, Ordering::Release);
+            assert!(limiter.try_acquire().is_err());
+        }
+    });
     stop.store(true, Ordering::Relaxed);
-    other.join().map_err(|_| "the other thread panicked")?;
+    other.join().map_err(|_| "the other thread panicked")??;
     assert!(warnings().is_empty(), "{:?}", warnings());
 
     // Built outside any runtime, used under a paused clock with `max_wait`:

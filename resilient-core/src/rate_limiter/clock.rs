@@ -112,7 +112,7 @@ impl Clock {
         else {
             return;
         };
-        if WARNED.load(Ordering::Relaxed) {
+        if WARNED.load(Ordering::Relaxed) || !in_current_thread_runtime() {
             return;
         }
         // The counter on both sides of tokio's reading: a thread preempted
@@ -151,14 +151,18 @@ pub(super) fn use_tokio_clock() {
     TOKIO_CLOCK.store(true, Ordering::Relaxed);
 }
 
+/// Whether this thread is in a current-thread tokio runtime: only such a
+/// runtime can pause its clock, so a refusal anywhere else (a server's
+/// multi-thread runtime, a plain thread) looks at no clock for it.
+fn in_current_thread_runtime() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
+}
+
 /// Whether this thread is in a current-thread tokio runtime whose clock is
-/// paused (only such a runtime can pause it): tokio's clock then stands
-/// still while the machine's moves.
+/// paused: tokio's clock then stands still while the machine's moves.
 fn tokio_clock_is_paused() -> bool {
-    let Ok(handle) = tokio::runtime::Handle::try_current() else {
-        return false;
-    };
-    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread {
+    if !in_current_thread_runtime() {
         return false;
     }
     let before = tokio::time::Instant::now();

@@ -489,6 +489,16 @@ impl RateLimiter {
         }
     }
 
+    /// [`take`](Self::take) with the spec's `max_wait`; without one, the
+    /// short path of a permit due now.
+    #[inline(always)]
+    fn take_as_set(&self, c: &Config) -> Result<Taken, Duration> {
+        match c.settings.max_wait {
+            None => self.take_now(c).map(|()| Taken::NOW),
+            Some(max_wait) => self.take(c, max_wait),
+        }
+    }
+
     /// Takes a permit due now, or says how long until one would be: what
     /// [`take`](Self::take) does with no `max_wait`, kept short for a
     /// handle's `try_acquire` (no reservation to describe, a token bucket's
@@ -643,8 +653,7 @@ impl RateLimiter {
     /// it is due.
     pub(crate) async fn acquire(&self, spec: &'static str) -> Result<(), Error> {
         let c = self.config.get();
-        let max_wait = c.settings.max_wait.unwrap_or(Duration::ZERO);
-        let taken = self.take(c, max_wait).map_err(|retry_after| {
+        let taken = self.take_as_set(c).map_err(|retry_after| {
             self.rejected(c, retry_after);
             self.exceeded(spec, retry_after)
         })?;
@@ -945,17 +954,7 @@ impl RateCall {
         let limiter = &**instance;
         let c = limiter.config.get();
         let started = limiter.telemetry.start();
-        let Some(max_wait) = c.settings.max_wait else {
-            // No reservations: the handle's short path.
-            return match limiter.take_now(c) {
-                Ok(()) => Enter::Ready(Ok(Granted { limiter, started })),
-                Err(retry_after) => {
-                    limiter.rejected(c, retry_after);
-                    Enter::Ready(Err(limiter.exceeded(self.key.name, retry_after)))
-                }
-            };
-        };
-        match limiter.take(c, max_wait) {
+        match limiter.take_as_set(c) {
             Ok(taken) if taken.wait.is_zero() => Enter::Ready(Ok(Granted { limiter, started })),
             Ok(taken) => {
                 limiter.clock.check_paused(self.key.name);
