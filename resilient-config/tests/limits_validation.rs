@@ -16,6 +16,7 @@ use std::error::Error;
 use std::time::Duration;
 
 use resilient_config::ConfigError;
+use resilient_core::backend::{Backend, OnBackendFailure};
 use resilient_core::concurrency::{ConcurrencyLimitSettings, Policy};
 use resilient_core::rate_limiter::{Algorithm, RateLimiterSettings};
 use resilient_core::settings::Problem;
@@ -1126,6 +1127,8 @@ async fn full_rate_limiter_section_builds_and_reads_back() -> TestResult {
             limit_for_period: 50,
             limit_refresh_period: Duration::from_secs(2),
             max_wait: Some(Duration::from_millis(250)),
+            backend: Backend::Local,
+            on_backend_failure: OnBackendFailure::Deny,
         }
     );
 
@@ -1141,6 +1144,8 @@ async fn full_rate_limiter_section_builds_and_reads_back() -> TestResult {
             limit_for_period: 1_048_575,
             limit_refresh_period: Duration::from_millis(1),
             max_wait: None,
+            backend: Backend::Local,
+            on_backend_failure: OnBackendFailure::Deny,
         }
     );
     Ok(())
@@ -1157,6 +1162,8 @@ async fn defaults_of_a_minimal_rate_limiter_section() -> TestResult {
             limit_for_period: 10,
             limit_refresh_period: Duration::from_secs(1),
             max_wait: None,
+            backend: Backend::Local,
+            on_backend_failure: OnBackendFailure::Deny,
         }
     );
     Ok(())
@@ -1205,6 +1212,8 @@ async fn values_given_as_strings_are_accepted() -> TestResult {
             limit_for_period: 100,
             limit_refresh_period: Duration::from_secs(60),
             max_wait: Some(Duration::from_millis(100)),
+            backend: Backend::Local,
+            on_backend_failure: OnBackendFailure::Deny,
         }
     );
     Ok(())

@@ -71,7 +71,7 @@ fn a_section_near_no_spec_names_the_tables_specs_go_through() {
     let settings = config(&format!("{VALID}\n[resilient.bulkhead.pet]\nlimit = 5\n"));
     assert_eq!(
         messages(&settings),
-        ["`resilient.bulkhead` is read by no spec: the specs' sections under `resilient` go through `retry`, `telemetry`, `timeout`; correct its path, or remove it (`resilient` holds resilient's settings only)"]
+        ["`resilient.bulkhead` is read by no spec: the specs' sections under `resilient` go through `redis`, `retry`, `telemetry`, `timeout`; correct its path, or remove it (`resilient` holds resilient's settings only)"]
     );
 }
 

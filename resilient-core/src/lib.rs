@@ -173,6 +173,7 @@
 
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod blocking;
 pub mod chaos;
 pub mod circuit_breaker;

@@ -419,6 +419,24 @@ impl<'a> Section<'a> {
         }
     }
 
+    /// Reads a text; `None` and a problem when it is not text, or when it
+    /// is absent and `default` is `None`.
+    pub fn text(&mut self, key: &'static str, default: Option<&str>) -> Option<String> {
+        let Some(v) = self.raw(key) else {
+            if default.is_none() {
+                self.missing(key, "text");
+            }
+            return default.map(str::to_owned);
+        };
+        match v {
+            Value::Str(s) => Some(s.trim().to_owned()),
+            _ => {
+                self.problem(key, "must be text", Some(v));
+                None
+            }
+        }
+    }
+
     /// Reads a finite number that `check` accepts; `rule` says what it accepts.
     pub fn float(
         &mut self,

@@ -138,20 +138,23 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("timeout", 4),
             ("chaos", 4),
             ("fallback", 4),
-            // The rate limiter answers calls as the concurrency limit does.
-            ("rate_limiter", 5),
             // Hedging takes its budget from retry's bucket.
             ("hedging", 5),
+            // Shared backends: their own failures go through a breaker.
+            ("backend", 5),
+            // The rate limiter answers calls as the concurrency limit does,
+            // and keeps its permits in a backend when told to.
+            ("rate_limiter", 6),
             // A place or a permit held as plain data between polls.
-            ("gate", 6),
+            ("gate", 7),
             // The layers of a stream, and tower's layers: each around a
             // mechanism's guard, kept as plain data beside its instance.
-            ("stream", 7),
-            ("layer", 7),
+            ("stream", 8),
+            ("layer", 8),
             // What generated code names, and the crate root.
-            ("private", 8),
-            ("__private", 8),
-            ("lib", 9),
+            ("private", 9),
+            ("__private", 9),
+            ("lib", 10),
         ],
     );
 }

@@ -372,7 +372,7 @@ const UNTIMED: u64 = u64::MAX;
 
 impl<'a> Permit<'a> {
     #[inline]
-    fn new(breaker: &'a Breaker) -> Result<Self, State> {
+    pub(crate) fn new(breaker: &'a Breaker) -> Result<Self, State> {
         let taken = breaker.try_acquire()?;
         // The clock is read only for a slow-call threshold, or for metrics.
         let started = match taken {

@@ -47,7 +47,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 mod clock;
@@ -55,11 +55,12 @@ mod clock;
 use tokio::time::Instant;
 
 use self::clock::Clock;
+use crate::backend::{Answer, Ask, Backend, OnBackendFailure, Remote, Unavailable};
 use crate::concurrency::Enter;
 use crate::error::Error;
 use crate::keyed::PartitionKey;
 use crate::outcome::Fail;
-use crate::registry::{Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
+use crate::registry::{Context, Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
 use crate::settings::Section;
 use crate::spec::SpecKind;
 use crate::telemetry::{Outcome, Telemetry};
@@ -177,6 +178,9 @@ pub enum Algorithm {
 /// | `limit_for_period` | required | whole number in 1..=1048575: calls per period |
 /// | `limit_refresh_period` | required | duration ≥ 1ms: the period; a whole number of milliseconds for `fixed_window`; for `token_bucket` ≥ 1ns per permit and at most 584 years |
 /// | `max_wait` | none | duration > 0: how long a call may wait for a permit instead of failing at once |
+/// | `backend` | `"local"` | `"local"` (this process) or `"redis"` (shared by every replica, through the section `resilient.redis`) |
+/// | `on_backend_failure` | `"deny"` | with `backend = "redis"`: `"deny"`, `"allow"` or `"local"`, what a call gets while Redis makes no decision |
+/// | `local_limit_for_period` | required with `"local"` | whole number in 1..=`limit_for_period`: this process's permits per period while Redis makes no decision |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RateLimiterSettings {
@@ -202,6 +206,10 @@ pub struct RateLimiterSettings {
         )
     )]
     pub max_wait: Option<Duration>,
+    /// Where the permits are kept.
+    pub backend: Backend,
+    /// What a call gets while a shared backend makes no decision.
+    pub on_backend_failure: OnBackendFailure,
 }
 
 const COUNT_BITS: u32 = 20;
@@ -224,6 +232,7 @@ impl RateLimiterSettings {
             }
             other => other.flatten(),
         };
+        let (backend, on_backend_failure) = read_backend(s, limit);
         let max_wait = match s.duration("max_wait", false) {
             Some(Some(d)) if d.is_zero() => {
                 s.invalid("max_wait", "must be > 0 (leave it out to fail at once)");
@@ -269,8 +278,70 @@ impl RateLimiterSettings {
                 None => None,
                 Some(d) => Some(d?),
             },
+            backend: backend?,
+            on_backend_failure: on_backend_failure?,
         })
     }
+}
+
+/// Reads `backend`, `on_backend_failure` and `local_limit_for_period`;
+/// `limit` is `limit_for_period`, if valid.
+fn read_backend(
+    s: &mut Section<'_>,
+    limit: Option<u64>,
+) -> (Option<Backend>, Option<OnBackendFailure>) {
+    let backend = s.choice("backend", &["local", "redis"], "local");
+    let policy = s.choice("on_backend_failure", &["deny", "allow", "local"], "deny");
+    let share = s.int("local_limit_for_period", Some(0), 1, COUNT_MASK);
+    let written = |s: &mut Section<'_>, key: &'static str| s.written(key).is_some();
+    if backend == Some("local") {
+        for key in ["on_backend_failure", "local_limit_for_period"] {
+            if written(s, key) {
+                s.invalid(key, "applies only with `backend = \"redis\"`: a local limiter has no backend to fail");
+                return (None, None);
+            }
+        }
+    }
+    let policy = match (policy, share) {
+        (Some("local"), Some(0)) => {
+            s.problem(
+                "local_limit_for_period",
+                "is required with `on_backend_failure = \"local\"`: the permits per period this process gives on its own while Redis makes no decision (its share of `limit_for_period`)",
+                None,
+            );
+            None
+        }
+        (Some("local"), Some(share)) => match limit {
+            Some(limit) if share > limit => {
+                s.invalid(
+                    "local_limit_for_period",
+                    format!("must be at most `limit_for_period` ({limit}): it is this process's share of the shared limit"),
+                );
+                None
+            }
+            _ => u32::try_from(share)
+                .ok()
+                .map(|limit_for_period| OnBackendFailure::Local { limit_for_period }),
+        },
+        (Some(_), Some(share)) if share != 0 => {
+            s.invalid(
+                "local_limit_for_period",
+                "applies only with `on_backend_failure = \"local\"`",
+            );
+            None
+        }
+        (Some("allow"), _) => Some(OnBackendFailure::Allow),
+        (Some(_), _) => Some(OnBackendFailure::Deny),
+        (None, _) => None,
+    };
+    let backend = backend.map(|b| {
+        if b == "redis" {
+            Backend::Redis
+        } else {
+            Backend::Local
+        }
+    });
+    (backend, policy)
 }
 
 /// The shared instance of one rate limiter spec: its permits, its settings
@@ -285,16 +356,34 @@ pub struct RateLimiter {
     /// the permits taken in it (low 20 bits). `token_bucket`: the theoretical
     /// arrival time, in ns since `origin`.
     word: AtomicU64,
+    /// The shared backend of the registry, if it has one: asked when the
+    /// settings say `backend = "redis"`.
+    remote: OnceLock<Remote>,
 }
 
 /// The settings a rate limiter runs with, in its clock's units.
 #[derive(Debug)]
 struct Config {
     settings: RateLimiterSettings,
+    /// Whether a permit takes another way than the local word: disabled, or
+    /// decided by a backend. One test on the way of every permit.
+    unusual: bool,
+    /// `backend = "redis"`: what to ask, and the limiter of
+    /// `on_backend_failure = "local"`.
+    remote: Option<RemoteConfig>,
     period_ms: u64,
     /// `token_bucket`: ns between two permits, and the burst tolerance.
     interval_ns: u64,
     tolerance_ns: u64,
+}
+
+/// What a limiter whose permits live in a backend asks it.
+#[derive(Debug)]
+struct RemoteConfig {
+    ask: Ask,
+    /// `on_backend_failure = "local"`: the local limiter's settings, with
+    /// this process's share.
+    local: Option<Box<Config>>,
 }
 
 impl Tag for Config {}
@@ -303,7 +392,36 @@ impl Config {
     fn of(settings: RateLimiterSettings) -> Self {
         let period_ns = nanos(settings.limit_refresh_period);
         let interval_ns = (period_ns / u64::from(settings.limit_for_period.max(1))).max(1);
+        let remote = (settings.backend == Backend::Redis).then(|| RemoteConfig {
+            ask: match settings.algorithm {
+                Algorithm::FixedWindow => Ask::FixedWindow {
+                    limit: u64::from(settings.limit_for_period),
+                    period: settings.limit_refresh_period,
+                },
+                Algorithm::TokenBucket => Ask::TokenBucket {
+                    interval: Duration::from_nanos(interval_ns),
+                    tolerance: Duration::from_nanos(
+                        interval_ns
+                            .saturating_mul(u64::from(settings.limit_for_period.saturating_sub(1))),
+                    ),
+                },
+            },
+            local: match settings.on_backend_failure {
+                OnBackendFailure::Local { limit_for_period } => {
+                    Some(Box::new(Config::of(RateLimiterSettings {
+                        enabled: true,
+                        limit_for_period,
+                        backend: Backend::Local,
+                        on_backend_failure: OnBackendFailure::Deny,
+                        ..settings
+                    })))
+                }
+                _ => None,
+            },
+        });
         Self {
+            unusual: !settings.enabled || remote.is_some(),
+            remote,
             period_ms: u64::try_from(settings.limit_refresh_period.as_millis())
                 .unwrap_or(u64::MAX)
                 .max(1),
@@ -383,12 +501,36 @@ impl Mechanism for RateLimiter {
             telemetry,
             clock: Clock::new(),
             word: AtomicU64::new(0),
+            remote: OnceLock::new(),
+        }
+    }
+
+    fn attach(&self, context: &Context) {
+        if let Some(remote) = Remote::of(context, self.telemetry.path(), None) {
+            let _ = self.remote.set(remote);
+        }
+    }
+
+    fn inherit(&self, base: &Self, key: &str) {
+        if let Some(remote) = base.remote.get() {
+            let _ = self.remote.set(remote.for_key(self.telemetry.path(), key));
+        }
+    }
+
+    fn check(settings: &RateLimiterSettings, context: &Context) -> Option<(&'static str, String)> {
+        match settings.backend {
+            Backend::Redis => crate::backend::check_redis(context),
+            Backend::Local => None,
         }
     }
 
     fn reconfigure(&self, settings: RateLimiterSettings) -> Vec<String> {
         let was = self.config.get();
-        let (old_algorithm, old_interval) = (was.settings.algorithm, was.interval_ns);
+        let (old_algorithm, old_interval, old_backend) = (
+            was.settings.algorithm,
+            was.interval_ns,
+            was.settings.backend,
+        );
         let (now, _) = self
             .config
             .publish(|c| c.settings == settings, || Config::of(settings));
@@ -396,6 +538,11 @@ impl Mechanism for RateLimiter {
             // The other algorithm's word means something else: start afresh.
             self.word.store(0, Ordering::Release);
             return vec!["a new `type`: its permits start afresh, as at startup".to_owned()];
+        }
+        if now.settings.backend != old_backend {
+            // The local word counted the whole limit, or the local share.
+            self.word.store(0, Ordering::Release);
+            return vec!["a new `backend`: the permits of this process start afresh".to_owned()];
         }
         if now.settings.algorithm == Algorithm::TokenBucket && now.interval_ns != old_interval {
             // The permits spent, counted in the new interval: what is owed
@@ -453,8 +600,8 @@ impl RateLimiter {
     /// permit would be free.
     #[inline]
     fn take(&self, c: &Config, max_wait: Duration) -> Result<Taken, Duration> {
-        if !c.settings.enabled {
-            return Ok(Taken::NOW);
+        if c.unusual {
+            return Ok(Self::unusual(c));
         }
         let now = self.now_ns();
         // Durations are made once, here: the decision itself is integers.
@@ -493,6 +640,9 @@ impl RateLimiter {
     /// short path of a permit due now.
     #[inline(always)]
     fn take_as_set(&self, c: &Config) -> Result<Taken, Duration> {
+        if c.unusual {
+            return Ok(Self::unusual(c));
+        }
         match c.settings.max_wait {
             None => self.take_now(c).map(|()| Taken::NOW),
             Some(max_wait) => self.take(c, max_wait),
@@ -505,8 +655,8 @@ impl RateLimiter {
     /// decision inline).
     #[inline(always)]
     fn take_now(&self, c: &Config) -> Result<(), Duration> {
-        if !c.settings.enabled {
-            return Ok(());
+        if c.unusual {
+            return self.take_now_unusual(c);
         }
         let now = self.now_ns();
         match c.settings.algorithm {
@@ -547,6 +697,139 @@ impl RateLimiter {
                 .fixed_window(c, now, Duration::ZERO)
                 .map(drop)
                 .map_err(from_nanos),
+        }
+    }
+
+    /// The permit of a limiter that is disabled (due now), or whose
+    /// backend decides ([`Taken::ASK`]: the call asks it while it waits).
+    #[cold]
+    fn unusual(c: &Config) -> Taken {
+        if c.remote.is_some() && c.settings.enabled {
+            Taken::ASK
+        } else {
+            Taken::NOW
+        }
+    }
+
+    /// [`take_now`](Self::take_now) of a disabled limiter, or of one whose
+    /// backend decides: asked at once, the thread blocked for the round
+    /// trip (the handle's `try_acquire` has no future to wait in).
+    #[cold]
+    fn take_now_unusual(&self, c: &Config) -> Result<(), Duration> {
+        let Some(rc) = c.remote.as_ref().filter(|_| c.settings.enabled) else {
+            return Ok(());
+        };
+        let answer = match self.remote.get() {
+            Some(remote) => remote.decide_blocking(rc.ask, Duration::ZERO),
+            None => Err(Unavailable {
+                retry_after: Duration::ZERO,
+            }),
+        };
+        match self.answered(c, rc, answer, Duration::ZERO) {
+            Ok(wait) if wait.is_zero() => Ok(()),
+            // Not given with no `max_wait`; refused if it were.
+            Ok(wait) | Err(wait) => Err(wait),
+        }
+    }
+
+    /// What a call gets from a backend's `answer` (or its absence, by
+    /// `on_backend_failure`): `Ok` with the wait until its permit is due,
+    /// or `Err` with how long until one would be free.
+    fn answered(
+        &self,
+        c: &Config,
+        rc: &RemoteConfig,
+        answer: Result<Answer, Unavailable>,
+        max_wait: Duration,
+    ) -> Result<Duration, Duration> {
+        match answer {
+            Ok(Answer::Admitted(wait)) => Ok(wait),
+            Ok(Answer::Refused(retry_after)) => Err(retry_after),
+            Err(unavailable) => {
+                let policy = match c.settings.on_backend_failure {
+                    OnBackendFailure::Deny => "deny",
+                    OnBackendFailure::Allow => "allow",
+                    OnBackendFailure::Local { .. } => "local",
+                };
+                if self.telemetry.metrics_on() {
+                    self.telemetry
+                        .counter(
+                            "resilient_rate_limiter_backend_unavailable_total",
+                            &[("policy", policy)],
+                        )
+                        .increment(1);
+                }
+                match (c.settings.on_backend_failure, &rc.local) {
+                    (OnBackendFailure::Allow, _) => Ok(Duration::ZERO),
+                    (OnBackendFailure::Local { .. }, Some(local)) => {
+                        self.take(local, max_wait).map(|t| t.wait)
+                    }
+                    _ => Err(unavailable.retry_after),
+                }
+            }
+        }
+    }
+
+    /// Asks the backend for the permit of a call (a [`Taken::ASK`]), and
+    /// waits until it is due.
+    async fn ask(&self, spec: &'static str) -> Result<(), Error> {
+        let c = self.config.get();
+        let max_wait = c.settings.max_wait.unwrap_or(Duration::ZERO);
+        let outcome = match (&c.remote, self.remote.get()) {
+            (Some(rc), Some(remote)) if c.settings.enabled => {
+                let answer = Box::pin(remote.decide(rc.ask, max_wait)).await;
+                self.answered(c, rc, answer, max_wait)
+            }
+            (Some(rc), None) if c.settings.enabled => self.answered(
+                c,
+                rc,
+                Err(Unavailable {
+                    retry_after: Duration::ZERO,
+                }),
+                max_wait,
+            ),
+            // Reloaded meanwhile: the settings now in force decide.
+            _ => self.take(c, max_wait).map(|t| t.wait),
+        };
+        match outcome {
+            Ok(wait) => {
+                if !wait.is_zero() {
+                    Box::pin(tokio::time::sleep(wait)).await;
+                }
+                Ok(())
+            }
+            Err(retry_after) => {
+                self.rejected(c, retry_after);
+                Err(self.exceeded(spec, retry_after))
+            }
+        }
+    }
+
+    /// [`ask`](Self::ask), blocking the thread.
+    fn ask_blocking(&self, spec: &'static str) -> Result<(), Error> {
+        let c = self.config.get();
+        let max_wait = c.settings.max_wait.unwrap_or(Duration::ZERO);
+        let outcome = match (&c.remote, self.remote.get()) {
+            (Some(rc), remote) if c.settings.enabled => {
+                let answer = match remote {
+                    Some(remote) => remote.decide_blocking(rc.ask, max_wait),
+                    None => Err(Unavailable {
+                        retry_after: Duration::ZERO,
+                    }),
+                };
+                self.answered(c, rc, answer, max_wait)
+            }
+            _ => self.take(c, max_wait).map(|t| t.wait),
+        };
+        match outcome {
+            Ok(wait) => {
+                crate::blocking::sleep(wait);
+                Ok(())
+            }
+            Err(retry_after) => {
+                self.rejected(c, retry_after);
+                Err(self.exceeded(spec, retry_after))
+            }
         }
     }
 
@@ -658,6 +941,9 @@ impl RateLimiter {
             self.exceeded(spec, retry_after)
         })?;
         if !taken.wait.is_zero() {
+            if taken.is_ask() {
+                return self.ask(spec).await;
+            }
             self.clock.check_paused(spec);
             self.wait_for(taken).await;
         }
@@ -716,6 +1002,19 @@ impl Taken {
         tat: 0,
         interval_ns: 0,
     };
+
+    /// No permit yet: the backend is asked while the call waits (not due
+    /// now, so that a call takes the way of a reserved permit).
+    const ASK: Taken = Taken {
+        wait: Duration::MAX,
+        at: u64::MAX,
+        tat: 0,
+        interval_ns: 0,
+    };
+
+    fn is_ask(&self) -> bool {
+        self.at == u64::MAX
+    }
 }
 
 /// A reserved permit whose call sleeps until it is due; dropped before then
@@ -957,7 +1256,9 @@ impl RateCall {
         match limiter.take_as_set(c) {
             Ok(taken) if taken.wait.is_zero() => Enter::Ready(Ok(Granted { limiter, started })),
             Ok(taken) => {
-                limiter.clock.check_paused(self.key.name);
+                if !taken.is_ask() {
+                    limiter.clock.check_paused(self.key.name);
+                }
                 Enter::Wait(Reserved {
                     limiter,
                     taken,
@@ -974,7 +1275,15 @@ impl RateCall {
     /// Sleeps until the reserved permit is due.
     pub async fn wait<'a>(&'a self, mut reserved: Reserved<'a>) -> Result<Granted<'a>, Error> {
         let limiter = reserved.limiter;
-        limiter.wait_for(reserved.taken).await;
+        if reserved.taken.is_ask() {
+            if let Err(e) = limiter.ask(self.key.name).await {
+                // Counted as rejected, not as cancelled.
+                reserved.started = None;
+                return Err(e);
+            }
+        } else {
+            limiter.wait_for(reserved.taken).await;
+        }
         Ok(Granted {
             limiter,
             started: reserved.started.take(),
@@ -985,7 +1294,14 @@ impl RateCall {
     /// [`crate::blocking`]).
     pub fn wait_blocking<'a>(&'a self, mut reserved: Reserved<'a>) -> Result<Granted<'a>, Error> {
         let limiter = reserved.limiter;
-        limiter.wait_blocking(reserved.taken);
+        if reserved.taken.is_ask() {
+            if let Err(e) = limiter.ask_blocking(self.key.name) {
+                reserved.started = None;
+                return Err(e);
+            }
+        } else {
+            limiter.wait_blocking(reserved.taken);
+        }
         Ok(Granted {
             limiter,
             started: reserved.started.take(),

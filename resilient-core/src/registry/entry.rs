@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::keyed::Keyed;
 use super::mechanism::Mechanism;
+use super::shared::Context;
 use super::snapshot::{KeysSnapshot, Part};
 use crate::keyed::KeySettings;
 use crate::settings::Section;
@@ -58,6 +59,7 @@ pub struct SpecEntry {
     read: fn(&mut Section<'_>) -> Option<AnySettings>,
     build: fn(AnySettings, Telemetry) -> Option<Arc<dyn Instance>>,
     install: fn(&'static dyn Instance),
+    check: fn(&AnySettings, &Context) -> Option<(&'static str, String)>,
     keyed: Option<KeyedFns>,
     outcomes: &'static [Outcome],
 }
@@ -94,6 +96,7 @@ impl SpecEntry {
             read: read::<S::Mechanism>,
             build: build::<S::Mechanism>,
             install: install::<S>,
+            check: check::<S::Mechanism>,
             keyed: if <S::Mechanism as Mechanism>::KEYED {
                 Some(KeyedFns {
                     build: build_keyed::<S::Mechanism>,
@@ -124,6 +127,16 @@ impl SpecEntry {
         telemetry: Telemetry,
     ) -> Option<Arc<dyn Instance>> {
         (self.build)(settings, telemetry)
+    }
+
+    /// A problem with settings that `read` returned, in a registry whose
+    /// own sections built `context`.
+    pub(crate) fn check(
+        &self,
+        settings: &AnySettings,
+        context: &Context,
+    ) -> Option<(&'static str, String)> {
+        (self.check)(settings, context)
     }
 
     /// Puts `instance`, of this spec, in the spec's slot.
@@ -230,6 +243,13 @@ fn build<M: Mechanism>(settings: AnySettings, telemetry: Telemetry) -> Option<Ar
     Some(Arc::new(M::build(*settings, telemetry)))
 }
 
+fn check<M: Mechanism>(
+    settings: &AnySettings,
+    context: &Context,
+) -> Option<(&'static str, String)> {
+    M::check(settings.downcast_ref::<M::Settings>()?, context)
+}
+
 fn install<S: Spec>(instance: &'static dyn Instance) {
     if let Some(instance) = instance.as_any().downcast_ref::<S::Mechanism>() {
         let _ = S::__slot().instance.set(instance);
@@ -243,6 +263,7 @@ pub(crate) trait Instance: Send + Sync + 'static {
     /// when they are the ones running.
     fn reconfigure(&self, settings: AnySettings) -> Option<Vec<String>>;
     fn telemetry_switched(&self);
+    fn attach(&self, context: &Context);
     fn settings(&self) -> Arc<dyn Part>;
     fn status(&self) -> Option<Arc<dyn Part>>;
     fn as_any(&self) -> &dyn Any;
@@ -264,6 +285,10 @@ impl<M: Mechanism> Instance for M {
 
     fn telemetry_switched(&self) {
         Mechanism::telemetry_switched(self);
+    }
+
+    fn attach(&self, context: &Context) {
+        Mechanism::attach(self, context);
     }
 
     fn settings(&self) -> Arc<dyn Part> {

@@ -288,11 +288,14 @@ impl<M: Mechanism> Keyed<M> {
             return self.overflow(make.keys.max);
         }
         make.skip_scans = 0;
-        let telemetry =
-            self.base
-                .telemetry()
-                .for_key(key.to_text(), make.keys.label_metrics, make.switches);
+        let text = key.to_text();
+        let telemetry = self.base.telemetry().for_key(
+            Arc::clone(&text),
+            make.keys.label_metrics,
+            make.switches,
+        );
         let instance = Arc::new(M::build(make.settings.clone(), telemetry));
+        instance.inherit(&self.base, &text);
         instance.telemetry_switched();
         instance.join(&self.share);
         let entry = Entry {

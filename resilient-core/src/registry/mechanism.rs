@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::shared::Context;
 use super::snapshot::Part;
 use crate::settings::Section;
 use crate::spec::SpecKind;
@@ -86,6 +87,23 @@ pub trait Mechanism: Sealed + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn evictable(&self) -> bool {
         true
+    }
+
+    /// What the registry's own sections built (a shared backend), given
+    /// to each instance it builds.
+    #[doc(hidden)]
+    fn attach(&self, _context: &Context) {}
+
+    /// A keyed instance just built, for `key`, takes what `base`, the
+    /// spec's own instance, was attached to.
+    #[doc(hidden)]
+    fn inherit(&self, _base: &Self, _key: &str) {}
+
+    /// A problem with `settings` in a registry whose own sections built
+    /// `context` (a backend named and not configured), as key and rule.
+    #[doc(hidden)]
+    fn check(_settings: &Self::Settings, _context: &Context) -> Option<(&'static str, String)> {
+        None
     }
 
     /// Its telemetry's switches were just set again (by a reload): a

@@ -31,6 +31,7 @@
 mod entry;
 mod keyed;
 mod mechanism;
+mod shared;
 mod snapshot;
 mod unread;
 mod versions;
@@ -49,6 +50,9 @@ pub(crate) use entry::{CallInstance, Key, Shared};
 pub use entry::{Slot, Spec, SpecEntry};
 pub use mechanism::Mechanism;
 pub(crate) use mechanism::Sealed;
+#[doc(hidden)]
+pub use shared::Context;
+pub(crate) use shared::SectionEntry;
 pub use snapshot::{KeyStatus, KeysSnapshot, Part, Snapshot, SpecSnapshot};
 pub(crate) use versions::{Pinned, Tag, Versions};
 
@@ -160,6 +164,8 @@ struct Inner {
     metrics: AtomicBool,
     /// The global switches as configured, and the reload that changes them.
     global: Mutex<GlobalTelemetry>,
+    /// What its own sections built (a shared backend), for its specs.
+    context: Context,
     /// Built for every spec linked into the binary: a reload checks for
     /// configuration that no spec reads, as the build did (see [`unread`]).
     whole: bool,
@@ -271,6 +277,10 @@ fn read_all<'e>(
             name: GLOBAL,
             path: GlobalTelemetry::PATH,
         });
+        claims.extend(SectionEntry::all().map(|s| unread::Claim {
+            name: s.name,
+            path: s.path,
+        }));
         unread::unread(root, &claims, origin, problems);
     }
     let before = problems.len();
@@ -307,6 +317,28 @@ fn read_all<'e>(
         }
     }
     read
+}
+
+/// Checks each spec's settings (`read`, in the order of `entries`) against
+/// what the registry's own sections built.
+fn check_all(
+    entries: &[SpecEntry],
+    read: &[Option<Pending>],
+    context: &Context,
+    problems: &mut Vec<Problem>,
+) {
+    for (entry, pending) in entries.iter().zip(read) {
+        let Some(pending) = pending else { continue };
+        if let Some((key, rule)) = entry.check(&pending.settings, context) {
+            problems.push(Problem {
+                spec: entry.name,
+                path: entry.path,
+                key: key.to_owned(),
+                rule,
+                found: None,
+            });
+        }
+    }
 }
 
 fn sorted(mut problems: Vec<Problem>) -> Vec<Problem> {
@@ -359,6 +391,13 @@ impl RegistryBuilder {
         entries.sort_by(|a, b| (a.path, a.name).cmp(&(b.path, b.name)));
         let mut problems = Vec::new();
         let global = read_global(root, &mut problems);
+        let listeners = Arc::new(Listeners::default());
+        let context = Context::build(
+            root,
+            &mut problems,
+            &listeners,
+            TelemetrySettings::default().under(global.unwrap_or_default()),
+        );
         let shared = shared_sections(&entries, &mut problems);
         let read = read_all(
             entries.iter(),
@@ -367,10 +406,10 @@ impl RegistryBuilder {
             whole.then_some(origin),
             &mut problems,
         );
+        check_all(&entries, &read, &context, &mut problems);
         let Some(global) = global.filter(|_| problems.is_empty()) else {
             return Err(sorted(problems));
         };
-        let listeners = Arc::new(Listeners::default());
         let mut specs = Vec::with_capacity(entries.len());
         for (entry, pending) in entries.into_iter().zip(read) {
             let Some(Pending {
@@ -393,6 +432,7 @@ impl RegistryBuilder {
             let Some(instance) = entry.build(settings, telemetry) else {
                 continue;
             };
+            instance.attach(&context);
             let any = Arc::clone(&instance).into_any();
             let keyed = keys.and_then(|keys| entry.build_keyed(&any, keys));
             specs.push(Held {
@@ -417,6 +457,7 @@ impl RegistryBuilder {
                 logging: AtomicBool::new(global.logging),
                 metrics: AtomicBool::new(global.metrics),
                 global: Mutex::new(global),
+                context,
                 whole,
             }),
         })
@@ -744,6 +785,8 @@ impl Registry {
             inner.whole.then_some(origin),
             &mut problems,
         );
+        let entries: Vec<SpecEntry> = inner.specs.iter().map(|h| h.entry).collect();
+        check_all(&entries, &read, &inner.context, &mut problems);
         let Some(global) = global.filter(|_| problems.is_empty()) else {
             let problems = sorted(problems);
             self.rejected(&problems);

@@ -362,6 +362,11 @@ impl Telemetry {
         )
     }
 
+    /// The path of the spec's section.
+    pub(crate) fn path(&self) -> &'static str {
+        self.path
+    }
+
     /// Turns logging and metrics on or off. Metric handles are registered
     /// the first time metrics are on, with the recorder installed then.
     pub(crate) fn switch(&self, switches: Switches) {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)] // each test file uses a part
 
+pub mod redis;
+
 use std::collections::BTreeMap;
 
 use resilient_core::registry::KeysSnapshot;

@@ -1,0 +1,103 @@
+//! Registry-level sections that are no spec's: read once per registry,
+//! their value handed to every instance it builds (a shared backend, say).
+//! A mechanism names what it needs by type; the registry names none.
+
+use std::any::{Any, TypeId};
+use std::sync::Arc;
+
+use crate::settings::{Problem, Value};
+use crate::telemetry::{Listeners, Switches};
+
+/// A registry-level section, recorded with `inventory::submit!` by the
+/// module that reads it.
+#[derive(Clone, Copy)]
+pub(crate) struct SectionEntry {
+    /// The name its problems go by.
+    pub(crate) name: &'static str,
+    /// Its absolute config path.
+    pub(crate) path: &'static str,
+    /// Reads and validates the section of `root` (absent is fine: `None`
+    /// then), recording every problem; builds what it describes, its
+    /// telemetry reporting to `listeners` with the global `switches`.
+    pub(crate) build: BuildSection,
+}
+
+/// What a registry-level section built, by its type.
+pub(crate) type Part = Arc<dyn Any + Send + Sync>;
+
+/// See [`SectionEntry::build`].
+pub(crate) type BuildSection = fn(
+    root: &Value,
+    problems: &mut Vec<Problem>,
+    listeners: &Arc<Listeners>,
+    switches: Switches,
+) -> Option<Part>;
+
+inventory::collect!(SectionEntry);
+
+impl std::fmt::Debug for SectionEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SectionEntry")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SectionEntry {
+    /// Every such section linked into this binary.
+    pub(crate) fn all() -> impl Iterator<Item = &'static SectionEntry> {
+        inventory::iter::<SectionEntry>.into_iter()
+    }
+}
+
+/// What the registry-level sections of one registry built, by type: what a
+/// mechanism's instance is given when it is built
+/// ([`Mechanism::attach`](super::Mechanism::attach)). Not a public API.
+#[doc(hidden)]
+#[derive(Clone, Default)]
+pub struct Context {
+    parts: Vec<(TypeId, Part)>,
+    /// The paths of the sections present, valid or not.
+    present: Vec<&'static str>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("parts", &self.parts.len())
+            .finish()
+    }
+}
+
+impl Context {
+    /// Builds every registry-level section of `root`.
+    pub(crate) fn build(
+        root: &Value,
+        problems: &mut Vec<Problem>,
+        listeners: &Arc<Listeners>,
+        switches: Switches,
+    ) -> Self {
+        let present = SectionEntry::all()
+            .filter(|entry| crate::settings::at(root, entry.path).is_some())
+            .map(|entry| entry.path)
+            .collect();
+        let parts = SectionEntry::all()
+            .filter_map(|entry| (entry.build)(root, problems, listeners, switches))
+            .map(|part| ((*part).type_id(), part))
+            .collect();
+        Self { parts, present }
+    }
+
+    /// Whether the section at `path` is in the configuration, valid or not.
+    pub(crate) fn present(&self, path: &str) -> bool {
+        self.present.contains(&path)
+    }
+
+    /// The part of type `T`, if its section was configured.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.parts
+            .iter()
+            .find(|(id, _)| *id == TypeId::of::<T>())
+            .and_then(|(_, part)| Arc::clone(part).downcast::<T>().ok())
+    }
+}

@@ -1,0 +1,192 @@
+//! Rate limiters whose permits live in a real Redis (`backend = "redis"`):
+//! several registries, as several replicas are, share one limit exactly.
+//! Needs RESILIENT_REDIS_URL (see `support/redis.rs`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+use support::redis::{self as server, get, two_workers};
+use support::*;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use resilient_core::settings::Value;
+use resilient_core::{Error, RateLimiterSpec, Registry};
+
+#[derive(RateLimiterSpec)]
+#[spec("redis_rate.shared")]
+struct Shared;
+
+#[derive(RateLimiterSpec)]
+#[spec("redis_rate.ordered")]
+struct Ordered;
+
+#[derive(RateLimiterSpec)]
+#[spec("redis_rate.keyed")]
+struct Keyed;
+
+fn limit(kind: &str, n: i128, period: &str) -> Value {
+    table([
+        ("type", s(kind)),
+        ("limit_for_period", int(n)),
+        ("limit_refresh_period", s(period)),
+        ("backend", s("redis")),
+    ])
+}
+
+/// A registry of spec `S` with `section`, on the Redis at `url`.
+fn replica<S: resilient_core::Spec>(section: Value, url: &str, prefix: &str) -> Registry {
+    build(
+        Registry::builder().spec::<S>(),
+        vec![
+            (S::PATH, section),
+            ("resilient.redis", server::section(url, prefix)),
+        ],
+    )
+}
+
+/// 100 per second, fixed windows, three registries, 64 tasks on two
+/// workers taking permits as fast as they are refused for 2.5 s: the
+/// windows open at 0, 1 and 2 s, so exactly 300 calls are admitted in all
+/// (each registry alone would admit 300, 900 in all).
+#[test]
+fn three_registries_admit_exactly_the_shared_limit() {
+    let Some(url) = server::url("three_registries_admit_exactly_the_shared_limit") else {
+        return;
+    };
+    let prefix = server::prefix("shared");
+    let replicas: Vec<Registry> = (0..3)
+        .map(|_| replica::<Shared>(limit("fixed_window", 100, "1s"), &url, &prefix))
+        .collect();
+    let admitted: Vec<Arc<AtomicU64>> = (0..3).map(|_| Arc::default()).collect();
+    let refused = Arc::new(AtomicU64::new(0));
+    let rt = two_workers();
+    rt.block_on(async {
+        let until = Instant::now() + Duration::from_millis(2500);
+        let tasks: Vec<_> = (0..64)
+            .map(|i| {
+                let (registry, admitted) = (replicas[i % 3].clone(), Arc::clone(&admitted[i % 3]));
+                let refused = Arc::clone(&refused);
+                tokio::spawn(async move {
+                    let Ok(limiter) = registry.sync_scope(Shared::get) else {
+                        return;
+                    };
+                    while Instant::now() < until {
+                        match limiter.acquire().await {
+                            Ok(()) => admitted.fetch_add(1, Ordering::Relaxed),
+                            Err(Error::RateLimitExceeded { .. }) => {
+                                tokio::time::sleep(Duration::from_millis(2)).await;
+                                refused.fetch_add(1, Ordering::Relaxed)
+                            }
+                            Err(e) => panic!("{e}"),
+                        };
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert!(t.await.is_ok());
+        }
+    });
+    let each: Vec<u64> = admitted.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+    assert_eq!(
+        each.iter().sum::<u64>(),
+        300,
+        "admitted per registry: {each:?}"
+    );
+    assert!(
+        each.iter().all(|&n| n > 0),
+        "every registry took permits: {each:?}"
+    );
+    assert!(refused.load(Ordering::Relaxed) > 0);
+    let word = get(
+        &url,
+        &format!("{{{prefix}:redis_rate.shared}}:fixed_window"),
+    );
+    assert!(
+        word.as_deref().is_some_and(|w| w.ends_with(" 100")),
+        "the third window holds 100 permits: {word:?}"
+    );
+}
+
+/// A token bucket of 10 per second (a burst of 10), `max_wait` 1.5 s, 40
+/// calls at once from three registries: 10 at once, 15 reserved at 100 ms
+/// steps and each waiting until its own step, 15 refused at once with the
+/// time until a permit would be free.
+#[test]
+fn reservations_are_served_in_order_across_registries() {
+    let Some(url) = server::url("reservations_are_served_in_order_across_registries") else {
+        return;
+    };
+    let prefix = server::prefix("ordered");
+    let section = with(limit("token_bucket", 10, "1s"), "max_wait", s("1500ms"));
+    let replicas: Vec<Registry> = (0..3)
+        .map(|_| replica::<Ordered>(section.clone(), &url, &prefix))
+        .collect();
+    let rt = two_workers();
+    let (done, refused) = rt.block_on(async {
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..40)
+            .map(|i| {
+                let registry = replicas[i % 3].clone();
+                tokio::spawn(async move {
+                    let limiter = registry.sync_scope(Ordered::get)?;
+                    limiter.acquire().await.map(|()| start.elapsed())
+                })
+            })
+            .collect();
+        let (mut done, mut refused) = (Vec::new(), Vec::new());
+        for t in tasks {
+            match t.await {
+                Ok(Ok(at)) => done.push(at),
+                Ok(Err(Error::RateLimitExceeded { retry_after, .. })) => refused.push(retry_after),
+                other => panic!("{other:?}"),
+            }
+        }
+        done.sort();
+        (done, refused)
+    });
+    assert_eq!((done.len(), refused.len()), (25, 15));
+    for (i, at) in done.iter().enumerate().skip(10) {
+        let due = Duration::from_millis(100 * (i as u64 - 9));
+        assert!(*at >= due, "permit {i} came at {at:?}, before {due:?}");
+        assert!(
+            *at < due + Duration::from_millis(400),
+            "permit {i} came at {at:?}, long after {due:?}"
+        );
+    }
+    for retry_after in refused {
+        assert!(retry_after > Duration::from_millis(1500), "{retry_after:?}");
+    }
+}
+
+/// A keyed limiter's instances keep separate state in Redis: two tenants
+/// each have the whole limit, shared by the registries.
+#[test]
+fn keyed_instances_have_their_own_shared_limits() {
+    let Some(url) = server::url("keyed_instances_have_their_own_shared_limits") else {
+        return;
+    };
+    let prefix = server::prefix("keyed");
+    let replicas: Vec<Registry> = (0..2)
+        .map(|_| replica::<Keyed>(limit("fixed_window", 3, "1h"), &url, &prefix))
+        .collect();
+    let rt = two_workers();
+    let admitted = rt.block_on(async {
+        let mut admitted = [0, 0];
+        for round in 0..5 {
+            for (t, tenant) in ["a", "b"].into_iter().enumerate() {
+                let limiter = replicas[round % 2].sync_scope(|| Keyed::for_key(tenant));
+                if limiter.expect("configured").acquire().await.is_ok() {
+                    admitted[t] += 1;
+                }
+            }
+        }
+        admitted
+    });
+    assert_eq!(admitted, [3, 3]);
+    let key = format!("{{{prefix}:redis_rate.keyed:key:a}}:fixed_window");
+    assert!(get(&url, &key).is_some_and(|w| w.ends_with(" 3")), "{key}");
+}

@@ -1,0 +1,164 @@
+//! A real redis-server for the tests of the Redis backend.
+//!
+//! `RESILIENT_REDIS_URL` names a running server (`.ci/run` starts one on a
+//! free loopback port); the tests that stop and start a server run their
+//! own from the binary `RESILIENT_REDIS_SERVER` names (default
+//! `redis-server`). In CI a missing server fails the test; elsewhere the
+//! test prints one line saying how to run it, and passes without running.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use resilient_core::settings::Value;
+
+use super::{boolean, s, table};
+
+const HOW: &str = "start one with `redis-server --port 6399 --save '' --appendonly no` and set RESILIENT_REDIS_URL=redis://127.0.0.1:6399 (`.ci/run` does both)";
+
+/// Whether this run must have Redis: in CI, a test without it fails.
+fn required() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+}
+
+/// The running server's URL; `None` (and one line printed) outside CI
+/// when there is none.
+pub fn url(test: &str) -> Option<String> {
+    match std::env::var("RESILIENT_REDIS_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if required() => {
+            panic!("RESILIENT_REDIS_URL is not set, and CI needs the Redis tests: {HOW}")
+        }
+        _ => {
+            println!("skipped {test}: no Redis; {HOW}");
+            None
+        }
+    }
+}
+
+/// A key prefix no other test, run or process shares.
+pub fn prefix(test: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "t-{test}-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The `resilient.redis` section for `url` and `prefix`.
+pub fn section(url: &str, prefix: &str) -> Value {
+    table([
+        ("url", s(url)),
+        ("key_prefix", s(prefix)),
+        ("timeout", s("200ms")),
+        ("connect_timeout", s("200ms")),
+        ("require_at_startup", boolean(false)),
+    ])
+}
+
+/// A redis-server of this test's own, on a free loopback port, stopped
+/// when dropped.
+pub struct Server {
+    pub port: u16,
+    child: Option<Child>,
+}
+
+impl Server {
+    /// Starts one; `None` (and one line printed) outside CI when there is
+    /// no redis-server to start.
+    pub fn start(test: &str) -> Option<Server> {
+        let port = match TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
+            Ok(addr) => addr.port(),
+            Err(e) => panic!("no free port: {e}"),
+        };
+        let mut server = Server { port, child: None };
+        if !server.restart() {
+            if required() {
+                panic!("could not start redis-server, and CI needs the Redis tests: {HOW}");
+            }
+            println!("skipped {test}: no redis-server to start; {HOW}");
+            return None;
+        }
+        Some(server)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops the server at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on its port, empty; whether it answers.
+    pub fn restart(&mut self) -> bool {
+        self.kill();
+        let binary =
+            std::env::var("RESILIENT_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let child = Command::new(binary)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let Ok(child) = child else { return false };
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `GET key` on the server at `url`, by hand over RESP (the tests read
+/// what the scripts wrote without a client of their own).
+pub fn get(url: &str, key: &str) -> Option<String> {
+    use std::io::{BufRead, BufReader, Write};
+    let addr = url.trim_start_matches("redis://");
+    let mut stream = TcpStream::connect(addr).ok()?;
+    let command = format!("*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len());
+    stream.write_all(command.as_bytes()).ok()?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    if line.starts_with("$-1") {
+        return None;
+    }
+    let mut value = String::new();
+    reader.read_line(&mut value).ok()?;
+    Some(value.trim_end().to_owned())
+}
+
+/// A runtime with two worker threads and every driver (a client's
+/// sockets need the IO driver), as a server has.
+pub fn two_workers() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("no runtime: {e}"),
+    }
+}
