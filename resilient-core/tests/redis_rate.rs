@@ -190,3 +190,120 @@ fn keyed_instances_have_their_own_shared_limits() {
     let key = format!("{{{prefix}:redis_rate.keyed:key:a}}:fixed_window");
     assert!(get(&url, &key).is_some_and(|w| w.ends_with(" 3")), "{key}");
 }
+
+/// The role of one replica process in
+/// `three_processes_with_skewed_clocks_admit_exactly_the_shared_limit`:
+/// started by that test with `RESILIENT_REPLICA_PREFIX` set, it waits for a
+/// line on its input, takes permits for 2.5 s from 24 tasks on two workers,
+/// and prints how many it was given. Run alone, it has nothing to do.
+#[test]
+#[ignore = "a replica process, started by three_processes_with_skewed_clocks_admit_exactly_the_shared_limit"]
+fn replica_process() {
+    let (Ok(prefix), Ok(url)) = (
+        std::env::var("RESILIENT_REPLICA_PREFIX"),
+        std::env::var("RESILIENT_REDIS_URL"),
+    ) else {
+        return;
+    };
+    let r = replica::<Shared>(limit("fixed_window", 100, "1s"), &url, &prefix);
+    let mut go = String::new();
+    let _ = std::io::stdin().read_line(&mut go);
+    let admitted = Arc::new(AtomicU64::new(0));
+    two_workers().block_on(async {
+        let until = Instant::now() + Duration::from_millis(2500);
+        let tasks: Vec<_> = (0..24)
+            .map(|_| {
+                let (r, admitted) = (r.clone(), Arc::clone(&admitted));
+                tokio::spawn(async move {
+                    let limiter = r.sync_scope(Shared::get).expect("configured");
+                    while Instant::now() < until {
+                        match limiter.acquire().await {
+                            Ok(()) => {
+                                admitted.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(Error::RateLimitExceeded { .. }) => {
+                                tokio::time::sleep(Duration::from_millis(2)).await;
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert!(t.await.is_ok());
+        }
+    });
+    println!("admitted {}", admitted.load(Ordering::Relaxed));
+}
+
+/// Three processes, their clocks set 5 s behind, right, and 7 s ahead by
+/// libfaketime, share 100 per second: exactly 300 admitted in 2.5 s, as in
+/// one process, since every decision is timed by Redis's clock.
+#[test]
+fn three_processes_with_skewed_clocks_admit_exactly_the_shared_limit() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let test = "three_processes_with_skewed_clocks_admit_exactly_the_shared_limit";
+    let Some(url) = server::url(test) else {
+        return;
+    };
+    let Some(faketime) = server::faketime(test) else {
+        return;
+    };
+    let prefix = server::prefix("processes");
+    let exe = std::env::current_exe().expect("the test binary");
+    let mut children: Vec<_> = ["-5s", "+0s", "+7s"]
+        .into_iter()
+        .map(|skew| {
+            Command::new(&faketime)
+                .args(["-f", skew])
+                .arg(&exe)
+                .args([
+                    "--exact",
+                    "replica_process",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
+                .env("RESILIENT_REPLICA_PREFIX", &prefix)
+                .env("RESILIENT_REDIS_URL", &url)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("a replica process")
+        })
+        .collect();
+    // Each builds its registry first; then all start at once.
+    std::thread::sleep(Duration::from_millis(300));
+    for child in &mut children {
+        let stdin = child.stdin.as_mut().expect("piped");
+        stdin.write_all(b"go\n").expect("the replica reads");
+    }
+    let mut each = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().expect("the replica ends");
+        assert!(out.status.success(), "a replica failed: {out:?}");
+        let admitted = BufReader::new(&out.stdout[..])
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                let (_, n) = l.split_once("admitted ")?;
+                n.trim().parse::<u64>().ok()
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "no count from a replica: {}",
+                    String::from_utf8_lossy(&out.stdout)
+                )
+            });
+        each.push(admitted);
+    }
+    assert_eq!(
+        each.iter().sum::<u64>(),
+        300,
+        "admitted per process: {each:?}"
+    );
+    assert!(each.iter().all(|&n| n > 0), "{each:?}");
+}

@@ -19,9 +19,13 @@ use super::{boolean, s, table};
 
 const HOW: &str = "start one with `redis-server --port 6399 --save '' --appendonly no` and set RESILIENT_REDIS_URL=redis://127.0.0.1:6399 (`.ci/run` does both)";
 
-/// Whether this run must have Redis: in CI, a test without it fails.
+/// Whether this run must have Redis: in CI, or where
+/// RESILIENT_REDIS_REQUIRED is set (`.ci/run` sets it), a test without it
+/// fails.
 fn required() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+    ["CI", "RESILIENT_REDIS_REQUIRED"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty() && v != "false"))
 }
 
 /// The running server's URL; `None` (and one line printed) outside CI
@@ -160,5 +164,25 @@ pub fn two_workers() -> tokio::runtime::Runtime {
     {
         Ok(rt) => rt,
         Err(e) => panic!("no runtime: {e}"),
+    }
+}
+
+/// The `faketime` program (Debian's package of libfaketime), to run a
+/// process on a skewed clock; `None` (and one line printed) outside CI
+/// when there is none.
+pub fn faketime(test: &str) -> Option<String> {
+    let ok = Command::new("faketime")
+        .args(["-f", "+1s", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    match ok {
+        true => Some("faketime".into()),
+        false if required() => panic!(
+            "no `faketime`, and CI needs it: install Debian's package faketime (`.ci/run` does)"
+        ),
+        false => {
+            println!("skipped {test}: no `faketime` (Debian's package faketime)");
+            None
+        }
     }
 }
