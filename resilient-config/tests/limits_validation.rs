@@ -1129,6 +1129,7 @@ async fn full_rate_limiter_section_builds_and_reads_back() -> TestResult {
             max_wait: Some(Duration::from_millis(250)),
             backend: Backend::Local,
             on_backend_failure: OnBackendFailure::Deny,
+            lease: 1,
         }
     );
 
@@ -1146,6 +1147,7 @@ async fn full_rate_limiter_section_builds_and_reads_back() -> TestResult {
             max_wait: None,
             backend: Backend::Local,
             on_backend_failure: OnBackendFailure::Deny,
+            lease: 1,
         }
     );
     Ok(())
@@ -1164,6 +1166,7 @@ async fn defaults_of_a_minimal_rate_limiter_section() -> TestResult {
             max_wait: None,
             backend: Backend::Local,
             on_backend_failure: OnBackendFailure::Deny,
+            lease: 1,
         }
     );
     Ok(())
@@ -1214,6 +1217,7 @@ async fn values_given_as_strings_are_accepted() -> TestResult {
             max_wait: Some(Duration::from_millis(100)),
             backend: Backend::Local,
             on_backend_failure: OnBackendFailure::Deny,
+            lease: 1,
         }
     );
     Ok(())

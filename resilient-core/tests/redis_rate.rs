@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
-use support::redis::{self as server, get, two_workers};
+use support::redis::{self as server, get, script_runs, two_workers, Server};
 use support::*;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -306,4 +306,99 @@ fn three_processes_with_skewed_clocks_admit_exactly_the_shared_limit() {
         "admitted per process: {each:?}"
     );
     assert!(each.iter().all(|&n| n > 0), "{each:?}");
+}
+
+/// Takes permits as fast as they come from 64 tasks on two workers, split
+/// over three registries, for 2.5 s: (admitted, refused) in all.
+fn hammer<S: RateLimiterSpec>(replicas: &[Registry]) -> (u64, u64) {
+    let admitted = Arc::new(AtomicU64::new(0));
+    let refused = Arc::new(AtomicU64::new(0));
+    two_workers().block_on(async {
+        let until = Instant::now() + Duration::from_millis(2500);
+        let tasks: Vec<_> = (0..64)
+            .map(|i| {
+                let registry = replicas[i % replicas.len()].clone();
+                let (admitted, refused) = (Arc::clone(&admitted), Arc::clone(&refused));
+                tokio::spawn(async move {
+                    let limiter = registry.sync_scope(S::get).expect("configured");
+                    while Instant::now() < until {
+                        match limiter.acquire().await {
+                            Ok(()) => admitted.fetch_add(1, Ordering::Relaxed),
+                            Err(Error::RateLimitExceeded { .. }) => {
+                                tokio::time::sleep(Duration::from_millis(2)).await;
+                                refused.fetch_add(1, Ordering::Relaxed)
+                            }
+                            Err(e) => panic!("{e}"),
+                        };
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert!(t.await.is_ok());
+        }
+    });
+    (
+        admitted.load(Ordering::Relaxed),
+        refused.load(Ordering::Relaxed),
+    )
+}
+
+#[derive(RateLimiterSpec)]
+#[spec("redis_rate.leased")]
+struct Leased;
+
+/// A lease of 10 permits per round trip, fixed windows of 100 per second,
+/// three registries: still exactly 300 in 2.5 s (a lease of a window ends
+/// with it), in far fewer round trips than permits; refusals are known
+/// until the next window without asking again.
+#[test]
+fn a_lease_keeps_the_limit_exact_in_fewer_round_trips() {
+    let Some(redis) = Server::start("a_lease_keeps_the_limit_exact_in_fewer_round_trips") else {
+        return;
+    };
+    let url = redis.url();
+    for lease in [1, 10] {
+        let prefix = server::prefix("leased");
+        let section = with(limit("fixed_window", 100, "1s"), "lease", int(lease));
+        let replicas: Vec<Registry> = (0..3)
+            .map(|_| replica::<Leased>(section.clone(), &url, &prefix))
+            .collect();
+        let before = script_runs(&url);
+        let (admitted, refused) = hammer::<Leased>(&replicas);
+        let trips = script_runs(&url) - before;
+        println!("lease {lease}: {admitted} admitted, {refused} refused, {trips} round trips");
+        assert_eq!(admitted, 300, "lease {lease}");
+        assert!(refused > 1000, "lease {lease}: {refused} refused");
+        // Each window: 100 permits in at most 100 / lease grants plus the
+        // partial ones and one refusal per registry and task wave.
+        assert!(
+            trips < 300 / lease as u64 + 60,
+            "lease {lease}: {trips} round trips"
+        );
+    }
+}
+
+#[derive(RateLimiterSpec)]
+#[spec("redis_rate.bucket")]
+struct Bucket;
+
+/// A token bucket of 100 per second (a burst of 100) shared by three
+/// registries, with and without a lease: in 2.5 s of asking, the burst and
+/// 2.5 s of refill, 350, never more than the bound of 351.
+#[test]
+fn a_shared_token_bucket_stays_within_its_bound() {
+    let Some(url) = server::url("a_shared_token_bucket_stays_within_its_bound") else {
+        return;
+    };
+    for lease in [1, 10] {
+        let prefix = server::prefix("bucket");
+        let section = with(limit("token_bucket", 100, "1s"), "lease", int(lease));
+        let replicas: Vec<Registry> = (0..3)
+            .map(|_| replica::<Bucket>(section.clone(), &url, &prefix))
+            .collect();
+        let (admitted, _) = hammer::<Bucket>(&replicas);
+        println!("token bucket, lease {lease}: {admitted} admitted");
+        assert!((345..=351).contains(&admitted), "lease {lease}: {admitted}");
+    }
 }

@@ -26,6 +26,7 @@
 pub(crate) mod redis;
 
 use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -313,6 +314,20 @@ pub(crate) enum Answer {
     Refused(Duration),
 }
 
+/// What a backend answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) struct Decision {
+    /// Whether a permit was given.
+    pub(crate) admitted: bool,
+    /// Admitted: the wait until it is due; refused: until one would be.
+    pub(crate) wait: Duration,
+    /// Permits given (0 when refused; more than 1 only due now).
+    pub(crate) granted: u64,
+    /// How long the permits given due now stay valid.
+    pub(crate) valid: Duration,
+}
+
 /// The backend made no decision: down, slow, or its breaker open.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Unavailable {
@@ -346,25 +361,59 @@ impl Keys {
     }
 }
 
-/// A limiter's way to its backend: the backend and its keys there.
-#[derive(Debug, Clone)]
+/// A limiter's way to its backend: the backend, its keys there, and what
+/// this process holds of the shared state: permits leased, and the instant
+/// before which the backend said no permit is free.
+#[derive(Debug)]
 pub(crate) struct Remote {
     #[cfg(feature = "redis")]
     backend: Arc<redis::RedisBackend>,
     keys: Arc<Keys>,
+    /// Permits given by one decision beyond the caller's, for the calls
+    /// that follow: their expiry in ms of the limiter's clock (high 44
+    /// bits), and their count (low 20).
+    leased: AtomicU64,
+    /// In ns of the limiter's clock: no permit is due before it (a
+    /// refusal said so); a call whose `max_wait` ends earlier is refused
+    /// here, as the backend would refuse it.
+    free_at: AtomicU64,
+    /// One decision at a time per limiter: the calls that wait meanwhile
+    /// are merged into the next one (it asks for as many permits).
+    turn: tokio::sync::Mutex<()>,
+    waiting: AtomicU64,
+    /// Failed decisions: a call that waited for its turn while one failed
+    /// takes that failure instead of trying again.
+    failures: AtomicU64,
 }
 
+const LEASE_BITS: u32 = 20;
+const LEASE_MASK: u64 = (1 << LEASE_BITS) - 1;
+
+/// How a limiter reads its clock (ns).
+pub(crate) type Now<'a> = &'a (dyn Fn() -> u64 + Sync);
+
 impl Remote {
+    fn with(#[cfg(feature = "redis")] backend: Arc<redis::RedisBackend>, keys: Keys) -> Self {
+        Self {
+            #[cfg(feature = "redis")]
+            backend,
+            keys: Arc::new(keys),
+            leased: AtomicU64::new(0),
+            free_at: AtomicU64::new(0),
+            turn: tokio::sync::Mutex::new(()),
+            waiting: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        }
+    }
+
     /// The way to the Redis backend of the registry `context`, for the
     /// spec at `path` (and its instance for `key`); `None` without one.
     pub(crate) fn of(context: &Context, path: &str, key: Option<&str>) -> Option<Self> {
         let part = context.get::<RedisPart>()?;
         #[cfg(feature = "redis")]
         {
-            Some(Self {
-                keys: Arc::new(Keys::new(&part.backend.settings().key_prefix, path, key)),
-                backend: Arc::clone(&part.backend),
-            })
+            let keys = Keys::new(&part.backend.settings().key_prefix, path, key);
+            Some(Self::with(Arc::clone(&part.backend), keys))
         }
         #[cfg(not(feature = "redis"))]
         {
@@ -375,51 +424,169 @@ impl Remote {
 
     /// The same backend, for the instance of `key` of the same spec.
     pub(crate) fn for_key(&self, path: &str, key: &str) -> Self {
-        Self {
-            #[cfg(feature = "redis")]
-            backend: Arc::clone(&self.backend),
-            #[cfg(feature = "redis")]
-            keys: Arc::new(Keys::new(
-                &self.backend.settings().key_prefix,
-                path,
-                Some(key),
-            )),
-            #[cfg(not(feature = "redis"))]
-            keys: Arc::new(Keys::new("", path, Some(key))),
-        }
-    }
-
-    /// Asks for one permit due within `max_wait`.
-    pub(crate) async fn decide(&self, ask: Ask, max_wait: Duration) -> Result<Answer, Unavailable> {
         #[cfg(feature = "redis")]
         {
-            self.backend.decide(&self.keys, ask, max_wait).await
+            let keys = Keys::new(&self.backend.settings().key_prefix, path, Some(key));
+            Self::with(Arc::clone(&self.backend), keys)
         }
         #[cfg(not(feature = "redis"))]
         {
-            let _ = (ask, max_wait, &self.keys);
-            Err(Unavailable {
-                retry_after: Duration::ZERO,
-            })
+            Self::with(Keys::new("", path, Some(key)))
         }
     }
 
-    /// As [`decide`](Self::decide), blocking the thread.
+    /// Forgets what this process holds (new settings: the leased permits
+    /// and the refusal were of the old ones).
+    pub(crate) fn forget(&self) {
+        self.leased.store(0, Ordering::Release);
+        self.free_at.store(0, Ordering::Release);
+    }
+
+    /// A decision without a round trip, at `now` (ns): `Ok` for a leased
+    /// permit, `Err` with the time until one is free when the backend said
+    /// none is due within `max_wait`; `None`: the backend decides.
+    #[inline]
+    pub(crate) fn at_hand(&self, now: u64, max_wait: Duration) -> Option<Result<(), Duration>> {
+        let now_ms = now / 1_000_000;
+        let leased = self
+            .leased
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (w & LEASE_MASK > 0 && now_ms < w >> LEASE_BITS).then(|| w - 1)
+            });
+        if leased.is_ok() {
+            return Some(Ok(()));
+        }
+        let free_at = self.free_at.load(Ordering::Acquire);
+        let max_wait = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
+        (now.saturating_add(max_wait) < free_at).then(|| Err(Duration::from_nanos(free_at - now)))
+    }
+
+    /// Keeps what `decision`, asked at `sent` (ns), says for the calls that
+    /// follow: permits beyond the caller's, until they expire; or the
+    /// instant before which none is due.
+    fn keep(&self, sent: u64, decision: &Decision) {
+        if !decision.admitted {
+            let at =
+                sent.saturating_add(u64::try_from(decision.wait.as_nanos()).unwrap_or(u64::MAX));
+            self.free_at.fetch_max(at, Ordering::AcqRel);
+        } else if decision.wait.is_zero() && decision.granted > 1 {
+            let valid = u64::try_from(decision.valid.as_nanos()).unwrap_or(u64::MAX);
+            let expiry_ms = sent.saturating_add(valid) / 1_000_000;
+            let count = (decision.granted - 1).min(LEASE_MASK);
+            self.leased.store(
+                (expiry_ms.min(u64::MAX >> LEASE_BITS) << LEASE_BITS) | count,
+                Ordering::Release,
+            );
+        }
+    }
+
+    /// Asks the backend for one permit due within `max_wait`, and for up to
+    /// `lease` (or as many as calls wait for their turn) due now, which
+    /// this process hands out to the calls that follow.
+    pub(crate) async fn decide(
+        &self,
+        ask: Ask,
+        max_wait: Duration,
+        lease: u64,
+        now: Now<'_>,
+    ) -> Result<Answer, Unavailable> {
+        let failures = self.failures.load(Ordering::Acquire);
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let turn = self.turn.lock().await;
+        let waiting = self.waiting.fetch_sub(1, Ordering::AcqRel) - 1;
+        if let Some(at_hand) = self.at_hand(now(), max_wait) {
+            return Ok(match at_hand {
+                Ok(()) => Answer::Admitted(Duration::ZERO),
+                Err(wait) => Answer::Refused(wait),
+            });
+        }
+        if self.failures.load(Ordering::Acquire) != failures {
+            return Err(self.backend_unavailable());
+        }
+        let want = lease.max(waiting + 1).min(LEASE_MASK);
+        let sent = now();
+        let decision = self.ask_backend(ask, max_wait, want).await;
+        let answer = self.answer(sent, decision);
+        drop(turn);
+        answer
+    }
+
+    /// As [`decide`](Self::decide), blocking the thread; merged with no
+    /// other call.
     pub(crate) fn decide_blocking(
         &self,
         ask: Ask,
         max_wait: Duration,
+        lease: u64,
+        now: Now<'_>,
     ) -> Result<Answer, Unavailable> {
+        if let Some(at_hand) = self.at_hand(now(), max_wait) {
+            return Ok(match at_hand {
+                Ok(()) => Answer::Admitted(Duration::ZERO),
+                Err(wait) => Answer::Refused(wait),
+            });
+        }
+        let sent = now();
+        #[cfg(feature = "redis")]
+        let decision =
+            self.backend
+                .decide_blocking(&self.keys, ask, max_wait, lease.min(LEASE_MASK));
+        #[cfg(not(feature = "redis"))]
+        let decision = {
+            let _ = (ask, max_wait, lease);
+            Err(self.backend_unavailable())
+        };
+        self.answer(sent, decision)
+    }
+
+    fn answer(
+        &self,
+        sent: u64,
+        decision: Result<Decision, Unavailable>,
+    ) -> Result<Answer, Unavailable> {
+        match decision {
+            Ok(decision) => {
+                self.keep(sent, &decision);
+                Ok(if decision.admitted {
+                    Answer::Admitted(decision.wait)
+                } else {
+                    Answer::Refused(decision.wait)
+                })
+            }
+            Err(unavailable) => {
+                self.failures.fetch_add(1, Ordering::AcqRel);
+                Err(unavailable)
+            }
+        }
+    }
+
+    async fn ask_backend(
+        &self,
+        ask: Ask,
+        max_wait: Duration,
+        want: u64,
+    ) -> Result<Decision, Unavailable> {
         #[cfg(feature = "redis")]
         {
-            self.backend.decide_blocking(&self.keys, ask, max_wait)
+            self.backend.decide(&self.keys, ask, max_wait, want).await
         }
         #[cfg(not(feature = "redis"))]
         {
-            let _ = (ask, max_wait, &self.keys);
-            Err(Unavailable {
+            let _ = (ask, max_wait, want, &self.keys);
+            Err(self.backend_unavailable())
+        }
+    }
+
+    fn backend_unavailable(&self) -> Unavailable {
+        #[cfg(feature = "redis")]
+        {
+            self.backend.unavailable()
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            Unavailable {
                 retry_after: Duration::ZERO,
-            })
+            }
         }
     }
 }

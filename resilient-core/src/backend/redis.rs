@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
-use super::{Answer, Ask, RedisSettings, Unavailable};
+use super::{Ask, Decision, RedisSettings, Unavailable};
 use crate::circuit_breaker::{Breaker, CircuitBreakerSettings, Permit, WindowSettings};
 use crate::registry::Mechanism;
 
@@ -17,7 +17,10 @@ use crate::telemetry::{Listeners, Switches, Telemetry};
 /// The fixed window, as the local limiter keeps it (see `roll` there), in
 /// µs of the Redis server's clock: the window's start and the permits taken
 /// in it, one string `"start taken"`. Reserved permits fill the windows
-/// that follow, back to back.
+/// that follow, back to back. ARGV: limit, period, max_wait, and how many
+/// permits due now the caller would take (a lease); the answer: admitted
+/// (0 or 1), the wait until due, the permits granted, and how long those
+/// due now stay in the window.
 const FIXED_WINDOW: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -42,22 +45,30 @@ if word then
     end
   end
 end
+if taken < limit and start <= now then
+  local granted = math.min(tonumber(ARGV[4]), limit - taken)
+  local left = start + period - now
+  redis.call('SET', KEYS[1], string.format('%d %d', start, taken + granted), 'PX', math.max(1, math.ceil(left / 1000)))
+  return {1, 0, granted, left}
+end
 local due = start
 if taken >= limit then
   due = start + math.floor(taken / limit) * period
 end
 local wait = math.max(due - now, 0)
 if wait > max_wait then
-  return {0, wait}
+  return {0, wait, 0, 0}
 end
 taken = taken + 1
 local last = start + (math.floor((taken - 1) / limit) + 1) * period
 redis.call('SET', KEYS[1], string.format('%d %d', start, taken), 'PX', math.max(1, math.ceil((last - now) / 1000)))
-return {1, wait}
+return {1, wait, 1, 0}
 ";
 
 /// The token bucket (GCRA), as the local limiter keeps it: the theoretical
-/// arrival time, in µs of the Redis server's clock.
+/// arrival time, in µs of the Redis server's clock. ARGV and answer as for
+/// the fixed window; permits granted at once count as arrivals now, and
+/// stay valid for as many intervals as were granted.
 const TOKEN_BUCKET: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -68,11 +79,15 @@ local tat = tonumber(redis.call('GET', KEYS[1]) or 0) or 0
 local from = math.max(tat, now)
 local wait = math.max(from - now - tolerance, 0)
 if wait > max_wait then
-  return {0, wait}
+  return {0, wait, 0, 0}
 end
-local nxt = from + interval
+local granted = 1
+if wait == 0 then
+  granted = math.min(tonumber(ARGV[4]), math.floor((now + tolerance - from) / interval) + 1)
+end
+local nxt = from + granted * interval
 redis.call('SET', KEYS[1], string.format('%d', nxt), 'PX', math.max(1, math.ceil((nxt - now) / 1000)))
-return {1, wait}
+return {1, wait, granted, granted * interval}
 ";
 
 /// The backend of one registry.
@@ -279,12 +294,14 @@ impl RedisBackend {
         key: &super::Keys,
         ask: Ask,
         max_wait: Duration,
-    ) -> Result<Answer, Unavailable> {
+        want: u64,
+    ) -> Result<Decision, Unavailable> {
         let _ = self.runtime.get_or_init(tokio::runtime::Handle::current);
         let Ok(permit) = Permit::new(&self.breaker) else {
             return Err(self.unavailable());
         };
-        match tokio::time::timeout(self.settings.timeout, self.run(key, ask, max_wait)).await {
+        match tokio::time::timeout(self.settings.timeout, self.run(key, ask, max_wait, want)).await
+        {
             Ok(Ok(answer)) => {
                 permit.success();
                 if self.down.swap(false, Ordering::AcqRel) {
@@ -316,7 +333,8 @@ impl RedisBackend {
         key: &Arc<super::Keys>,
         ask: Ask,
         max_wait: Duration,
-    ) -> Result<Answer, Unavailable> {
+        want: u64,
+    ) -> Result<Decision, Unavailable> {
         let Some(runtime) = self
             .runtime
             .get()
@@ -326,7 +344,7 @@ impl RedisBackend {
             return Err(self.unavailable());
         };
         let (me, key) = (Arc::clone(self), Arc::clone(key));
-        let task = runtime.spawn(async move { me.decide(&key, ask, max_wait).await });
+        let task = runtime.spawn(async move { me.decide(&key, ask, max_wait, want).await });
         let deadline = self
             .settings
             .connect_timeout
@@ -337,7 +355,7 @@ impl RedisBackend {
         }
     }
 
-    fn unavailable(&self) -> Unavailable {
+    pub(crate) fn unavailable(&self) -> Unavailable {
         Unavailable {
             retry_after: self
                 .breaker
@@ -370,7 +388,8 @@ impl RedisBackend {
         keys: &super::Keys,
         ask: Ask,
         max_wait: Duration,
-    ) -> Result<Answer, Failure> {
+        want: u64,
+    ) -> Result<Decision, Failure> {
         let (generation, mut conn) = self.connection().await?;
         let mut invocation = match ask {
             Ask::FixedWindow { limit, period } => {
@@ -387,7 +406,7 @@ impl RedisBackend {
                 i
             }
         };
-        invocation.arg(micros(max_wait));
+        invocation.arg(micros(max_wait)).arg(want.clamp(1, MAX_ARG));
         let reply: Result<Vec<i64>, redis::RedisError> = invocation.invoke_async(&mut conn).await;
         let reply = match reply {
             Ok(reply) => reply,
@@ -403,12 +422,17 @@ impl RedisBackend {
             }
         };
         match reply[..] {
-            [admitted @ (0 | 1), wait] if wait >= 0 => {
-                let wait = Duration::from_micros(wait.unsigned_abs());
-                Ok(if admitted == 1 {
-                    Answer::Admitted(wait)
-                } else {
-                    Answer::Refused(wait)
+            [admitted @ (0 | 1), wait, granted, valid]
+                if wait >= 0
+                    && valid >= 0
+                    && (0..=i64::try_from(want).unwrap_or(i64::MAX)).contains(&granted)
+                    && (admitted == 0) == (granted == 0) =>
+            {
+                Ok(Decision {
+                    admitted: admitted == 1,
+                    wait: Duration::from_micros(wait.unsigned_abs()),
+                    granted: granted.unsigned_abs(),
+                    valid: Duration::from_micros(valid.unsigned_abs()),
                 })
             }
             _ => Err(Failure::Garbage(format!("{reply:?}"))),

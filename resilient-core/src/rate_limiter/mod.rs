@@ -181,6 +181,7 @@ pub enum Algorithm {
 /// | `backend` | `"local"` | `"local"` (this process) or `"redis"` (shared by every replica, through the section `resilient.redis`) |
 /// | `on_backend_failure` | `"deny"` | with `backend = "redis"`: `"deny"`, `"allow"` or `"local"`, what a call gets while Redis makes no decision |
 /// | `local_limit_for_period` | required with `"local"` | whole number in 1..=`limit_for_period`: this process's permits per period while Redis makes no decision |
+/// | `lease` | `1` | with `backend = "redis"`: whole number in 1..=`limit_for_period`, the permits due now one round trip takes at most, handed out by this process to the calls that follow |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RateLimiterSettings {
@@ -210,6 +211,10 @@ pub struct RateLimiterSettings {
     pub backend: Backend,
     /// What a call gets while a shared backend makes no decision.
     pub on_backend_failure: OnBackendFailure,
+    /// With a shared backend: the permits due now one round trip takes at
+    /// most, for this process's calls that follow (1: none beyond the
+    /// caller's).
+    pub lease: u32,
 }
 
 const COUNT_BITS: u32 = 20;
@@ -232,7 +237,7 @@ impl RateLimiterSettings {
             }
             other => other.flatten(),
         };
-        let (backend, on_backend_failure) = read_backend(s, limit);
+        let (backend, on_backend_failure, lease) = read_backend(s, limit);
         let max_wait = match s.duration("max_wait", false) {
             Some(Some(d)) if d.is_zero() => {
                 s.invalid("max_wait", "must be > 0 (leave it out to fail at once)");
@@ -280,6 +285,7 @@ impl RateLimiterSettings {
             },
             backend: backend?,
             on_backend_failure: on_backend_failure?,
+            lease: lease?,
         })
     }
 }
@@ -289,16 +295,26 @@ impl RateLimiterSettings {
 fn read_backend(
     s: &mut Section<'_>,
     limit: Option<u64>,
-) -> (Option<Backend>, Option<OnBackendFailure>) {
+) -> (Option<Backend>, Option<OnBackendFailure>, Option<u32>) {
     let backend = s.choice("backend", &["local", "redis"], "local");
     let policy = s.choice("on_backend_failure", &["deny", "allow", "local"], "deny");
     let share = s.int("local_limit_for_period", Some(0), 1, COUNT_MASK);
+    let lease = match (s.int("lease", Some(1), 1, COUNT_MASK), limit) {
+        (Some(lease), Some(limit)) if lease > limit => {
+            s.invalid(
+                "lease",
+                format!("must be at most `limit_for_period` ({limit}): one round trip takes at most a period's permits"),
+            );
+            None
+        }
+        (lease, _) => lease.and_then(|l| u32::try_from(l).ok()),
+    };
     let written = |s: &mut Section<'_>, key: &'static str| s.written(key).is_some();
     if backend == Some("local") {
-        for key in ["on_backend_failure", "local_limit_for_period"] {
+        for key in ["on_backend_failure", "local_limit_for_period", "lease"] {
             if written(s, key) {
                 s.invalid(key, "applies only with `backend = \"redis\"`: a local limiter has no backend to fail");
-                return (None, None);
+                return (None, None, None);
             }
         }
     }
@@ -341,7 +357,7 @@ fn read_backend(
             Backend::Local
         }
     });
-    (backend, policy)
+    (backend, policy, lease)
 }
 
 /// The shared instance of one rate limiter spec: its permits, its settings
@@ -381,6 +397,7 @@ struct Config {
 #[derive(Debug)]
 struct RemoteConfig {
     ask: Ask,
+    lease: u64,
     /// `on_backend_failure = "local"`: the local limiter's settings, with
     /// this process's share.
     local: Option<Box<Config>>,
@@ -393,6 +410,7 @@ impl Config {
         let period_ns = nanos(settings.limit_refresh_period);
         let interval_ns = (period_ns / u64::from(settings.limit_for_period.max(1))).max(1);
         let remote = (settings.backend == Backend::Redis).then(|| RemoteConfig {
+            lease: u64::from(settings.lease),
             ask: match settings.algorithm {
                 Algorithm::FixedWindow => Ask::FixedWindow {
                     limit: u64::from(settings.limit_for_period),
@@ -534,6 +552,9 @@ impl Mechanism for RateLimiter {
         let (now, _) = self
             .config
             .publish(|c| c.settings == settings, || Config::of(settings));
+        if let Some(remote) = self.remote.get() {
+            remote.forget();
+        }
         if now.settings.algorithm != old_algorithm {
             // The other algorithm's word means something else: start afresh.
             self.word.store(0, Ordering::Release);
@@ -601,7 +622,7 @@ impl RateLimiter {
     #[inline]
     fn take(&self, c: &Config, max_wait: Duration) -> Result<Taken, Duration> {
         if c.unusual {
-            return Ok(Self::unusual(c));
+            return self.unusual(c);
         }
         let now = self.now_ns();
         // Durations are made once, here: the decision itself is integers.
@@ -641,7 +662,7 @@ impl RateLimiter {
     #[inline(always)]
     fn take_as_set(&self, c: &Config) -> Result<Taken, Duration> {
         if c.unusual {
-            return Ok(Self::unusual(c));
+            return self.unusual(c);
         }
         match c.settings.max_wait {
             None => self.take_now(c).map(|()| Taken::NOW),
@@ -701,13 +722,22 @@ impl RateLimiter {
     }
 
     /// The permit of a limiter that is disabled (due now), or whose
-    /// backend decides ([`Taken::ASK`]: the call asks it while it waits).
+    /// backend decides: a permit this process leased, a refusal it knows
+    /// of, or [`Taken::ASK`] (the call asks the backend while it waits).
     #[cold]
-    fn unusual(c: &Config) -> Taken {
-        if c.remote.is_some() && c.settings.enabled {
-            Taken::ASK
-        } else {
-            Taken::NOW
+    fn unusual(&self, c: &Config) -> Result<Taken, Duration> {
+        if !c.settings.enabled || c.remote.is_none() {
+            return Ok(Taken::NOW);
+        }
+        let max_wait = c.settings.max_wait.unwrap_or(Duration::ZERO);
+        match self
+            .remote
+            .get()
+            .and_then(|r| r.at_hand(self.now_ns(), max_wait))
+        {
+            Some(Ok(())) => Ok(Taken::NOW),
+            Some(Err(retry_after)) => Err(retry_after),
+            None => Ok(Taken::ASK),
         }
     }
 
@@ -719,8 +749,9 @@ impl RateLimiter {
         let Some(rc) = c.remote.as_ref().filter(|_| c.settings.enabled) else {
             return Ok(());
         };
+        let now = || self.now_ns();
         let answer = match self.remote.get() {
-            Some(remote) => remote.decide_blocking(rc.ask, Duration::ZERO),
+            Some(remote) => remote.decide_blocking(rc.ask, Duration::ZERO, rc.lease, &now),
             None => Err(Unavailable {
                 retry_after: Duration::ZERO,
             }),
@@ -777,7 +808,8 @@ impl RateLimiter {
         let max_wait = c.settings.max_wait.unwrap_or(Duration::ZERO);
         let outcome = match (&c.remote, self.remote.get()) {
             (Some(rc), Some(remote)) if c.settings.enabled => {
-                let answer = Box::pin(remote.decide(rc.ask, max_wait)).await;
+                let now = || self.now_ns();
+                let answer = Box::pin(remote.decide(rc.ask, max_wait, rc.lease, &now)).await;
                 self.answered(c, rc, answer, max_wait)
             }
             (Some(rc), None) if c.settings.enabled => self.answered(
@@ -811,8 +843,9 @@ impl RateLimiter {
         let max_wait = c.settings.max_wait.unwrap_or(Duration::ZERO);
         let outcome = match (&c.remote, self.remote.get()) {
             (Some(rc), remote) if c.settings.enabled => {
+                let now = || self.now_ns();
                 let answer = match remote {
-                    Some(remote) => remote.decide_blocking(rc.ask, max_wait),
+                    Some(remote) => remote.decide_blocking(rc.ask, max_wait, rc.lease, &now),
                     None => Err(Unavailable {
                         retry_after: Duration::ZERO,
                     }),

@@ -186,3 +186,32 @@ pub fn faketime(test: &str) -> Option<String> {
         }
     }
 }
+
+/// The scripts' runs on the server at `url` so far (`EVALSHA` and `EVAL`,
+/// from `INFO commandstats`): one per round trip of a decision.
+pub fn script_runs(url: &str) -> u64 {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let addr = url.trim_start_matches("redis://");
+    let Ok(mut stream) = TcpStream::connect(addr) else {
+        return 0;
+    };
+    let _ = stream.write_all(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n");
+    let mut reader = BufReader::new(stream);
+    let mut header = String::new();
+    let _ = reader.read_line(&mut header);
+    let len: usize = header.trim_start_matches('$').trim().parse().unwrap_or(0);
+    let mut body = vec![0u8; len];
+    let _ = reader.read_exact(&mut body);
+    String::from_utf8_lossy(&body)
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
