@@ -21,6 +21,7 @@ mod keyed;
 mod layers;
 mod peer_stacks;
 mod rate;
+mod redis;
 mod reload;
 mod streams;
 
@@ -817,6 +818,7 @@ criterion_group!(
     blocking,
     streams::streams,
     layers::tower_layers,
-    rate::rate_limiter
+    rate::rate_limiter,
+    redis::redis
 );
 criterion_main!(benches);

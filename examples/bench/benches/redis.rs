@@ -1,0 +1,244 @@
+//! A permit from a rate limiter whose permits live in Redis
+//! (`backend = "redis"`), beside the same limiter kept in the process: one
+//! call at a time (each a round trip, or a lease of 100 per round trip),
+//! and 64 tasks on two workers (calls merged into shared round trips).
+//! Needs a redis-server: RESILIENT_REDIS_URL=redis://127.0.0.1:6379; the
+//! group is skipped, with one line, without it. It prints, for each case,
+//! the round trips per call (`INFO commandstats`: the scripts' runs).
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use resilient_core::settings::Value;
+use resilient_core::{RateLimiterSpec, Registry};
+
+/// Kept in the process: the floor.
+#[derive(RateLimiterSpec)]
+#[spec("bench.redis_local")]
+pub struct RedisLocal;
+
+/// In Redis, one round trip per permit (but calls merged while they wait).
+#[derive(RateLimiterSpec)]
+#[spec("bench.redis_each")]
+pub struct RedisEach;
+
+/// In Redis, up to 100 permits per round trip.
+#[derive(RateLimiterSpec)]
+#[spec("bench.redis_lease")]
+pub struct RedisLease;
+
+fn table<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    Value::Table(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+/// A fixed window of 1048575 permits per second: never a refusal at the
+/// rates a round trip allows; `extra` adds the backend's keys.
+fn section<const N: usize>(extra: [(&str, Value); N]) -> Value {
+    let mut t = table([
+        ("limit_for_period", Value::Int(1_048_575)),
+        ("limit_refresh_period", Value::Str("1s".into())),
+    ]);
+    if let Value::Table(t) = &mut t {
+        t.extend(extra.into_iter().map(|(k, v)| (k.to_owned(), v)));
+    }
+    t
+}
+
+fn registry(url: &str) -> Registry {
+    let prefix = format!("bench-{}", std::process::id());
+    let root = table([
+        (
+            "bench",
+            table([
+                ("redis_local", section([])),
+                (
+                    "redis_each",
+                    section([("backend", Value::Str("redis".into()))]),
+                ),
+                (
+                    "redis_lease",
+                    section([
+                        ("backend", Value::Str("redis".into())),
+                        ("lease", Value::Int(100)),
+                    ]),
+                ),
+            ]),
+        ),
+        (
+            "resilient",
+            table([(
+                "redis",
+                table([
+                    ("url", Value::Str(url.into())),
+                    ("key_prefix", Value::Str(prefix)),
+                ]),
+            )]),
+        ),
+    ]);
+    match Registry::builder()
+        .spec::<RedisLocal>()
+        .spec::<RedisEach>()
+        .spec::<RedisLease>()
+        .build(&root)
+    {
+        Ok(r) => r,
+        Err(problems) => panic!("{problems:?}"),
+    }
+}
+
+/// The scripts' runs on the server so far.
+fn script_runs(url: &str) -> u64 {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let addr = url.trim_start_matches("redis://");
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return 0;
+    };
+    let _ = stream.write_all(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n");
+    let mut reader = BufReader::new(stream);
+    let mut header = String::new();
+    let _ = reader.read_line(&mut header);
+    let len: usize = header.trim_start_matches('$').trim().parse().unwrap_or(0);
+    let mut body = vec![0u8; len];
+    let _ = reader.read_exact(&mut body);
+    String::from_utf8_lossy(&body)
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    let built = if workers == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+    };
+    match built {
+        Ok(rt) => rt,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// `iters` permits of `S`, taken by 64 tasks on `rt`: the time they took.
+fn spread<S: RateLimiterSpec>(
+    rt: &tokio::runtime::Runtime,
+    r: &Registry,
+    iters: u64,
+    calls: &AtomicU64,
+) -> Duration {
+    let started = Instant::now();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..64u64)
+            .map(|i| {
+                let r = r.clone();
+                let n = iters / 64 + u64::from(i < iters % 64);
+                tokio::spawn(async move {
+                    let Ok(limiter) = r.sync_scope(S::get) else {
+                        panic!("configured")
+                    };
+                    for _ in 0..n {
+                        black_box(limiter.acquire().await.is_ok());
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            let _ = t.await;
+        }
+    });
+    calls.fetch_add(iters, Ordering::Relaxed);
+    started.elapsed()
+}
+
+pub(crate) fn redis(c: &mut Criterion) {
+    let Ok(url) = std::env::var("RESILIENT_REDIS_URL") else {
+        println!(
+            "skipped the group \"redis permit\": set RESILIENT_REDIS_URL to a redis-server's URL"
+        );
+        return;
+    };
+    let r = registry(&url);
+    let one = runtime(0);
+    let two = runtime(2);
+    let (Ok(local), Ok(each), Ok(lease)) = (
+        r.sync_scope(RedisLocal::get),
+        r.sync_scope(RedisEach::get),
+        r.sync_scope(RedisLease::get),
+    ) else {
+        panic!("configured")
+    };
+    let mut g = c.benchmark_group("redis permit");
+    let mut trips = Vec::new();
+    let mut measured =
+        |name: &str,
+         trips: &mut Vec<(String, f64)>,
+         f: &mut dyn FnMut(&mut criterion::Bencher<'_>, &AtomicU64)| {
+            let calls = AtomicU64::new(0);
+            let before = script_runs(&url);
+            g.bench_function(name, |b| f(b, &calls));
+            let runs = script_runs(&url) - before;
+            let calls = calls.load(Ordering::Relaxed).max(1);
+            trips.push((name.to_owned(), runs as f64 / calls as f64));
+        };
+    measured("local, acquire, 1 task", &mut trips, &mut |b, calls| {
+        b.to_async(&one).iter(|| async {
+            calls.fetch_add(1, Ordering::Relaxed);
+            black_box(local.acquire().await.is_ok())
+        });
+    });
+    measured("redis, acquire, 1 task", &mut trips, &mut |b, calls| {
+        b.to_async(&one).iter(|| async {
+            calls.fetch_add(1, Ordering::Relaxed);
+            black_box(each.acquire().await.is_ok())
+        });
+    });
+    measured(
+        "redis lease 100, acquire, 1 task",
+        &mut trips,
+        &mut |b, calls| {
+            b.to_async(&one).iter(|| async {
+                calls.fetch_add(1, Ordering::Relaxed);
+                black_box(lease.acquire().await.is_ok())
+            });
+        },
+    );
+    measured(
+        "local, acquire, 64 tasks on 2 workers",
+        &mut trips,
+        &mut |b, calls| {
+            b.iter_custom(|iters| spread::<RedisLocal>(&two, &r, iters, calls));
+        },
+    );
+    measured(
+        "redis, acquire, 64 tasks on 2 workers",
+        &mut trips,
+        &mut |b, calls| {
+            b.iter_custom(|iters| spread::<RedisEach>(&two, &r, iters, calls));
+        },
+    );
+    measured(
+        "redis lease 100, acquire, 64 tasks on 2 workers",
+        &mut trips,
+        &mut |b, calls| {
+            b.iter_custom(|iters| spread::<RedisLease>(&two, &r, iters, calls));
+        },
+    );
+    g.finish();
+    for (name, per_call) in trips {
+        println!("redis permit/{name}: {per_call:.4} round trips per call");
+    }
+}
