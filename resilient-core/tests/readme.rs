@@ -268,3 +268,15 @@ fn readme_logs_and_metrics_tables_hold_the_telemetry_docs() {
         assert!(readme.contains(row), "README lacks the row: {row}");
     }
 }
+
+#[test]
+fn redis_backend_keys_are_one_set() {
+    check(
+        include_str!("../src/backend/mod.rs"),
+        ALL,
+        &[table(&[])],
+        |s| {
+            let _ = resilient_core::backend::RedisSettings::read(s);
+        },
+    );
+}
