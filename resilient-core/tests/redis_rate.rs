@@ -402,3 +402,61 @@ fn a_shared_token_bucket_stays_within_its_bound() {
         assert!((345..=351).contains(&admitted), "lease {lease}: {admitted}");
     }
 }
+
+#[derive(RateLimiterSpec)]
+#[spec("redis_rate.sync")]
+struct Sync;
+
+/// A handle's `try_acquire` has no future to wait in: on a multi-thread
+/// runtime, from a blocking task, and from a plain thread after an async
+/// call, it blocks for the round trip and Redis counts each permit; on a
+/// current-thread runtime it cannot block the one thread that drives the
+/// connection, and the spec's policy (here `deny`) answers at once.
+#[test]
+fn try_acquire_asks_redis_where_it_can_block() {
+    let Some(url) = server::url("try_acquire_asks_redis_where_it_can_block") else {
+        return;
+    };
+    let prefix = server::prefix("sync");
+    let r = replica::<Sync>(limit("fixed_window", 1000, "1h"), &url, &prefix);
+    let key = format!("{{{prefix}:redis_rate.sync}}:fixed_window");
+    let rt = two_workers();
+    let limiter = r.sync_scope(Sync::get).expect("configured");
+    // An async call first: the backend learns its runtime.
+    rt.block_on(async { assert!(limiter.acquire().await.is_ok()) });
+    let l = limiter.clone();
+    rt.block_on(async move {
+        let l2 = l.clone();
+        assert!(tokio::spawn(async move { l2.try_acquire().is_ok() })
+            .await
+            .unwrap());
+        assert!(tokio::task::spawn_blocking(move || l.try_acquire().is_ok())
+            .await
+            .unwrap());
+    });
+    let l = limiter.clone();
+    assert!(std::thread::spawn(move || l.try_acquire().is_ok())
+        .join()
+        .unwrap());
+    assert_eq!(
+        get(&url, &key).as_deref().map(|w| w.ends_with(" 4")),
+        Some(true),
+        "{:?}",
+        get(&url, &key)
+    );
+    let one = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let out = one.block_on(async { limiter.try_acquire() });
+    assert!(
+        matches!(out, Err(Error::RateLimitExceeded { .. })),
+        "{out:?}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(100));
+    assert_eq!(
+        get(&url, &key).as_deref().map(|w| w.ends_with(" 4")),
+        Some(true)
+    );
+}

@@ -343,13 +343,24 @@ impl RedisBackend {
         else {
             return Err(self.unavailable());
         };
+        let on_current_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+        if on_current_thread {
+            return Err(self.unavailable());
+        }
         let (me, key) = (Arc::clone(self), Arc::clone(key));
-        let task = runtime.spawn(async move { me.decide(&key, ask, max_wait, want).await });
         let deadline = self
             .settings
             .connect_timeout
             .saturating_add(self.settings.timeout);
-        match crate::blocking::wait_for(task, Some(deadline), || {}) {
+        // On a worker thread, a task spawned here would wait in this
+        // thread's own next-task slot, which no other worker takes: the
+        // thread hands its work over before it blocks.
+        let answer = tokio::task::block_in_place(move || {
+            let task = runtime.spawn(async move { me.decide(&key, ask, max_wait, want).await });
+            crate::blocking::wait_for(task, Some(deadline), || {})
+        });
+        match answer {
             Some(Ok(answer)) => answer,
             _ => Err(self.unavailable()),
         }
