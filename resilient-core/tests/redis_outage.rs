@@ -104,7 +104,7 @@ fn each_policy_does_what_it_says_while_redis_is_down_and_after() {
             };
         }
     });
-    let key = |path: &str| format!("{{{prefix}:{path}}}:fixed_window");
+    let key = |path: &str| format!("{{{prefix}:{path}}}:fixed_window:1000:10000000");
     let rt = two_workers();
 
     // Up: every call is decided in Redis.

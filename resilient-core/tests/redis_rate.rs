@@ -103,7 +103,7 @@ fn three_registries_admit_exactly_the_shared_limit() {
     assert!(refused.load(Ordering::Relaxed) > 0);
     let word = get(
         &url,
-        &format!("{{{prefix}:redis_rate.shared}}:fixed_window"),
+        &format!("{{{prefix}:redis_rate.shared}}:fixed_window:100:1000000"),
     );
     assert!(
         word.as_deref().is_some_and(|w| w.ends_with(" 100")),
@@ -187,7 +187,7 @@ fn keyed_instances_have_their_own_shared_limits() {
         admitted
     });
     assert_eq!(admitted, [3, 3]);
-    let key = format!("{{{prefix}:redis_rate.keyed:key:a}}:fixed_window");
+    let key = format!("{{{prefix}:redis_rate.keyed:key:a}}:fixed_window:3:3600000000");
     assert!(get(&url, &key).is_some_and(|w| w.ends_with(" 3")), "{key}");
 }
 
@@ -407,11 +407,11 @@ fn a_shared_token_bucket_stays_within_its_bound() {
 #[spec("redis_rate.sync")]
 struct Sync;
 
-/// A handle's `try_acquire` has no future to wait in: on a multi-thread
-/// runtime, from a blocking task, and from a plain thread after an async
-/// call, it blocks for the round trip and Redis counts each permit; on a
-/// current-thread runtime it cannot block the one thread that drives the
-/// connection, and the spec's policy (here `deny`) answers at once.
+/// A handle's `try_acquire` has no future to wait in: it asks Redis on a
+/// connection of its own that needs no runtime, blocking its thread for the
+/// round trip, from an async task on a multi-thread runtime, a blocking
+/// task, a plain thread and a current-thread runtime: Redis counts each
+/// permit.
 #[test]
 fn try_acquire_asks_redis_where_it_can_block() {
     let Some(url) = server::url("try_acquire_asks_redis_where_it_can_block") else {
@@ -419,7 +419,7 @@ fn try_acquire_asks_redis_where_it_can_block() {
     };
     let prefix = server::prefix("sync");
     let r = replica::<Sync>(limit("fixed_window", 1000, "1h"), &url, &prefix);
-    let key = format!("{{{prefix}:redis_rate.sync}}:fixed_window");
+    let key = format!("{{{prefix}:redis_rate.sync}}:fixed_window:1000:3600000000");
     let rt = two_workers();
     let limiter = r.sync_scope(Sync::get).expect("configured");
     // An async call first: the backend learns its runtime.
@@ -448,15 +448,9 @@ fn try_acquire_asks_redis_where_it_can_block() {
         .enable_all()
         .build()
         .unwrap();
-    let started = Instant::now();
-    let out = one.block_on(async { limiter.try_acquire() });
-    assert!(
-        matches!(out, Err(Error::RateLimitExceeded { .. })),
-        "{out:?}"
-    );
-    assert!(started.elapsed() < Duration::from_millis(100));
+    assert!(one.block_on(async { limiter.try_acquire() }).is_ok());
     assert_eq!(
-        get(&url, &key).as_deref().map(|w| w.ends_with(" 4")),
+        get(&url, &key).as_deref().map(|w| w.ends_with(" 5")),
         Some(true)
     );
 }

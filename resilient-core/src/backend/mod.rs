@@ -19,8 +19,11 @@
 //!
 //! Each decision is one script run by Redis, timed by the Redis server's
 //! clock (`TIME`): replicas whose clocks disagree share one limit exactly.
-//! A decision costs one round trip. See [`RedisSettings`] for the
-//! connection's settings and the `redis` feature of this crate.
+//! A decision costs one round trip at most: the calls of one limiter that
+//! wait meanwhile are merged into it, `lease = N` takes up to N permits per
+//! round trip, and a refusal is known until a permit could be due. See
+//! [`RedisSettings`] for the connection's settings, and README's "Limits
+//! shared by replicas" for the guarantees and the figures.
 
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
@@ -292,16 +295,48 @@ pub(crate) fn check_redis(context: &Context) -> Option<(&'static str, String)> {
     }
 }
 
-/// One decision a rate limiter asks of a backend, in its clock's units.
+/// One decision a rate limiter asks of a backend, in whole µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ask {
+    /// `limit` permits per window of `period_us`.
+    FixedWindow { limit: u64, period_us: u64 },
+    /// A permit every `interval_us`, up to `tolerance_us` ahead of time.
+    TokenBucket { interval_us: u64, tolerance_us: u64 },
+}
+
+/// The largest number a script takes: sums with the server's clock (in µs,
+/// about 2^51 today) stay exact in Lua's doubles.
+pub(crate) const MAX_ARG: u64 = 1 << 50;
+
+/// `d` in whole µs, rounded down, at most [`MAX_ARG`].
+pub(crate) fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros())
+        .unwrap_or(u64::MAX)
+        .min(MAX_ARG)
+}
+
+impl Ask {
     /// `limit` permits per window of `period`.
-    FixedWindow { limit: u64, period: Duration },
-    /// A permit every `interval`, up to `tolerance` ahead of time.
-    TokenBucket {
-        interval: Duration,
-        tolerance: Duration,
-    },
+    pub(crate) fn fixed_window(limit: u32, period: Duration) -> Self {
+        Self::FixedWindow {
+            limit: u64::from(limit),
+            period_us: micros(period).max(1),
+        }
+    }
+
+    /// `limit` permits per `period`, coming back one by one: the interval
+    /// rounded up to a whole µs (never more than the rate), the burst of
+    /// `limit` counted in that interval.
+    pub(crate) fn token_bucket(limit: u32, period: Duration) -> Self {
+        let interval = period.as_nanos().div_ceil(u128::from(limit.max(1)) * 1000);
+        let interval_us = u64::try_from(interval).unwrap_or(MAX_ARG).clamp(1, MAX_ARG);
+        Self::TokenBucket {
+            interval_us,
+            tolerance_us: interval_us
+                .saturating_mul(u64::from(limit.saturating_sub(1)))
+                .min(MAX_ARG),
+        }
+    }
 }
 
 /// A backend's decision.
@@ -336,27 +371,40 @@ pub(crate) struct Unavailable {
     pub(crate) retry_after: Duration,
 }
 
-/// The keys of one limiter in the backend, one per algorithm (a reload
-/// that changes `type` starts afresh, as the local limiter does).
+/// Where one limiter's state lives in the backend: a key per algorithm and
+/// parameters, so that a reload that changes them starts afresh there (as a
+/// new `type` does in the process), and replicas running other settings
+/// during a rollout count apart.
 #[derive(Debug)]
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) struct Keys {
-    pub(crate) fixed_window: Box<str>,
-    pub(crate) token_bucket: Box<str>,
+    /// `{prefix:path}`, or `{prefix:path:key:K}` for the instance of key
+    /// `K`: the braces keep a limiter's keys in one Redis Cluster slot.
+    tag: Box<str>,
 }
 
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 impl Keys {
-    /// The keys of the spec at `path`, of its instance for `key` if keyed:
-    /// `{prefix:path}:fixed_window`. The braces keep a spec's keys in one
-    /// Redis Cluster slot, and a keyed instance's in its own.
     fn new(prefix: &str, path: &str, key: Option<&str>) -> Self {
         let tag = match key {
             None => format!("{{{prefix}:{path}}}"),
             Some(key) => format!("{{{prefix}:{path}:key:{key}}}"),
         };
-        Self {
-            fixed_window: format!("{tag}:fixed_window").into(),
-            token_bucket: format!("{tag}:token_bucket").into(),
+        Self { tag: tag.into() }
+    }
+
+    /// The key of `ask`: `{prefix:path}:fixed_window:100:1000000` (limit,
+    /// period in µs), `{prefix:path}:token_bucket:10000:990000` (interval
+    /// and burst tolerance in µs).
+    pub(crate) fn of(&self, ask: &Ask) -> String {
+        match ask {
+            Ask::FixedWindow { limit, period_us } => {
+                format!("{}:fixed_window:{limit}:{period_us}", self.tag)
+            }
+            Ask::TokenBucket {
+                interval_us,
+                tolerance_us,
+            } => format!("{}:token_bucket:{interval_us}:{tolerance_us}", self.tag),
         }
     }
 }

@@ -1,16 +1,16 @@
 //! The Redis backend: one multiplexed connection per registry, one script
 //! run per decision, a circuit breaker of this crate around it.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
-use super::{Ask, Decision, RedisSettings, Unavailable};
+use super::{Ask, Decision, Keys, RedisSettings, Unavailable, MAX_ARG};
 use crate::circuit_breaker::{Breaker, CircuitBreakerSettings, Permit, WindowSettings};
 use crate::registry::Mechanism;
-
 use crate::spec::SpecKind;
 use crate::telemetry::{Listeners, Switches, Telemetry};
 
@@ -32,7 +32,9 @@ local word = redis.call('GET', KEYS[1])
 if word then
   local s, n = string.match(word, '^(%d+) (%d+)$')
   if s then
-    start, taken = tonumber(s), tonumber(n)
+    -- A window begun after now: the server's clock stepped back (or this
+    -- is a replica whose clock is behind); it began now.
+    start, taken = math.min(tonumber(s), now), tonumber(n)
     local elapsed = now - start
     if elapsed >= period then
       local passed = math.floor(elapsed / period)
@@ -76,6 +78,9 @@ local interval = tonumber(ARGV[1])
 local tolerance = tonumber(ARGV[2])
 local max_wait = tonumber(ARGV[3])
 local tat = tonumber(redis.call('GET', KEYS[1]) or 0) or 0
+-- No permit is owed further ahead than the burst, one interval and the
+-- longest wait: beyond, the server's clock stepped back.
+tat = math.min(tat, now + tolerance + interval + max_wait)
 local from = math.max(tat, now)
 local wait = math.max(from - now - tolerance, 0)
 if wait > max_wait then
@@ -95,19 +100,21 @@ pub(crate) struct RedisBackend {
     client: redis::Client,
     settings: RedisSettings,
     shown: String,
-    /// The connection in use and its generation: a call that finds it
-    /// broken drops that generation only, not a newer one.
-    conn: Mutex<Option<(u64, MultiplexedConnection)>>,
-    generation: AtomicU64,
+    /// The connection async decisions use, and its generation: a call that
+    /// finds it broken drops that generation only, not a newer one.
+    /// Shared with the task that connects, which fills it however long
+    /// its caller waited.
+    conn: Arc<Mutex<Option<(u64, MultiplexedConnection)>>>,
+    generation: Arc<AtomicU64>,
     /// One caller connects at a time; the others wait for its connection.
     connecting: tokio::sync::Mutex<()>,
+    /// The connection of blocking decisions (a handle's `try_acquire`, a
+    /// blocking fn): no runtime needed, one decision at a time.
+    blocking: Mutex<Option<redis::Connection>>,
     /// The backend's own failures: while open, a decision is not tried.
     breaker: Breaker,
     /// An outage was logged, and its end is not yet.
     down: AtomicBool,
-    /// The runtime async decisions ran on: where a blocking fn's decision
-    /// runs.
-    runtime: OnceLock<tokio::runtime::Handle>,
     fixed_window: redis::Script,
     token_bucket: redis::Script,
 }
@@ -126,6 +133,8 @@ enum Failure {
     Timeout,
     Redis(redis::RedisError),
     Garbage(String),
+    /// Not in a tokio runtime with the drivers a client needs.
+    Runtime(&'static str),
 }
 
 impl Failure {
@@ -135,6 +144,7 @@ impl Failure {
             Failure::Timeout => "timeout",
             Failure::Redis(_) => "error",
             Failure::Garbage(_) => "garbage",
+            Failure::Runtime(_) => "runtime",
         }
     }
 }
@@ -146,6 +156,7 @@ impl std::fmt::Display for Failure {
             Failure::Timeout => f.write_str("no answer within `timeout`"),
             Failure::Redis(e) => write!(f, "{e}"),
             Failure::Garbage(e) => write!(f, "answered what is not a decision: {e}"),
+            Failure::Runtime(e) => f.write_str(e),
         }
     }
 }
@@ -165,14 +176,41 @@ fn breaker_settings() -> CircuitBreakerSettings {
     }
 }
 
-/// The largest number a script takes: sums with the server's clock (in µs,
-/// about 2^51 today) stay exact in Lua's doubles.
-const MAX_ARG: u64 = 1 << 50;
+/// Whether an error broke the multiplexed connection it came on (a reply
+/// late past `timeout` does not: the connection matches replies in order).
+fn breaks(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
+}
 
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros())
-        .unwrap_or(u64::MAX)
-        .min(MAX_ARG)
+fn failure(e: redis::RedisError) -> Failure {
+    if e.is_timeout() {
+        Failure::Timeout
+    } else if e.kind() == redis::ErrorKind::UnexpectedReturnType {
+        Failure::Garbage(e.to_string())
+    } else {
+        Failure::Redis(e)
+    }
+}
+
+/// The decision in a script's reply, asked for `want` permits.
+fn decision(reply: &[i64], want: u64) -> Result<Decision, Failure> {
+    let most = i64::try_from(want).unwrap_or(i64::MAX);
+    match *reply {
+        [admitted @ (0 | 1), wait, granted, valid]
+            if wait >= 0
+                && valid >= 0
+                && (0..=most).contains(&granted)
+                && (admitted == 0) == (granted == 0) =>
+        {
+            Ok(Decision {
+                admitted: admitted == 1,
+                wait: Duration::from_micros(wait.unsigned_abs()),
+                granted: granted.unsigned_abs(),
+                valid: Duration::from_micros(valid.unsigned_abs()),
+            })
+        }
+        _ => Err(Failure::Garbage(format!("{reply:?}"))),
+    }
 }
 
 impl RedisBackend {
@@ -196,12 +234,12 @@ impl RedisBackend {
             client,
             shown: settings.shown_url(),
             settings,
-            conn: Mutex::new(None),
-            generation: AtomicU64::new(0),
+            conn: Arc::default(),
+            generation: Arc::default(),
             connecting: tokio::sync::Mutex::new(()),
+            blocking: Mutex::new(None),
             breaker: <Breaker as Mechanism>::build(breaker_settings(), telemetry),
             down: AtomicBool::new(false),
-            runtime: OnceLock::new(),
             fixed_window: redis::Script::new(FIXED_WINDOW),
             token_bucket: redis::Script::new(TOKEN_BUCKET),
         })
@@ -229,7 +267,10 @@ impl RedisBackend {
             .map_err(|e| format!("{tried}: {e}"))
     }
 
-    /// The connection in use, made now if there is none.
+    /// The connection in use, made now if there is none. The connection is
+    /// made by a task of its own, bounded by `connect_timeout` alone: a
+    /// caller that stops waiting (its decision's `timeout`) leaves it to
+    /// finish for the calls that follow.
     async fn connection(&self) -> Result<(u64, MultiplexedConnection), Failure> {
         if let Some(c) = self.current() {
             return Ok(c);
@@ -241,68 +282,137 @@ impl RedisBackend {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.settings.connect_timeout))
             .set_response_timeout(Some(self.settings.timeout));
-        // In a task of its own: the client panics on a runtime without an
-        // IO driver, and that must be a failure of the backend, not of the
-        // call.
-        let client = self.client.clone();
+        let (client, slot, generation) = (
+            self.client.clone(),
+            Arc::clone(&self.conn),
+            Arc::clone(&self.generation),
+        );
+        // In a task of its own also because the client panics on a
+        // runtime without an IO driver: that must be a failure of the
+        // backend, not of the call.
         let connect = tokio::spawn(async move {
-            client
+            let conn = client
                 .get_multiplexed_async_connection_with_config(&config)
-                .await
+                .await?;
+            let g = generation.fetch_add(1, Ordering::Relaxed) + 1;
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some((g, conn.clone()));
+            Ok::<_, redis::RedisError>((g, conn))
         });
-        let conn = match tokio::time::timeout(self.settings.connect_timeout, connect).await {
-            Err(_) => {
-                return Err(Failure::Connect(format!(
-                    "no connection within `connect_timeout` ({:?})",
-                    self.settings.connect_timeout
-                )))
-            }
-            Ok(Err(e)) if e.is_panic() => {
-                return Err(Failure::Connect(
-                    "the tokio runtime has no IO driver: build it with `enable_all()` (or `enable_io()`)".into(),
-                ))
-            }
-            Ok(Err(e)) => return Err(Failure::Connect(e.to_string())),
-            Ok(Ok(Err(e))) => return Err(Failure::Connect(e.to_string())),
-            Ok(Ok(Ok(conn))) => conn,
-        };
-        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        if let Ok(mut slot) = self.conn.lock() {
-            *slot = Some((generation, conn.clone()));
+        let waited = catch_unwind(AssertUnwindSafe(|| {
+            tokio::time::timeout(self.settings.connect_timeout, connect)
+        }))
+        .map_err(|_| Failure::Runtime(NO_TIMERS))?;
+        match waited.await {
+            Err(_) => Err(Failure::Connect(format!(
+                "no connection within `connect_timeout` ({:?})",
+                self.settings.connect_timeout
+            ))),
+            Ok(Err(e)) if e.is_panic() => Err(Failure::Runtime(
+                "the tokio runtime has no IO driver: build it with `enable_all()` (or `enable_io()`)",
+            )),
+            Ok(Err(e)) => Err(Failure::Connect(e.to_string())),
+            Ok(Ok(Err(e))) => Err(Failure::Connect(e.to_string())),
+            Ok(Ok(Ok(conn))) => Ok(conn),
         }
-        Ok((generation, conn))
     }
 
     fn current(&self) -> Option<(u64, MultiplexedConnection)> {
-        self.conn.lock().ok().and_then(|c| c.clone())
+        self.conn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Drops connection `generation` after an error that broke it; the next
     /// decision connects again.
     fn broken(&self, generation: u64) {
-        if let Ok(mut slot) = self.conn.lock() {
-            if slot.as_ref().is_some_and(|(g, _)| *g == generation) {
-                *slot = None;
-            }
+        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.as_ref().is_some_and(|(g, _)| *g == generation) {
+            *slot = None;
         }
     }
 
-    /// Asks Redis for one permit of the limiter whose keys are `key`, due
-    /// within `max_wait`.
+    /// The script run that asks `ask` of `keys`.
+    fn invocation(
+        &self,
+        keys: &Keys,
+        ask: Ask,
+        max_wait: Duration,
+        want: u64,
+    ) -> redis::ScriptInvocation<'_> {
+        let key = keys.of(&ask);
+        let mut i = match ask {
+            Ask::FixedWindow { limit, period_us } => {
+                let mut i = self.fixed_window.key(key);
+                i.arg(limit).arg(period_us);
+                i
+            }
+            Ask::TokenBucket {
+                interval_us,
+                tolerance_us,
+            } => {
+                let mut i = self.token_bucket.key(key);
+                i.arg(interval_us).arg(tolerance_us);
+                i
+            }
+        };
+        i.arg(super::micros(max_wait)).arg(want.clamp(1, MAX_ARG));
+        i
+    }
+
+    /// Asks Redis for one permit of the limiter whose keys are `keys`, due
+    /// within `max_wait`, and for up to `want` due now.
     pub(crate) async fn decide(
         &self,
-        key: &super::Keys,
+        keys: &Keys,
         ask: Ask,
         max_wait: Duration,
         want: u64,
     ) -> Result<Decision, Unavailable> {
-        let _ = self.runtime.get_or_init(tokio::runtime::Handle::current);
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(self.failed(&Failure::Runtime(
+                "the call runs outside a tokio runtime, which the Redis client needs",
+            )));
+        }
         let Ok(permit) = Permit::new(&self.breaker) else {
             return Err(self.unavailable());
         };
-        match tokio::time::timeout(self.settings.timeout, self.run(key, ask, max_wait, want)).await
-        {
-            Ok(Ok(answer)) => {
+        let outcome = match catch_unwind(AssertUnwindSafe(|| {
+            tokio::time::timeout(self.settings.timeout, self.run(keys, ask, max_wait, want))
+        })) {
+            Err(_) => Err(Failure::Runtime(NO_TIMERS)),
+            Ok(run) => match run.await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(Failure::Timeout),
+            },
+        };
+        self.ended(permit, outcome)
+    }
+
+    /// [`decide`](Self::decide) on a connection of its own that needs no
+    /// runtime, blocking the thread for the round trip.
+    pub(crate) fn decide_blocking(
+        &self,
+        keys: &Keys,
+        ask: Ask,
+        max_wait: Duration,
+        want: u64,
+    ) -> Result<Decision, Unavailable> {
+        let Ok(permit) = Permit::new(&self.breaker) else {
+            return Err(self.unavailable());
+        };
+        let outcome = self.run_blocking(keys, ask, max_wait, want);
+        self.ended(permit, outcome)
+    }
+
+    /// Records the outcome of a decision with the breaker and the log.
+    fn ended(
+        &self,
+        permit: Permit<'_>,
+        outcome: Result<Decision, Failure>,
+    ) -> Result<Decision, Unavailable> {
+        match outcome {
+            Ok(decision) => {
                 permit.success();
                 if self.down.swap(false, Ordering::AcqRel) {
                     tracing::info!(
@@ -311,58 +421,12 @@ impl RedisBackend {
                         "the Redis backend answers again; rate limiters decide there again"
                     );
                 }
-                Ok(answer)
+                Ok(decision)
             }
-            Ok(Err(failure)) => {
+            Err(failure) => {
                 permit.failure();
                 Err(self.failed(&failure))
             }
-            Err(_) => {
-                permit.failure();
-                Err(self.failed(&Failure::Timeout))
-            }
-        }
-    }
-
-    /// [`decide`](Self::decide) from a thread that may block: run on the
-    /// runtime an async decision ran on, the thread parked until the answer
-    /// or `timeout`. Without such a runtime, or on a current-thread one
-    /// (whose thread this would block), the backend is unavailable.
-    pub(crate) fn decide_blocking(
-        self: &Arc<Self>,
-        key: &Arc<super::Keys>,
-        ask: Ask,
-        max_wait: Duration,
-        want: u64,
-    ) -> Result<Decision, Unavailable> {
-        let Some(runtime) = self
-            .runtime
-            .get()
-            .cloned()
-            .or_else(|| tokio::runtime::Handle::try_current().ok())
-        else {
-            return Err(self.unavailable());
-        };
-        let on_current_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
-        if on_current_thread {
-            return Err(self.unavailable());
-        }
-        let (me, key) = (Arc::clone(self), Arc::clone(key));
-        let deadline = self
-            .settings
-            .connect_timeout
-            .saturating_add(self.settings.timeout);
-        // On a worker thread, a task spawned here would wait in this
-        // thread's own next-task slot, which no other worker takes: the
-        // thread hands its work over before it blocks.
-        let answer = tokio::task::block_in_place(move || {
-            let task = runtime.spawn(async move { me.decide(&key, ask, max_wait, want).await });
-            crate::blocking::wait_for(task, Some(deadline), || {})
-        });
-        match answer {
-            Some(Ok(answer)) => answer,
-            _ => Err(self.unavailable()),
         }
     }
 
@@ -396,64 +460,61 @@ impl RedisBackend {
 
     async fn run(
         &self,
-        keys: &super::Keys,
+        keys: &Keys,
         ask: Ask,
         max_wait: Duration,
         want: u64,
     ) -> Result<Decision, Failure> {
         let (generation, mut conn) = self.connection().await?;
-        let mut invocation = match ask {
-            Ask::FixedWindow { limit, period } => {
-                let mut i = self.fixed_window.key(&*keys.fixed_window);
-                i.arg(limit).arg(micros(period));
-                i
-            }
-            Ask::TokenBucket {
-                interval,
-                tolerance,
-            } => {
-                let mut i = self.token_bucket.key(&*keys.token_bucket);
-                i.arg(micros_up(interval)).arg(micros(tolerance));
-                i
-            }
-        };
-        invocation.arg(micros(max_wait)).arg(want.clamp(1, MAX_ARG));
-        let reply: Result<Vec<i64>, redis::RedisError> = invocation.invoke_async(&mut conn).await;
-        let reply = match reply {
-            Ok(reply) => reply,
+        let reply: Result<Vec<i64>, redis::RedisError> = self
+            .invocation(keys, ask, max_wait, want)
+            .invoke_async(&mut conn)
+            .await;
+        match reply {
+            Ok(reply) => decision(&reply, want),
             Err(e) => {
-                if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                if breaks(&e) {
                     self.broken(generation);
                 }
-                return Err(if e.kind() == redis::ErrorKind::UnexpectedReturnType {
-                    Failure::Garbage(e.to_string())
-                } else {
-                    Failure::Redis(e)
-                });
+                Err(failure(e))
+            }
+        }
+    }
+
+    fn run_blocking(
+        &self,
+        keys: &Keys,
+        ask: Ask,
+        max_wait: Duration,
+        want: u64,
+    ) -> Result<Decision, Failure> {
+        let mut slot = self.blocking.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = match &mut *slot {
+            Some(conn) => conn,
+            None => {
+                let conn = self
+                    .client
+                    .get_connection_with_timeout(self.settings.connect_timeout)
+                    .map_err(|e| Failure::Connect(e.to_string()))?;
+                conn.set_read_timeout(Some(self.settings.timeout))
+                    .and_then(|()| conn.set_write_timeout(Some(self.settings.timeout)))
+                    .map_err(|e| Failure::Connect(e.to_string()))?;
+                slot.insert(conn)
             }
         };
-        match reply[..] {
-            [admitted @ (0 | 1), wait, granted, valid]
-                if wait >= 0
-                    && valid >= 0
-                    && (0..=i64::try_from(want).unwrap_or(i64::MAX)).contains(&granted)
-                    && (admitted == 0) == (granted == 0) =>
-            {
-                Ok(Decision {
-                    admitted: admitted == 1,
-                    wait: Duration::from_micros(wait.unsigned_abs()),
-                    granted: granted.unsigned_abs(),
-                    valid: Duration::from_micros(valid.unsigned_abs()),
-                })
+        let reply: Result<Vec<i64>, redis::RedisError> =
+            self.invocation(keys, ask, max_wait, want).invoke(conn);
+        match reply {
+            Ok(reply) => decision(&reply, want),
+            Err(e) => {
+                // A reply left unread after a timeout would answer the
+                // next request: any error ends this connection.
+                *slot = None;
+                Err(failure(e))
             }
-            _ => Err(Failure::Garbage(format!("{reply:?}"))),
         }
     }
 }
 
-/// A token bucket's interval in whole µs, rounded up: the bucket never
-/// gives more than the configured rate.
-fn micros_up(d: Duration) -> u64 {
-    let us = d.as_nanos().div_ceil(1000);
-    u64::try_from(us).unwrap_or(u64::MAX).clamp(1, MAX_ARG)
-}
+const NO_TIMERS: &str =
+    "the tokio runtime has no time driver: build it with `enable_all()` (or `enable_time()`)";

@@ -412,17 +412,12 @@ impl Config {
         let remote = (settings.backend == Backend::Redis).then(|| RemoteConfig {
             lease: u64::from(settings.lease),
             ask: match settings.algorithm {
-                Algorithm::FixedWindow => Ask::FixedWindow {
-                    limit: u64::from(settings.limit_for_period),
-                    period: settings.limit_refresh_period,
-                },
-                Algorithm::TokenBucket => Ask::TokenBucket {
-                    interval: Duration::from_nanos(interval_ns),
-                    tolerance: Duration::from_nanos(
-                        interval_ns
-                            .saturating_mul(u64::from(settings.limit_for_period.saturating_sub(1))),
-                    ),
-                },
+                Algorithm::FixedWindow => {
+                    Ask::fixed_window(settings.limit_for_period, settings.limit_refresh_period)
+                }
+                Algorithm::TokenBucket => {
+                    Ask::token_bucket(settings.limit_for_period, settings.limit_refresh_period)
+                }
             },
             local: match settings.on_backend_failure {
                 OnBackendFailure::Local { limit_for_period } => {
@@ -742,8 +737,9 @@ impl RateLimiter {
     }
 
     /// [`take_now`](Self::take_now) of a disabled limiter, or of one whose
-    /// backend decides: asked at once, the thread blocked for the round
-    /// trip (the handle's `try_acquire` has no future to wait in).
+    /// backend decides: asked at once on the backend's blocking connection,
+    /// the thread blocked for the round trip (the handle's `try_acquire`
+    /// has no future to wait in).
     #[cold]
     fn take_now_unusual(&self, c: &Config) -> Result<(), Duration> {
         let Some(rc) = c.remote.as_ref().filter(|_| c.settings.enabled) else {

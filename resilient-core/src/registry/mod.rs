@@ -785,8 +785,12 @@ impl Registry {
             inner.whole.then_some(origin),
             &mut problems,
         );
-        let entries: Vec<SpecEntry> = inner.specs.iter().map(|h| h.entry).collect();
-        check_all(&entries, &read, &inner.context, &mut problems);
+        let changed = inner.context.changed(root);
+        if changed.is_empty() {
+            let entries: Vec<SpecEntry> = inner.specs.iter().map(|h| h.entry).collect();
+            check_all(&entries, &read, &inner.context, &mut problems);
+        }
+        problems.extend(changed);
         let Some(global) = global.filter(|_| problems.is_empty()) else {
             let problems = sorted(problems);
             self.rejected(&problems);

@@ -59,6 +59,9 @@ pub struct Context {
     parts: Vec<(TypeId, Part)>,
     /// The paths of the sections present, valid or not.
     present: Vec<&'static str>,
+    /// Each section as it was when built (name, path, value), for a
+    /// reload to tell that one changed.
+    read: Vec<(&'static str, &'static str, Option<Value>)>,
 }
 
 impl std::fmt::Debug for Context {
@@ -85,7 +88,31 @@ impl Context {
             .filter_map(|entry| (entry.build)(root, problems, listeners, switches))
             .map(|part| ((*part).type_id(), part))
             .collect();
-        Self { parts, present }
+        let read = SectionEntry::all()
+            .map(|e| (e.name, e.path, crate::settings::at(root, e.path).cloned()))
+            .collect();
+        Self {
+            parts,
+            present,
+            read,
+        }
+    }
+
+    /// A problem for each section that differs in `root` from what was
+    /// built: they are read when the registry is built, and a reload does
+    /// not build them again.
+    pub(crate) fn changed(&self, root: &Value) -> Vec<Problem> {
+        self.read
+            .iter()
+            .filter(|(_, path, was)| crate::settings::at(root, path) != was.as_ref())
+            .map(|(name, path, _)| Problem {
+                spec: name,
+                path,
+                key: String::new(),
+                rule: "changed, and it is read when the registry is built: restart the application to apply it (this reload changed nothing)".into(),
+                found: None,
+            })
+            .collect()
     }
 
     /// Whether the section at `path` is in the configuration, valid or not.
