@@ -283,7 +283,8 @@ fn a_clock_stepping_back_does_not_stop_the_shared_limit() {
     let mut c = conn(&url);
     let (secs, micros): (u64, u64) = ::redis::cmd("TIME").query(&mut c).unwrap();
     let ahead = secs * 1_000_000 + micros + 600 * 1_000_000;
-    let key = format!("{{{prefix}:{}}}:fixed_window", A::PATH);
+    // The key the limiter reads: its parameters are part of it.
+    let key = format!("{{{prefix}:{}}}:fixed_window:10:1000000", A::PATH);
     let () = ::redis::cmd("SET")
         .arg(&key)
         .arg(format!("{ahead} 1"))
@@ -294,6 +295,8 @@ fn a_clock_stepping_back_does_not_stop_the_shared_limit() {
     let rt = two_workers();
     let out = rt.block_on(r.scope(async { A::get()?.acquire().await }));
     assert!(out.is_ok(), "9 of 10 permits left: {out:?}");
+    let word = server::get(&url, &key).unwrap_or_default();
+    assert!(word.ends_with(" 2"), "the script read this key: {word}");
 }
 
 // ---------------------------------------------------------------- 8

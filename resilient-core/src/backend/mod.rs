@@ -425,6 +425,13 @@ pub(crate) struct Remote {
     /// refusal said so); a call whose `max_wait` ends earlier is refused
     /// here, as the backend would refuse it.
     free_at: AtomicU64,
+    /// In ns of the limiter's clock: until when a kept refusal is trusted
+    /// ([`REFUSAL_KEPT`] after it was asked): a key reset by hand, or a
+    /// Redis restarted empty, is seen that soon.
+    trusted_until: AtomicU64,
+    /// Bumped by [`forget`](Self::forget): a decision asked before does not
+    /// keep its lease or refusal for the settings after.
+    epoch: AtomicU64,
     /// One decision at a time per limiter: the calls that wait meanwhile
     /// are merged into the next one (it asks for as many permits).
     turn: tokio::sync::Mutex<()>,
@@ -432,6 +439,19 @@ pub(crate) struct Remote {
     /// Failed decisions: a call that waited for its turn while one failed
     /// takes that failure instead of trying again.
     failures: AtomicU64,
+}
+
+/// How long a refusal is kept without asking Redis again.
+const REFUSAL_KEPT: Duration = Duration::from_millis(100);
+
+/// Takes a waiting caller off the count when it stops waiting for its
+/// turn, however it stops (its future dropped, say).
+struct Waiting<'a>(&'a AtomicU64);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 const LEASE_BITS: u32 = 20;
@@ -448,6 +468,8 @@ impl Remote {
             keys: Arc::new(keys),
             leased: AtomicU64::new(0),
             free_at: AtomicU64::new(0),
+            trusted_until: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
             turn: tokio::sync::Mutex::new(()),
             waiting: AtomicU64::new(0),
             failures: AtomicU64::new(0),
@@ -486,8 +508,14 @@ impl Remote {
     /// Forgets what this process holds (new settings: the leased permits
     /// and the refusal were of the old ones).
     pub(crate) fn forget(&self) {
-        self.leased.store(0, Ordering::Release);
-        self.free_at.store(0, Ordering::Release);
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.clear();
+    }
+
+    fn clear(&self) {
+        self.leased.store(0, Ordering::SeqCst);
+        self.trusted_until.store(0, Ordering::SeqCst);
+        self.free_at.store(0, Ordering::SeqCst);
     }
 
     /// A decision without a round trip, at `now` (ns): `Ok` for a leased
@@ -504,27 +532,43 @@ impl Remote {
         if leased.is_ok() {
             return Some(Ok(()));
         }
+        if now >= self.trusted_until.load(Ordering::Acquire) {
+            return None;
+        }
         let free_at = self.free_at.load(Ordering::Acquire);
         let max_wait = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
         (now.saturating_add(max_wait) < free_at).then(|| Err(Duration::from_nanos(free_at - now)))
     }
 
-    /// Keeps what `decision`, asked at `sent` (ns), says for the calls that
-    /// follow: permits beyond the caller's, until they expire; or the
-    /// instant before which none is due.
-    fn keep(&self, sent: u64, decision: &Decision) {
+    /// Keeps what `decision`, asked at `sent` (ns) in `epoch`, says for the
+    /// calls that follow: permits beyond the caller's, until they expire;
+    /// or the instant before which none is due. Nothing, when the settings
+    /// changed since it was asked.
+    fn keep(&self, sent: u64, epoch: u64, decision: &Decision) {
+        if self.epoch.load(Ordering::SeqCst) != epoch {
+            return;
+        }
         if !decision.admitted {
-            let at =
-                sent.saturating_add(u64::try_from(decision.wait.as_nanos()).unwrap_or(u64::MAX));
-            self.free_at.fetch_max(at, Ordering::AcqRel);
+            let wait = u64::try_from(decision.wait.as_nanos()).unwrap_or(u64::MAX);
+            let kept = u64::try_from(REFUSAL_KEPT.as_nanos()).unwrap_or(u64::MAX);
+            self.free_at
+                .store(sent.saturating_add(wait), Ordering::SeqCst);
+            self.trusted_until
+                .store(sent.saturating_add(wait.min(kept)), Ordering::SeqCst);
         } else if decision.wait.is_zero() && decision.granted > 1 {
             let valid = u64::try_from(decision.valid.as_nanos()).unwrap_or(u64::MAX);
             let expiry_ms = sent.saturating_add(valid) / 1_000_000;
             let count = (decision.granted - 1).min(LEASE_MASK);
             self.leased.store(
                 (expiry_ms.min(u64::MAX >> LEASE_BITS) << LEASE_BITS) | count,
-                Ordering::Release,
+                Ordering::SeqCst,
             );
+        } else {
+            return;
+        }
+        // A `forget` meanwhile: what was just kept is of the old settings.
+        if self.epoch.load(Ordering::SeqCst) != epoch {
+            self.clear();
         }
     }
 
@@ -538,10 +582,14 @@ impl Remote {
         lease: u64,
         now: Now<'_>,
     ) -> Result<Answer, Unavailable> {
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let failures = self.failures.load(Ordering::Acquire);
         self.waiting.fetch_add(1, Ordering::AcqRel);
+        let counted = Waiting(&self.waiting);
         let turn = self.turn.lock().await;
-        let waiting = self.waiting.fetch_sub(1, Ordering::AcqRel) - 1;
+        drop(counted);
+        // The callers still waiting for their turn: merged into this one.
+        let waiting = self.waiting.load(Ordering::Acquire);
         if let Some(at_hand) = self.at_hand(now(), max_wait) {
             return Ok(match at_hand {
                 Ok(()) => Answer::Admitted(Duration::ZERO),
@@ -554,7 +602,7 @@ impl Remote {
         let want = lease.max(waiting + 1).min(LEASE_MASK);
         let sent = now();
         let decision = self.ask_backend(ask, max_wait, want).await;
-        let answer = self.answer(sent, decision);
+        let answer = self.answer(sent, epoch, decision);
         drop(turn);
         answer
     }
@@ -568,6 +616,7 @@ impl Remote {
         lease: u64,
         now: Now<'_>,
     ) -> Result<Answer, Unavailable> {
+        let epoch = self.epoch.load(Ordering::SeqCst);
         if let Some(at_hand) = self.at_hand(now(), max_wait) {
             return Ok(match at_hand {
                 Ok(()) => Answer::Admitted(Duration::ZERO),
@@ -584,17 +633,18 @@ impl Remote {
             let _ = (ask, max_wait, lease);
             Err(self.backend_unavailable())
         };
-        self.answer(sent, decision)
+        self.answer(sent, epoch, decision)
     }
 
     fn answer(
         &self,
         sent: u64,
+        epoch: u64,
         decision: Result<Decision, Unavailable>,
     ) -> Result<Answer, Unavailable> {
         match decision {
             Ok(decision) => {
-                self.keep(sent, &decision);
+                self.keep(sent, epoch, &decision);
                 Ok(if decision.admitted {
                     Answer::Admitted(decision.wait)
                 } else {

@@ -108,9 +108,11 @@ pub(crate) struct RedisBackend {
     generation: Arc<AtomicU64>,
     /// One caller connects at a time; the others wait for its connection.
     connecting: tokio::sync::Mutex<()>,
-    /// The connection of blocking decisions (a handle's `try_acquire`, a
-    /// blocking fn): no runtime needed, one decision at a time.
-    blocking: Mutex<Option<redis::Connection>>,
+    /// Idle connections of blocking decisions (a handle's `try_acquire`, a
+    /// blocking fn), which need no runtime: a decision takes one, or opens
+    /// one, and puts it back after (up to [`IDLE_BLOCKING`] are kept), so
+    /// that threads never wait for each other's round trips.
+    blocking: Mutex<Vec<redis::Connection>>,
     /// The backend's own failures: while open, a decision is not tried.
     breaker: Breaker,
     /// An outage was logged, and its end is not yet.
@@ -237,7 +239,7 @@ impl RedisBackend {
             conn: Arc::default(),
             generation: Arc::default(),
             connecting: tokio::sync::Mutex::new(()),
-            blocking: Mutex::new(None),
+            blocking: Mutex::new(Vec::new()),
             breaker: <Breaker as Mechanism>::build(breaker_settings(), telemetry),
             down: AtomicBool::new(false),
             fixed_window: redis::Script::new(FIXED_WINDOW),
@@ -488,8 +490,12 @@ impl RedisBackend {
         max_wait: Duration,
         want: u64,
     ) -> Result<Decision, Failure> {
-        let mut slot = self.blocking.lock().unwrap_or_else(PoisonError::into_inner);
-        let conn = match &mut *slot {
+        let idle = self
+            .blocking
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let mut conn = match idle {
             Some(conn) => conn,
             None => {
                 let conn = self
@@ -499,22 +505,28 @@ impl RedisBackend {
                 conn.set_read_timeout(Some(self.settings.timeout))
                     .and_then(|()| conn.set_write_timeout(Some(self.settings.timeout)))
                     .map_err(|e| Failure::Connect(e.to_string()))?;
-                slot.insert(conn)
+                conn
             }
         };
         let reply: Result<Vec<i64>, redis::RedisError> =
-            self.invocation(keys, ask, max_wait, want).invoke(conn);
+            self.invocation(keys, ask, max_wait, want).invoke(&mut conn);
         match reply {
-            Ok(reply) => decision(&reply, want),
-            Err(e) => {
-                // A reply left unread after a timeout would answer the
-                // next request: any error ends this connection.
-                *slot = None;
-                Err(failure(e))
+            Ok(reply) => {
+                let mut idle = self.blocking.lock().unwrap_or_else(PoisonError::into_inner);
+                if idle.len() < IDLE_BLOCKING {
+                    idle.push(conn);
+                }
+                decision(&reply, want)
             }
+            // A reply left unread after a timeout would answer the next
+            // request: any error ends this connection.
+            Err(e) => Err(failure(e)),
         }
     }
 }
+
+/// Idle blocking connections kept per backend.
+const IDLE_BLOCKING: usize = 4;
 
 const NO_TIMERS: &str =
     "the tokio runtime has no time driver: build it with `enable_all()` (or `enable_time()`)";

@@ -374,7 +374,8 @@ pub struct RateLimiter {
     word: AtomicU64,
     /// The shared backend of the registry, if it has one: asked when the
     /// settings say `backend = "redis"`.
-    remote: OnceLock<Remote>,
+    /// Boxed: a limiter kept in the process stays as small as before.
+    remote: OnceLock<Box<Remote>>,
 }
 
 /// The settings a rate limiter runs with, in its clock's units.
@@ -520,13 +521,15 @@ impl Mechanism for RateLimiter {
 
     fn attach(&self, context: &Context) {
         if let Some(remote) = Remote::of(context, self.telemetry.path(), None) {
-            let _ = self.remote.set(remote);
+            let _ = self.remote.set(Box::new(remote));
         }
     }
 
     fn inherit(&self, base: &Self, key: &str) {
         if let Some(remote) = base.remote.get() {
-            let _ = self.remote.set(remote.for_key(self.telemetry.path(), key));
+            let _ = self
+                .remote
+                .set(Box::new(remote.for_key(self.telemetry.path(), key)));
         }
     }
 
@@ -619,6 +622,13 @@ impl RateLimiter {
         if c.unusual {
             return self.unusual(c);
         }
+        self.take_usual(c, max_wait)
+    }
+
+    /// [`take`](Self::take) of a limiter that is enabled and kept in the
+    /// process.
+    #[inline]
+    fn take_usual(&self, c: &Config, max_wait: Duration) -> Result<Taken, Duration> {
         let now = self.now_ns();
         // Durations are made once, here: the decision itself is integers.
         match c.settings.algorithm {
@@ -659,9 +669,16 @@ impl RateLimiter {
         if c.unusual {
             return self.unusual(c);
         }
+        self.take_as_set_usual(c)
+    }
+
+    /// [`take_as_set`](Self::take_as_set) of a limiter that is enabled and
+    /// kept in the process: the caller tested `unusual`, once.
+    #[inline(always)]
+    fn take_as_set_usual(&self, c: &Config) -> Result<Taken, Duration> {
         match c.settings.max_wait {
-            None => self.take_now(c).map(|()| Taken::NOW),
-            Some(max_wait) => self.take(c, max_wait),
+            None => self.take_now_usual(c).map(|()| Taken::NOW),
+            Some(max_wait) => self.take_usual(c, max_wait),
         }
     }
 
@@ -674,6 +691,13 @@ impl RateLimiter {
         if c.unusual {
             return self.take_now_unusual(c);
         }
+        self.take_now_usual(c)
+    }
+
+    /// [`take_now`](Self::take_now) of a limiter that is enabled and kept
+    /// in the process.
+    #[inline(always)]
+    fn take_now_usual(&self, c: &Config) -> Result<(), Duration> {
         let now = self.now_ns();
         match c.settings.algorithm {
             Algorithm::TokenBucket => self
@@ -720,6 +744,7 @@ impl RateLimiter {
     /// backend decides: a permit this process leased, a refusal it knows
     /// of, or [`Taken::ASK`] (the call asks the backend while it waits).
     #[cold]
+    #[inline(never)]
     fn unusual(&self, c: &Config) -> Result<Taken, Duration> {
         if !c.settings.enabled || c.remote.is_none() {
             return Ok(Taken::NOW);
@@ -741,6 +766,7 @@ impl RateLimiter {
     /// the thread blocked for the round trip (the handle's `try_acquire`
     /// has no future to wait in).
     #[cold]
+    #[inline(never)]
     fn take_now_unusual(&self, c: &Config) -> Result<(), Duration> {
         let Some(rc) = c.remote.as_ref().filter(|_| c.settings.enabled) else {
             return Ok(());
@@ -1282,18 +1308,44 @@ impl RateCall {
         let limiter = &**instance;
         let c = limiter.config.get();
         let started = limiter.telemetry.start();
-        match limiter.take_as_set(c) {
+        if c.unusual {
+            return self.enter_unusual(limiter, c, started);
+        }
+        match limiter.take_as_set_usual(c) {
             Ok(taken) if taken.wait.is_zero() => Enter::Ready(Ok(Granted { limiter, started })),
             Ok(taken) => {
-                if !taken.is_ask() {
-                    limiter.clock.check_paused(self.key.name);
-                }
+                limiter.clock.check_paused(self.key.name);
                 Enter::Wait(Reserved {
                     limiter,
                     taken,
                     started,
                 })
             }
+            Err(retry_after) => {
+                limiter.rejected(c, retry_after);
+                Enter::Ready(Err(limiter.exceeded(self.key.name, retry_after)))
+            }
+        }
+    }
+
+    /// [`try_enter`](Self::try_enter) of a limiter that is disabled, or
+    /// whose backend decides: out of the way of a permit kept in the
+    /// process.
+    #[cold]
+    #[inline(never)]
+    fn enter_unusual<'a>(
+        &self,
+        limiter: &'a RateLimiter,
+        c: &Config,
+        started: Option<Instant>,
+    ) -> Enter<Granted<'a>, Reserved<'a>> {
+        match limiter.unusual(c) {
+            Ok(taken) if taken.wait.is_zero() => Enter::Ready(Ok(Granted { limiter, started })),
+            Ok(taken) => Enter::Wait(Reserved {
+                limiter,
+                taken,
+                started,
+            }),
             Err(retry_after) => {
                 limiter.rejected(c, retry_after);
                 Enter::Ready(Err(limiter.exceeded(self.key.name, retry_after)))
