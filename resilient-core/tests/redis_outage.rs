@@ -137,7 +137,7 @@ fn each_policy_does_what_it_says_while_redis_is_down_and_after() {
         "the local share is spent"
     );
     assert!(
-        started.elapsed() < Duration::from_millis(100),
+        started.elapsed() < Duration::from_millis(500),
         "60 calls took {:?}",
         started.elapsed()
     );
@@ -284,7 +284,7 @@ fn an_unreachable_redis_never_holds_a_call() {
             .collect();
         for t in tasks {
             let took = t.await.unwrap();
-            assert!(took < Duration::from_millis(500), "{took:?}");
+            assert!(took < Duration::from_millis(1000), "{took:?}");
         }
     });
     assert_eq!(calls.load(Ordering::Relaxed), 64);
