@@ -68,9 +68,11 @@ fn pause(url: &str, ms: u64) {
 /// out under the NEW ones (2/h).
 #[test]
 fn a_lease_in_flight_across_a_reload_is_not_used_by_the_new_settings() {
-    let Some(url) = server::url("r2_lease_reload") else {
+    // A server of its own: `CLIENT PAUSE` stops every client of it.
+    let Some(redis) = server::Server::start("r2_lease_reload") else {
         return;
     };
+    let url = redis.url();
     let prefix = server::prefix("r2_lease_reload");
     let redis = patient(&url, &prefix);
     let r = build(
@@ -118,9 +120,11 @@ fn a_lease_in_flight_across_a_reload_is_not_used_by_the_new_settings() {
 /// limit refuses everything for an hour, though Redis has 100 permits.
 #[test]
 fn a_refusal_in_flight_across_a_reload_does_not_refuse_the_new_settings() {
-    let Some(url) = server::url("r2_refusal_reload") else {
+    // A server of its own: `CLIENT PAUSE` stops every client of it.
+    let Some(redis) = server::Server::start("r2_refusal_reload") else {
         return;
     };
+    let url = redis.url();
     let prefix = server::prefix("r2_refusal_reload");
     let redis = patient(&url, &prefix);
     let r = build(
@@ -160,9 +164,11 @@ fn a_refusal_in_flight_across_a_reload_does_not_refuse_the_new_settings() {
 /// which made none, is refused.
 #[test]
 fn cancelled_waiters_do_not_make_a_replica_hoard_the_shared_limit() {
-    let Some(url) = server::url("r2_hoard") else {
+    // A server of its own: `CLIENT PAUSE` stops every client of it.
+    let Some(redis) = server::Server::start("r2_hoard") else {
         return;
     };
+    let url = redis.url();
     let prefix = server::prefix("r2_hoard");
     let replica = || {
         build(
@@ -220,9 +226,11 @@ impl B2 {
 /// bucket (10/s, burst 10) gives at most 11.
 #[test]
 fn cancelled_waiters_do_not_make_a_token_bucket_over_admit() {
-    let Some(url) = server::url("r2_tb_leak") else {
+    // A server of its own: `CLIENT PAUSE` stops every client of it.
+    let Some(redis) = server::Server::start("r2_tb_leak") else {
         return;
     };
+    let url = redis.url();
     let prefix = server::prefix("r2_tb_leak");
     let r = build(
         Registry::builder().spec::<A>(),

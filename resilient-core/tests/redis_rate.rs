@@ -350,8 +350,8 @@ struct Leased;
 
 /// A lease of 10 permits per round trip, fixed windows of 100 per second,
 /// three registries: still exactly 300 in 2.5 s (a lease of a window ends
-/// with it), in far fewer round trips than permits; refusals are known
-/// until the next window without asking again.
+/// with it), in far fewer round trips than the ~49,000 calls: a refusal is
+/// asked again only every 100 ms.
 #[test]
 fn a_lease_keeps_the_limit_exact_in_fewer_round_trips() {
     let Some(redis) = Server::start("a_lease_keeps_the_limit_exact_in_fewer_round_trips") else {
@@ -370,10 +370,11 @@ fn a_lease_keeps_the_limit_exact_in_fewer_round_trips() {
         println!("lease {lease}: {admitted} admitted, {refused} refused, {trips} round trips");
         assert_eq!(admitted, 300, "lease {lease}");
         assert!(refused > 1000, "lease {lease}: {refused} refused");
-        // Each window: 100 permits in at most 100 / lease grants plus the
-        // partial ones and one refusal per registry and task wave.
+        // 300 permits in at most 300 / lease grants and the partial ones;
+        // a refusal is asked again every 100 ms by each registry: 75 in
+        // 2.5 s, with some to spare.
         assert!(
-            trips < 300 / lease as u64 + 60,
+            trips < 300 / lease as u64 + 120,
             "lease {lease}: {trips} round trips"
         );
     }
