@@ -209,3 +209,41 @@ fn on_the_machines_clock_many_threads_never_pass_the_limit() -> TestResult {
     }
     Ok(())
 }
+
+#[derive(RateLimiterSpec)]
+#[spec("rate_clock.boundaries")]
+struct Boundaries;
+
+/// Two threads take permits of a fixed window far above their rate (a
+/// million per millisecond) across some 400 window boundaries: none is
+/// refused. A call that read the clock just before the other thread opened
+/// the next window is counted in it (it was answered "not yet due").
+#[test]
+fn a_window_opened_by_another_thread_gives_its_permits() -> TestResult {
+    let r: Registry = registry::<Boundaries>(limit("fixed_window", 1_000_000, "1ms"));
+    let limiter = r.sync_scope(Boundaries::get)?;
+    let refused = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (limiter, refused) = (limiter.clone(), Arc::clone(&refused));
+            std::thread::spawn(move || {
+                let start = std::time::Instant::now();
+                let mut calls = 0u64;
+                while start.elapsed() < Duration::from_millis(400) {
+                    if limiter.try_acquire().is_err() {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    calls += 1;
+                }
+                calls
+            })
+        })
+        .collect();
+    let mut calls = 0;
+    for t in threads {
+        calls += t.join().map_err(|_| "a thread panicked")?;
+    }
+    assert!(calls > 100_000, "{calls} calls");
+    assert_eq!(refused.load(Ordering::Relaxed), 0, "of {calls} calls");
+    Ok(())
+}

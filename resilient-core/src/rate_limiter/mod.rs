@@ -721,9 +721,11 @@ impl RateLimiter {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 if w >> COUNT_BITS > now_ms {
                     // A window begun after this call's reading (another
-                    // thread read the clock later): the general path says
-                    // when a permit is due.
-                    return None;
+                    // thread read the clock later, the call is deciding
+                    // now): the call is counted in it, if it has a permit
+                    // left. The word's start is never ahead of the latest
+                    // reading, so this is no later window's permit.
+                    return (w & COUNT_MASK < limit).then_some(w + 1);
                 }
                 let (start, taken) = roll(w, now_ms, period, limit);
                 // The window began at or before `now` (a new one at `now`,
