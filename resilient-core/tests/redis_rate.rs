@@ -455,3 +455,40 @@ fn try_acquire_asks_redis_where_it_can_block() {
         Some(true)
     );
 }
+
+#[derive(RateLimiterSpec)]
+#[spec("redis_rate.attribute")]
+struct Attribute;
+
+#[resilient_core::rate_limited(Attribute)]
+async fn attributed(hits: Arc<AtomicU64>) -> Result<(), Error> {
+    hits.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// `#[rate_limited]` on an async fn asks Redis as a handle does: 12 calls
+/// of a limit of 10 per hour, 10 run the body, 2 are refused, and Redis
+/// holds the 10.
+#[test]
+fn an_annotated_fn_takes_its_permits_in_redis() {
+    let Some(url) = server::url("an_annotated_fn_takes_its_permits_in_redis") else {
+        return;
+    };
+    let prefix = server::prefix("attribute");
+    let r = replica::<Attribute>(limit("fixed_window", 10, "1h"), &url, &prefix);
+    let hits = Arc::new(AtomicU64::new(0));
+    let refused = two_workers().block_on(async {
+        let mut refused = 0;
+        for _ in 0..12 {
+            match r.scope(attributed(Arc::clone(&hits))).await {
+                Ok(()) => {}
+                Err(Error::RateLimitExceeded { .. }) => refused += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        refused
+    });
+    assert_eq!((hits.load(Ordering::Relaxed), refused), (10, 2));
+    let key = format!("{{{prefix}:redis_rate.attribute}}:fixed_window:10:3600000000");
+    assert_eq!(get(&url, &key).map(|w| w.ends_with(" 10")), Some(true));
+}
