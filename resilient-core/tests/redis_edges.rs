@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
-use support::redis::{self as server, two_workers};
+use support::redis::{self as server, replica, two_workers};
 use support::*;
 
 use std::io::{Read, Write};
@@ -34,13 +34,6 @@ fn limit(kind: &str, n: i128, period: &str) -> Value {
         ("limit_refresh_period", s(period)),
         ("backend", s("redis")),
     ])
-}
-
-fn replica<S: Spec>(section: Value, redis: Value) -> Registry {
-    build(
-        Registry::builder().spec::<S>(),
-        vec![(S::PATH, section), ("resilient.redis", redis)],
-    )
 }
 
 fn conn(url: &str) -> ::redis::Connection {

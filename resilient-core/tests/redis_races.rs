@@ -187,19 +187,7 @@ fn cancelled_waiters_do_not_make_a_replica_hoard_the_shared_limit() {
     let a1 = a.clone();
     let leader = rt.spawn(async move { a1.scope(async { A::get()?.acquire().await }).await });
     std::thread::sleep(Duration::from_millis(50));
-    rt.block_on(async {
-        let mut cancelled = Vec::new();
-        for _ in 0..8 {
-            let a = a.clone();
-            cancelled.push(tokio::spawn(async move {
-                let call = a.scope(async { A::get()?.acquire().await });
-                tokio::time::timeout(Duration::from_millis(50), call).await
-            }));
-        }
-        for c in cancelled {
-            assert!(c.await.unwrap().is_err(), "cancelled while waiting");
-        }
-    });
+    cancel_waiters(&rt, &a, 8);
     rt.block_on(leader).unwrap().unwrap();
     rt.block_on(a.scope(async { A::get()?.acquire().await }))
         .unwrap();
@@ -210,6 +198,24 @@ fn cancelled_waiters_do_not_make_a_replica_hoard_the_shared_limit() {
         out.is_ok(),
         "3 calls admitted in all, limit 10; Redis holds {word:?}; replica B: {out:?}"
     );
+}
+
+/// `n` calls of `A` in `r`, each cancelled (a 50 ms timeout) while it
+/// waits for its turn behind a paused decision.
+fn cancel_waiters(rt: &tokio::runtime::Runtime, r: &Registry, n: usize) {
+    rt.block_on(async {
+        let mut cancelled = Vec::new();
+        for _ in 0..n {
+            let r = r.clone();
+            cancelled.push(tokio::spawn(async move {
+                let call = r.scope(async { A::get()?.acquire().await });
+                tokio::time::timeout(Duration::from_millis(50), call).await
+            }));
+        }
+        for c in cancelled {
+            assert!(c.await.unwrap().is_err(), "cancelled while waiting");
+        }
+    });
 }
 
 /// `A::get()?.acquire()` in the scope of replica B.
@@ -246,19 +252,7 @@ fn cancelled_waiters_do_not_make_a_token_bucket_over_admit() {
     let r1 = r.clone();
     let leader = rt.spawn(async move { r1.scope(async { A::get()?.acquire().await }).await });
     std::thread::sleep(Duration::from_millis(50));
-    rt.block_on(async {
-        let mut cancelled = Vec::new();
-        for _ in 0..9 {
-            let r = r.clone();
-            cancelled.push(tokio::spawn(async move {
-                let call = r.scope(async { A::get()?.acquire().await });
-                tokio::time::timeout(Duration::from_millis(50), call).await
-            }));
-        }
-        for c in cancelled {
-            let _ = c.await;
-        }
-    });
+    cancel_waiters(&rt, &r, 9);
     rt.block_on(leader).unwrap().unwrap();
     std::thread::sleep(Duration::from_millis(1500)); // the bucket is full again
     let admitted = rt.block_on(r.scope(async {

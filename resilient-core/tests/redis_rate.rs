@@ -36,15 +36,10 @@ fn limit(kind: &str, n: i128, period: &str) -> Value {
     ])
 }
 
-/// A registry of spec `S` with `section`, on the Redis at `url`.
-fn replica<S: resilient_core::Spec>(section: Value, url: &str, prefix: &str) -> Registry {
-    build(
-        Registry::builder().spec::<S>(),
-        vec![
-            (S::PATH, section),
-            ("resilient.redis", server::section(url, prefix)),
-        ],
-    )
+/// A registry of spec `S` with `section`, on the Redis at `url`, keys
+/// under `prefix`.
+fn on<S: resilient_core::Spec>(section: Value, url: &str, prefix: &str) -> Registry {
+    server::replica::<S>(section, server::section(url, prefix))
 }
 
 /// 100 per second, fixed windows, three registries, 64 tasks on two
@@ -58,39 +53,9 @@ fn three_registries_admit_exactly_the_shared_limit() {
     };
     let prefix = server::prefix("shared");
     let replicas: Vec<Registry> = (0..3)
-        .map(|_| replica::<Shared>(limit("fixed_window", 100, "1s"), &url, &prefix))
+        .map(|_| on::<Shared>(limit("fixed_window", 100, "1s"), &url, &prefix))
         .collect();
-    let admitted: Vec<Arc<AtomicU64>> = (0..3).map(|_| Arc::default()).collect();
-    let refused = Arc::new(AtomicU64::new(0));
-    let rt = two_workers();
-    rt.block_on(async {
-        let until = Instant::now() + Duration::from_millis(2500);
-        let tasks: Vec<_> = (0..64)
-            .map(|i| {
-                let (registry, admitted) = (replicas[i % 3].clone(), Arc::clone(&admitted[i % 3]));
-                let refused = Arc::clone(&refused);
-                tokio::spawn(async move {
-                    let Ok(limiter) = registry.sync_scope(Shared::get) else {
-                        return;
-                    };
-                    while Instant::now() < until {
-                        match limiter.acquire().await {
-                            Ok(()) => admitted.fetch_add(1, Ordering::Relaxed),
-                            Err(Error::RateLimitExceeded { .. }) => {
-                                tokio::time::sleep(Duration::from_millis(2)).await;
-                                refused.fetch_add(1, Ordering::Relaxed)
-                            }
-                            Err(e) => panic!("{e}"),
-                        };
-                    }
-                })
-            })
-            .collect();
-        for t in tasks {
-            assert!(t.await.is_ok());
-        }
-    });
-    let each: Vec<u64> = admitted.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+    let (each, refused) = hammer::<Shared>(&replicas, 64);
     assert_eq!(
         each.iter().sum::<u64>(),
         300,
@@ -100,7 +65,7 @@ fn three_registries_admit_exactly_the_shared_limit() {
         each.iter().all(|&n| n > 0),
         "every registry took permits: {each:?}"
     );
-    assert!(refused.load(Ordering::Relaxed) > 0);
+    assert!(refused > 0);
     let word = get(
         &url,
         &format!("{{{prefix}:redis_rate.shared}}:fixed_window:100:1000000"),
@@ -123,7 +88,7 @@ fn reservations_are_served_in_order_across_registries() {
     let prefix = server::prefix("ordered");
     let section = with(limit("token_bucket", 10, "1s"), "max_wait", s("1500ms"));
     let replicas: Vec<Registry> = (0..3)
-        .map(|_| replica::<Ordered>(section.clone(), &url, &prefix))
+        .map(|_| on::<Ordered>(section.clone(), &url, &prefix))
         .collect();
     let rt = two_workers();
     let (done, refused) = rt.block_on(async {
@@ -171,7 +136,7 @@ fn keyed_instances_have_their_own_shared_limits() {
     };
     let prefix = server::prefix("keyed");
     let replicas: Vec<Registry> = (0..2)
-        .map(|_| replica::<Keyed>(limit("fixed_window", 3, "1h"), &url, &prefix))
+        .map(|_| on::<Keyed>(limit("fixed_window", 3, "1h"), &url, &prefix))
         .collect();
     let rt = two_workers();
     let admitted = rt.block_on(async {
@@ -205,36 +170,11 @@ fn replica_process() {
     ) else {
         return;
     };
-    let r = replica::<Shared>(limit("fixed_window", 100, "1s"), &url, &prefix);
+    let r = on::<Shared>(limit("fixed_window", 100, "1s"), &url, &prefix);
     let mut go = String::new();
     let _ = std::io::stdin().read_line(&mut go);
-    let admitted = Arc::new(AtomicU64::new(0));
-    two_workers().block_on(async {
-        let until = Instant::now() + Duration::from_millis(2500);
-        let tasks: Vec<_> = (0..24)
-            .map(|_| {
-                let (r, admitted) = (r.clone(), Arc::clone(&admitted));
-                tokio::spawn(async move {
-                    let limiter = r.sync_scope(Shared::get).expect("configured");
-                    while Instant::now() < until {
-                        match limiter.acquire().await {
-                            Ok(()) => {
-                                admitted.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Err(Error::RateLimitExceeded { .. }) => {
-                                tokio::time::sleep(Duration::from_millis(2)).await;
-                            }
-                            Err(e) => panic!("{e}"),
-                        }
-                    }
-                })
-            })
-            .collect();
-        for t in tasks {
-            assert!(t.await.is_ok());
-        }
-    });
-    println!("admitted {}", admitted.load(Ordering::Relaxed));
+    let (each, _) = hammer::<Shared>(std::slice::from_ref(&r), 24);
+    println!("admitted {}", each[0]);
 }
 
 /// Three processes, their clocks set 5 s behind, right, and 7 s ahead by
@@ -308,17 +248,19 @@ fn three_processes_with_skewed_clocks_admit_exactly_the_shared_limit() {
     assert!(each.iter().all(|&n| n > 0), "{each:?}");
 }
 
-/// Takes permits as fast as they come from 64 tasks on two workers, split
-/// over three registries, for 2.5 s: (admitted, refused) in all.
-fn hammer<S: RateLimiterSpec>(replicas: &[Registry]) -> (u64, u64) {
-    let admitted = Arc::new(AtomicU64::new(0));
+/// Takes permits as fast as they come from `tasks` tasks on two workers,
+/// split over the registries, for 2.5 s: the permits each registry was
+/// given, and the refusals in all.
+fn hammer<S: RateLimiterSpec>(replicas: &[Registry], tasks: usize) -> (Vec<u64>, u64) {
+    let admitted: Vec<Arc<AtomicU64>> = replicas.iter().map(|_| Arc::default()).collect();
     let refused = Arc::new(AtomicU64::new(0));
     two_workers().block_on(async {
         let until = Instant::now() + Duration::from_millis(2500);
-        let tasks: Vec<_> = (0..64)
+        let tasks: Vec<_> = (0..tasks)
             .map(|i| {
-                let registry = replicas[i % replicas.len()].clone();
-                let (admitted, refused) = (Arc::clone(&admitted), Arc::clone(&refused));
+                let n = i % replicas.len();
+                let (registry, admitted) = (replicas[n].clone(), Arc::clone(&admitted[n]));
+                let refused = Arc::clone(&refused);
                 tokio::spawn(async move {
                     let limiter = registry.sync_scope(S::get).expect("configured");
                     while Instant::now() < until {
@@ -339,7 +281,7 @@ fn hammer<S: RateLimiterSpec>(replicas: &[Registry]) -> (u64, u64) {
         }
     });
     (
-        admitted.load(Ordering::Relaxed),
+        admitted.iter().map(|a| a.load(Ordering::Relaxed)).collect(),
         refused.load(Ordering::Relaxed),
     )
 }
@@ -362,10 +304,11 @@ fn a_lease_keeps_the_limit_exact_in_fewer_round_trips() {
         let prefix = server::prefix("leased");
         let section = with(limit("fixed_window", 100, "1s"), "lease", int(lease));
         let replicas: Vec<Registry> = (0..3)
-            .map(|_| replica::<Leased>(section.clone(), &url, &prefix))
+            .map(|_| on::<Leased>(section.clone(), &url, &prefix))
             .collect();
         let before = script_runs(&url);
-        let (admitted, refused) = hammer::<Leased>(&replicas);
+        let (each, refused) = hammer::<Leased>(&replicas, 64);
+        let admitted: u64 = each.iter().sum();
         let trips = script_runs(&url) - before;
         println!("lease {lease}: {admitted} admitted, {refused} refused, {trips} round trips");
         assert_eq!(admitted, 300, "lease {lease}");
@@ -396,9 +339,10 @@ fn a_shared_token_bucket_stays_within_its_bound() {
         let prefix = server::prefix("bucket");
         let section = with(limit("token_bucket", 100, "1s"), "lease", int(lease));
         let replicas: Vec<Registry> = (0..3)
-            .map(|_| replica::<Bucket>(section.clone(), &url, &prefix))
+            .map(|_| on::<Bucket>(section.clone(), &url, &prefix))
             .collect();
-        let (admitted, _) = hammer::<Bucket>(&replicas);
+        let (each, _) = hammer::<Bucket>(&replicas, 64);
+        let admitted: u64 = each.iter().sum();
         println!("token bucket, lease {lease}: {admitted} admitted");
         assert!((300..=351).contains(&admitted), "lease {lease}: {admitted}");
     }
@@ -419,7 +363,7 @@ fn try_acquire_asks_redis_where_it_can_block() {
         return;
     };
     let prefix = server::prefix("sync");
-    let r = replica::<Sync>(limit("fixed_window", 1000, "1h"), &url, &prefix);
+    let r = on::<Sync>(limit("fixed_window", 1000, "1h"), &url, &prefix);
     let key = format!("{{{prefix}:redis_rate.sync}}:fixed_window:1000:3600000000");
     let rt = two_workers();
     let limiter = r.sync_scope(Sync::get).expect("configured");
@@ -475,7 +419,7 @@ fn an_annotated_fn_takes_its_permits_in_redis() {
         return;
     };
     let prefix = server::prefix("attribute");
-    let r = replica::<Attribute>(limit("fixed_window", 10, "1h"), &url, &prefix);
+    let r = on::<Attribute>(limit("fixed_window", 10, "1h"), &url, &prefix);
     let hits = Arc::new(AtomicU64::new(0));
     let refused = two_workers().block_on(async {
         let mut refused = 0;

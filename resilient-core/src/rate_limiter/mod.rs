@@ -218,6 +218,12 @@ pub struct RateLimiterSettings {
 }
 
 const COUNT_BITS: u32 = 20;
+
+/// A backend named and not attached: never once the registry is built (it
+/// checks), answered as a backend making no decision.
+const NO_BACKEND: Unavailable = Unavailable {
+    retry_after: Duration::ZERO,
+};
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 
 impl RateLimiterSettings {
@@ -770,15 +776,15 @@ impl RateLimiter {
     #[cold]
     #[inline(never)]
     fn take_now_unusual(&self, c: &Config) -> Result<(), Duration> {
-        let Some(rc) = c.remote.as_ref().filter(|_| c.settings.enabled) else {
+        let Some((rc, remote)) = self.backend_of(c) else {
             return Ok(());
         };
-        let now = || self.now_ns();
-        let answer = match self.remote.get() {
-            Some(remote) => remote.decide_blocking(rc.ask, Duration::ZERO, rc.lease, &now),
-            None => Err(Unavailable {
-                retry_after: Duration::ZERO,
-            }),
+        let answer = match remote {
+            Some(remote) => {
+                let now = || self.now_ns();
+                remote.decide_blocking(rc.ask, Duration::ZERO, rc.lease, &now)
+            }
+            None => Err(NO_BACKEND),
         };
         match self.answered(c, rc, answer, Duration::ZERO) {
             Ok(wait) if wait.is_zero() => Ok(()),
@@ -825,69 +831,71 @@ impl RateLimiter {
         }
     }
 
+    /// The settings `c` decided by a backend, with this limiter's way to it
+    /// (always there when they are: the registry checks it when built);
+    /// `None` when the settings now in force decide in the process.
+    fn backend_of<'c>(&'c self, c: &'c Config) -> Option<(&'c RemoteConfig, Option<&'c Remote>)> {
+        let rc = c.remote.as_ref().filter(|_| c.settings.enabled)?;
+        Some((rc, self.remote.get().map(|r| &**r)))
+    }
+
+    /// A call's outcome: the wait until its permit is due, or the error
+    /// that refuses it (counted as a rejection).
+    fn settled(
+        &self,
+        c: &Config,
+        spec: &'static str,
+        outcome: Result<Duration, Duration>,
+    ) -> Result<Duration, Error> {
+        outcome.map_err(|retry_after| {
+            self.rejected(c, retry_after);
+            self.exceeded(spec, retry_after)
+        })
+    }
+
     /// Asks the backend for the permit of a call (a [`Taken::ASK`]), and
     /// waits until it is due.
     async fn ask(&self, spec: &'static str) -> Result<(), Error> {
         let c = self.config.get();
         let max_wait = c.settings.max_wait.unwrap_or(Duration::ZERO);
-        let outcome = match (&c.remote, self.remote.get()) {
-            (Some(rc), Some(remote)) if c.settings.enabled => {
-                let now = || self.now_ns();
-                let answer = Box::pin(remote.decide(rc.ask, max_wait, rc.lease, &now)).await;
+        let outcome = match self.backend_of(c) {
+            Some((rc, remote)) => {
+                let answer = match remote {
+                    Some(remote) => {
+                        let now = || self.now_ns();
+                        Box::pin(remote.decide(rc.ask, max_wait, rc.lease, &now)).await
+                    }
+                    None => Err(NO_BACKEND),
+                };
                 self.answered(c, rc, answer, max_wait)
             }
-            (Some(rc), None) if c.settings.enabled => self.answered(
-                c,
-                rc,
-                Err(Unavailable {
-                    retry_after: Duration::ZERO,
-                }),
-                max_wait,
-            ),
             // Reloaded meanwhile: the settings now in force decide.
-            _ => self.take(c, max_wait).map(|t| t.wait),
+            None => self.take(c, max_wait).map(|t| t.wait),
         };
-        match outcome {
-            Ok(wait) => {
-                if !wait.is_zero() {
-                    Box::pin(tokio::time::sleep(wait)).await;
-                }
-                Ok(())
-            }
-            Err(retry_after) => {
-                self.rejected(c, retry_after);
-                Err(self.exceeded(spec, retry_after))
-            }
+        let wait = self.settled(c, spec, outcome)?;
+        if !wait.is_zero() {
+            Box::pin(tokio::time::sleep(wait)).await;
         }
+        Ok(())
     }
 
     /// [`ask`](Self::ask), blocking the thread.
     fn ask_blocking(&self, spec: &'static str) -> Result<(), Error> {
         let c = self.config.get();
         let max_wait = c.settings.max_wait.unwrap_or(Duration::ZERO);
-        let outcome = match (&c.remote, self.remote.get()) {
-            (Some(rc), remote) if c.settings.enabled => {
+        let outcome = match self.backend_of(c) {
+            Some((rc, remote)) => {
                 let now = || self.now_ns();
                 let answer = match remote {
                     Some(remote) => remote.decide_blocking(rc.ask, max_wait, rc.lease, &now),
-                    None => Err(Unavailable {
-                        retry_after: Duration::ZERO,
-                    }),
+                    None => Err(NO_BACKEND),
                 };
                 self.answered(c, rc, answer, max_wait)
             }
-            _ => self.take(c, max_wait).map(|t| t.wait),
+            None => self.take(c, max_wait).map(|t| t.wait),
         };
-        match outcome {
-            Ok(wait) => {
-                crate::blocking::sleep(wait);
-                Ok(())
-            }
-            Err(retry_after) => {
-                self.rejected(c, retry_after);
-                Err(self.exceeded(spec, retry_after))
-            }
-        }
+        crate::blocking::sleep(self.settled(c, spec, outcome)?);
+        Ok(())
     }
 
     /// Nanoseconds since the limiter was built, on its clock.

@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use resilient_core::settings::Value;
+use resilient_core::{Registry, Spec};
 
-use super::{boolean, s, table};
+use super::{boolean, build, s, table};
 
 const HOW: &str = "start one with `redis-server --port 6399 --save '' --appendonly no` and set RESILIENT_REDIS_URL=redis://127.0.0.1:6399 (`.ci/run` does both)";
 
@@ -65,6 +66,15 @@ pub fn section(url: &str, prefix: &str) -> Value {
         ("connect_timeout", s("200ms")),
         ("require_at_startup", boolean(false)),
     ])
+}
+
+/// A registry of spec `S` with `section`, and `redis` as its
+/// `resilient.redis` section: one replica of a service.
+pub fn replica<S: Spec>(section: Value, redis: Value) -> Registry {
+    build(
+        Registry::builder().spec::<S>(),
+        vec![(S::PATH, section), ("resilient.redis", redis)],
+    )
 }
 
 /// A redis-server of this test's own, on a free loopback port, stopped
