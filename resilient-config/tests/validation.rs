@@ -14,7 +14,10 @@ use std::error::Error;
 use std::time::Duration;
 
 use resilient_config::ConfigError;
-use resilient_core::retry::{Backoff, BudgetSettings, Jitter, RetrySettings};
+use resilient_core::backend::Backend;
+use resilient_core::retry::{
+    Backoff, BudgetSettings, Jitter, OnBudgetBackendFailure, RetrySettings,
+};
 use resilient_core::{Registry, RetrySpec};
 
 /// The spec most tests configure.
@@ -280,7 +283,8 @@ fn the_known_settings_listed_are_those_valid_here_with_each_tables_keys() {
          `attempts`, `delay_step`, `backoff` (a table: `type`, `multiplier`, `delay_max`), \
          `jitter` (a table: `type`, `ratio`), `retry_call_not_permitted`, `timeout`, \
          `max_hinted_delay`, `retry_budget` (a table: `enabled`, `ratio`, `tokens_max`, \
-         `tokens_initial`, `min_tokens_per_second`) (found 1)"
+         `tokens_initial`, `min_tokens_per_second`, `backend`, `on_backend_failure`, \
+         `local_tokens_max`) (found 1)"
     );
     // The same list with the tables written, and keys of theirs written one
     // level too high (reported as such, never listed as settings there).
@@ -833,6 +837,8 @@ async fn full_section_builds_and_reads_back() -> TestResult {
             tokens_max: 50,
             tokens_initial: 20,
             min_tokens_per_second: 1.5,
+            backend: Backend::Local,
+            on_backend_failure: OnBudgetBackendFailure::Deny,
         })
     );
     assert_eq!(tokens, Some(20.0));
@@ -856,6 +862,8 @@ async fn defaults_of_an_empty_retry_budget() -> TestResult {
             tokens_max: 100,
             tokens_initial: 10,
             min_tokens_per_second: 0.0,
+            backend: Backend::Local,
+            on_backend_failure: OnBudgetBackendFailure::Deny,
         })
     );
     Ok(())
@@ -951,6 +959,8 @@ async fn values_given_as_strings_are_accepted() -> TestResult {
             tokens_max: 40,
             tokens_initial: 4,
             min_tokens_per_second: 0.0,
+            backend: Backend::Local,
+            on_backend_failure: OnBudgetBackendFailure::Deny,
         })
     );
 

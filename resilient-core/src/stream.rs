@@ -501,9 +501,9 @@ pin_project! {
         phase: Phase,
         // Whether an item has passed: a failure then ends the stream.
         passed: bool,
-        // The budget token of the retry being waited for (its bucket's
-        // capacity), given back if the stream is dropped first.
-        token: Option<u64>,
+        // The budget token of the retry being waited for, given back if
+        // the stream is dropped first.
+        token: Option<crate::retry::budget::Token>,
         #[pin]
         sleep: Option<Sleep>,
         #[pin]
@@ -514,8 +514,8 @@ pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
             this.inner.set(None);
-            if let (Some(max), Some(call)) = (this.token.take(), this.call.as_ref()) {
-                call.give_back(max);
+            if let (Some(token), Some(call)) = (this.token.take(), this.call.as_ref()) {
+                call.give_back(token);
             }
         }
     }

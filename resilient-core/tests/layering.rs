@@ -132,16 +132,17 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("blocking", 2),
             ("registry", 3),
             // The mechanisms.
-            ("retry", 4),
             ("circuit_breaker", 4),
             ("concurrency", 4),
             ("timeout", 4),
             ("chaos", 4),
             ("fallback", 4),
-            // Hedging takes its budget from retry's bucket.
-            ("hedging", 5),
             // Shared backends: their own failures go through a breaker.
             ("backend", 5),
+            // Retry keeps its budget's tokens in a backend when told to.
+            ("retry", 6),
+            // Hedging takes its budget from retry's bucket.
+            ("hedging", 7),
             // The rate limiter answers calls as the concurrency limit does,
             // and keeps its permits in a backend when told to.
             ("rate_limiter", 6),

@@ -164,15 +164,11 @@ fn keyed_instances_have_their_own_shared_limits() {
 #[test]
 #[ignore = "a replica process, started by three_processes_with_skewed_clocks_admit_exactly_the_shared_limit"]
 fn replica_process() {
-    let (Ok(prefix), Ok(url)) = (
-        std::env::var("RESILIENT_REPLICA_PREFIX"),
-        std::env::var("RESILIENT_REDIS_URL"),
-    ) else {
+    let Some((url, prefix)) = server::replica_role() else {
         return;
     };
     let r = on::<Shared>(limit("fixed_window", 100, "1s"), &url, &prefix);
-    let mut go = String::new();
-    let _ = std::io::stdin().read_line(&mut go);
+    server::replica_go();
     let (each, _) = hammer::<Shared>(std::slice::from_ref(&r), 24);
     println!("admitted {}", each[0]);
 }
@@ -182,8 +178,6 @@ fn replica_process() {
 /// one process, since every decision is timed by Redis's clock.
 #[test]
 fn three_processes_with_skewed_clocks_admit_exactly_the_shared_limit() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::{Command, Stdio};
     let test = "three_processes_with_skewed_clocks_admit_exactly_the_shared_limit";
     let Some(url) = server::url(test) else {
         return;
@@ -192,54 +186,13 @@ fn three_processes_with_skewed_clocks_admit_exactly_the_shared_limit() {
         return;
     };
     let prefix = server::prefix("processes");
-    let exe = std::env::current_exe().expect("the test binary");
-    let mut children: Vec<_> = ["-5s", "+0s", "+7s"]
-        .into_iter()
-        .map(|skew| {
-            Command::new(&faketime)
-                .args(["-f", skew])
-                .arg(&exe)
-                .args([
-                    "--exact",
-                    "replica_process",
-                    "--ignored",
-                    "--nocapture",
-                    "--test-threads",
-                    "1",
-                ])
-                .env("RESILIENT_REPLICA_PREFIX", &prefix)
-                .env("RESILIENT_REDIS_URL", &url)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("a replica process")
-        })
-        .collect();
-    // Each builds its registry first; then all start at once.
-    std::thread::sleep(Duration::from_millis(300));
-    for child in &mut children {
-        let stdin = child.stdin.as_mut().expect("piped");
-        stdin.write_all(b"go\n").expect("the replica reads");
-    }
-    let mut each = Vec::new();
-    for child in children {
-        let out = child.wait_with_output().expect("the replica ends");
-        assert!(out.status.success(), "a replica failed: {out:?}");
-        let admitted = BufReader::new(&out.stdout[..])
-            .lines()
-            .map_while(Result::ok)
-            .find_map(|l| {
-                let (_, n) = l.split_once("admitted ")?;
-                n.trim().parse::<u64>().ok()
-            })
-            .unwrap_or_else(|| {
-                panic!(
-                    "no count from a replica: {}",
-                    String::from_utf8_lossy(&out.stdout)
-                )
-            });
-        each.push(admitted);
-    }
+    let each = server::skewed_processes(
+        &faketime,
+        "replica_process",
+        (&url, &prefix),
+        &["-5s", "+0s", "+7s"],
+        "admitted",
+    );
     assert_eq!(
         each.iter().sum::<u64>(),
         300,

@@ -1,8 +1,11 @@
-//! Shared backends: rate limiters whose permits live outside the process,
-//! so that every replica of a service draws on one limit.
+//! Shared backends: rate limiters whose permits, and retry budgets whose
+//! tokens, live outside the process, so that every replica of a service
+//! draws on one limit and one budget.
 //!
-//! A rate limiter spec names its backend in its section; the connection is
-//! set once, for the whole registry, in the section `resilient.redis`:
+//! A rate limiter spec names its backend in its section, a retry spec in
+//! its `retry_budget` (see [`RetrySettings`](crate::retry::RetrySettings));
+//! the connection is set once, for the whole registry, in the section
+//! `resilient.redis`:
 //!
 //! ```toml
 //! [resilient.redis]
@@ -21,12 +24,18 @@
 //! clock (`TIME`): replicas whose clocks disagree share one limit exactly.
 //! A decision costs one round trip at most: the calls of one limiter that
 //! wait meanwhile are merged into it, `lease = N` takes up to N permits per
-//! round trip, and a refusal is known until a permit could be due. See
-//! [`RedisSettings`] for the connection's settings, and README's "Limits
-//! shared by replicas" for the guarantees and the figures.
+//! round trip, and a refusal is known until a permit could be due. A retry
+//! budget's withdrawal is one script run too, on the calling thread, only
+//! for a failure that would be retried; successes cost none (their deposits
+//! are sent together). See [`RedisSettings`] for the connection's settings,
+//! and README's "Limits shared by replicas" and "Retry budgets shared by
+//! replicas" for the guarantees and the figures.
 
+mod budget;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
+
+pub(crate) use budget::{BudgetShape, SharedBudget};
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -406,6 +415,11 @@ impl Keys {
                 tolerance_us,
             } => format!("{}:token_bucket:{interval_us}:{tolerance_us}", self.tag),
         }
+    }
+
+    /// The key `name` of this spec: `{prefix:path}:name`.
+    pub(crate) fn named(&self, name: &str) -> String {
+        format!("{}:{name}", self.tag)
     }
 }
 

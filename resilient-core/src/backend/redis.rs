@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
+use super::budget::{BudgetAnswer, BudgetAsk};
 use super::{Ask, Decision, Keys, RedisSettings, Unavailable, MAX_ARG};
 use crate::circuit_breaker::{Breaker, CircuitBreakerSettings, Permit, WindowSettings};
 use crate::registry::Mechanism;
@@ -95,6 +96,62 @@ redis.call('SET', KEYS[1], string.format('%d', nxt), 'PX', math.max(1, math.ceil
 return {1, wait, granted, granted * interval}
 ";
 
+/// A retry budget (see `retry::budget`), in millionths of a token and µs
+/// of the Redis server's clock: `"tokens refilled_at"`. ARGV: the bucket's
+/// size, its start, the refill per second, the tokens deposited since the
+/// last decision (successes, tokens given back), and whether a token is
+/// wanted (0 or 1). The refill comes first, then the deposit, then the
+/// withdrawal; the answer: the tokens granted (0 or 1) and those left. A
+/// bucket unused for a day is dropped: it starts again at its start.
+const BUDGET: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local max = tonumber(ARGV[1])
+local rate = tonumber(ARGV[3])
+local tokens, at = tonumber(ARGV[2]), now
+local word = redis.call('GET', KEYS[1])
+if word then
+  local a, b = string.match(word, '^(%d+) (%d+)$')
+  if a then
+    -- A refill mark after now: the server's clock stepped back; from now.
+    tokens, at = math.min(tonumber(a), max), math.min(tonumber(b), now)
+  end
+end
+if rate > 0 then
+  local due = math.floor(rate * (now - at) / 1000000)
+  if due > 0 then
+    tokens = math.min(max, tokens + due)
+    -- The mark moves by the time paid for, so that no fraction is lost.
+    at = math.min(now, at + math.floor(due * 1000000 / rate))
+  end
+else
+  at = now
+end
+tokens = math.min(max, tokens + tonumber(ARGV[4]))
+local granted = 0
+if tonumber(ARGV[5]) > 0 and tokens >= 1000000 then
+  tokens, granted = tokens - 1000000, 1
+end
+redis.call('SET', KEYS[1], string.format('%d %d', tokens, at), 'PX', 86400000)
+return {granted, tokens}
+";
+
+/// A retry budget's answer, asked for `ask`.
+fn budget_answer(reply: &[i64], ask: &BudgetAsk) -> Result<BudgetAnswer, Failure> {
+    let max = i64::try_from(ask.max.min(MAX_ARG)).unwrap_or(i64::MAX);
+    match *reply {
+        [granted @ (0 | 1), tokens]
+            if (0..=max).contains(&tokens) && (ask.want || granted == 0) =>
+        {
+            Ok(BudgetAnswer {
+                granted: granted == 1,
+                tokens: tokens.unsigned_abs(),
+            })
+        }
+        _ => Err(Failure::Garbage(format!("{reply:?}"))),
+    }
+}
+
 /// The backend of one registry.
 pub(crate) struct RedisBackend {
     client: redis::Client,
@@ -119,6 +176,7 @@ pub(crate) struct RedisBackend {
     down: AtomicBool,
     fixed_window: redis::Script,
     token_bucket: redis::Script,
+    budget: redis::Script,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -244,6 +302,7 @@ impl RedisBackend {
             down: AtomicBool::new(false),
             fixed_window: redis::Script::new(FIXED_WINDOW),
             token_bucket: redis::Script::new(TOKEN_BUCKET),
+            budget: redis::Script::new(BUDGET),
         })
     }
 
@@ -362,6 +421,17 @@ impl RedisBackend {
         i
     }
 
+    /// The script run that asks a retry budget at `key` for `ask`.
+    fn budget_invocation(&self, key: &str, ask: &BudgetAsk) -> redis::ScriptInvocation<'_> {
+        let mut i = self.budget.key(key);
+        i.arg(ask.max.min(MAX_ARG))
+            .arg(ask.initial.min(ask.max).min(MAX_ARG))
+            .arg(ask.per_second.min(MAX_ARG))
+            .arg(ask.deposit.min(ask.max).min(MAX_ARG))
+            .arg(u8::from(ask.want));
+        i
+    }
+
     /// Asks Redis for one permit of the limiter whose keys are `keys`, due
     /// within `max_wait`, and for up to `want` due now.
     pub(crate) async fn decide(
@@ -371,24 +441,10 @@ impl RedisBackend {
         max_wait: Duration,
         want: u64,
     ) -> Result<Decision, Unavailable> {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(self.failed(&Failure::Runtime(
-                "the call runs outside a tokio runtime, which the Redis client needs",
-            )));
-        }
-        let Ok(permit) = Permit::new(&self.breaker) else {
-            return Err(self.unavailable());
-        };
-        let outcome = match catch_unwind(AssertUnwindSafe(|| {
-            tokio::time::timeout(self.settings.timeout, self.run(keys, ask, max_wait, want))
-        })) {
-            Err(_) => Err(Failure::Runtime(NO_TIMERS)),
-            Ok(run) => match run.await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(Failure::Timeout),
-            },
-        };
-        self.ended(permit, outcome)
+        self.asked(self.invocation(keys, ask, max_wait, want), |reply| {
+            decision(reply, want)
+        })
+        .await
     }
 
     /// [`decide`](Self::decide) on a connection of its own that needs no
@@ -400,19 +456,77 @@ impl RedisBackend {
         max_wait: Duration,
         want: u64,
     ) -> Result<Decision, Unavailable> {
+        self.asked_blocking(self.invocation(keys, ask, max_wait, want), |reply| {
+            decision(reply, want)
+        })
+    }
+
+    /// Asks the retry budget at `key` for what `ask` says.
+    pub(crate) async fn budget(
+        &self,
+        key: &str,
+        ask: &BudgetAsk,
+    ) -> Result<BudgetAnswer, Unavailable> {
+        self.asked(self.budget_invocation(key, ask), |reply| {
+            budget_answer(reply, ask)
+        })
+        .await
+    }
+
+    /// [`budget`](Self::budget), blocking the thread for the round trip.
+    pub(crate) fn budget_blocking(
+        &self,
+        key: &str,
+        ask: &BudgetAsk,
+    ) -> Result<BudgetAnswer, Unavailable> {
+        self.asked_blocking(self.budget_invocation(key, ask), |reply| {
+            budget_answer(reply, ask)
+        })
+    }
+
+    /// Runs `invocation` within `timeout`, through the breaker, and reads
+    /// its reply with `read`.
+    async fn asked<T>(
+        &self,
+        invocation: redis::ScriptInvocation<'_>,
+        read: impl FnOnce(&[i64]) -> Result<T, Failure>,
+    ) -> Result<T, Unavailable> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(self.failed(&Failure::Runtime(
+                "the call runs outside a tokio runtime, which the Redis client needs",
+            )));
+        }
         let Ok(permit) = Permit::new(&self.breaker) else {
             return Err(self.unavailable());
         };
-        let outcome = self.run_blocking(keys, ask, max_wait, want);
+        let outcome = match catch_unwind(AssertUnwindSafe(|| {
+            tokio::time::timeout(self.settings.timeout, self.run(invocation, read))
+        })) {
+            Err(_) => Err(Failure::Runtime(NO_TIMERS)),
+            Ok(run) => match run.await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(Failure::Timeout),
+            },
+        };
+        self.ended(permit, outcome)
+    }
+
+    /// [`asked`](Self::asked) on a connection of its own that needs no
+    /// runtime, blocking the thread for the round trip.
+    fn asked_blocking<T>(
+        &self,
+        invocation: redis::ScriptInvocation<'_>,
+        read: impl FnOnce(&[i64]) -> Result<T, Failure>,
+    ) -> Result<T, Unavailable> {
+        let Ok(permit) = Permit::new(&self.breaker) else {
+            return Err(self.unavailable());
+        };
+        let outcome = self.run_blocking(invocation, read);
         self.ended(permit, outcome)
     }
 
     /// Records the outcome of a decision with the breaker and the log.
-    fn ended(
-        &self,
-        permit: Permit<'_>,
-        outcome: Result<Decision, Failure>,
-    ) -> Result<Decision, Unavailable> {
+    fn ended<T>(&self, permit: Permit<'_>, outcome: Result<T, Failure>) -> Result<T, Unavailable> {
         match outcome {
             Ok(decision) => {
                 permit.success();
@@ -420,7 +534,7 @@ impl RedisBackend {
                     tracing::info!(
                         target: "resilient::backend",
                         url = %self.shown,
-                        "the Redis backend answers again; rate limiters decide there again"
+                        "the Redis backend answers again; specs decide there again"
                     );
                 }
                 Ok(decision)
@@ -454,26 +568,21 @@ impl RedisBackend {
                 target: "resilient::backend",
                 url = %self.shown,
                 reason = failure.reason(),
-                "the Redis backend failed: {failure}; rate limiters apply their `on_backend_failure` until it answers again"
+                "the Redis backend failed: {failure}; specs that use it apply their `on_backend_failure` until it answers again"
             );
         }
         self.unavailable()
     }
 
-    async fn run(
+    async fn run<T>(
         &self,
-        keys: &Keys,
-        ask: Ask,
-        max_wait: Duration,
-        want: u64,
-    ) -> Result<Decision, Failure> {
+        invocation: redis::ScriptInvocation<'_>,
+        read: impl FnOnce(&[i64]) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
         let (generation, mut conn) = self.connection().await?;
-        let reply: Result<Vec<i64>, redis::RedisError> = self
-            .invocation(keys, ask, max_wait, want)
-            .invoke_async(&mut conn)
-            .await;
+        let reply: Result<Vec<i64>, redis::RedisError> = invocation.invoke_async(&mut conn).await;
         match reply {
-            Ok(reply) => decision(&reply, want),
+            Ok(reply) => read(&reply),
             Err(e) => {
                 if breaks(&e) {
                     self.broken(generation);
@@ -483,13 +592,11 @@ impl RedisBackend {
         }
     }
 
-    fn run_blocking(
+    fn run_blocking<T>(
         &self,
-        keys: &Keys,
-        ask: Ask,
-        max_wait: Duration,
-        want: u64,
-    ) -> Result<Decision, Failure> {
+        invocation: redis::ScriptInvocation<'_>,
+        read: impl FnOnce(&[i64]) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
         let idle = self
             .blocking
             .lock()
@@ -508,15 +615,14 @@ impl RedisBackend {
                 conn
             }
         };
-        let reply: Result<Vec<i64>, redis::RedisError> =
-            self.invocation(keys, ask, max_wait, want).invoke(&mut conn);
+        let reply: Result<Vec<i64>, redis::RedisError> = invocation.invoke(&mut conn);
         match reply {
             Ok(reply) => {
                 let mut idle = self.blocking.lock().unwrap_or_else(PoisonError::into_inner);
                 if idle.len() < IDLE_BLOCKING {
                     idle.push(conn);
                 }
-                decision(&reply, want)
+                read(&reply)
             }
             // A reply left unread after a timeout would answer the next
             // request: any error ends this connection.

@@ -235,7 +235,7 @@ impl HedgingSettings {
                     OnFailure::HedgeAtOnce
                 }
             });
-        let budget = s.table("hedging_budget", crate::retry::read_budget);
+        let budget = s.table("hedging_budget", |b| crate::retry::read_budget(b, false));
         Some(Self {
             enabled: enabled?,
             delay: delay?,

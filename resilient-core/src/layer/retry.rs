@@ -147,9 +147,9 @@ pin_project! {
         svc: Svc,
         req: Req,
         phase: Phase,
-        // The budget token of the retry being waited for (its bucket's
-        // capacity), given back if the future is dropped first.
-        token: Option<u64>,
+        // The budget token of the retry being waited for, given back if
+        // the future is dropped first.
+        token: Option<crate::retry::budget::Token>,
         // Boxed: only a request that is retried waits, and the response
         // future of one that is not stays small.
         sleep: Option<Pin<Box<Sleep>>>,
@@ -166,8 +166,8 @@ pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
             this.inner.set(None);
-            if let Some(max) = this.token.take() {
-                this.call.give_back(max);
+            if let Some(token) = this.token.take() {
+                this.call.give_back(token);
             }
         }
     }
@@ -218,8 +218,8 @@ where
                     // back.
                     Err(e) => {
                         *this.phase = Phase::Done;
-                        if let Some(max) = this.token.take() {
-                            this.call.give_back(max);
+                        if let Some(token) = this.token.take() {
+                            this.call.give_back(token);
                         }
                         this.call.ended_now(Outcome::Failure);
                         return Poll::Ready(Err(e));

@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::time::Instant;
 
 use super::settings::BudgetSettings;
+use crate::backend::{BudgetShape, SharedBudget};
 
-const SCALE: u64 = 1_000_000;
+pub(crate) const SCALE: u64 = 1_000_000;
 
 /// The bucket's tokens: the state of a budget, which a reload keeps.
 #[derive(Debug)]
@@ -32,6 +33,20 @@ pub(crate) struct BudgetParams {
 }
 
 impl BudgetParams {
+    /// The shape of a shared bucket of these settings.
+    pub(crate) fn shape(&self) -> BudgetShape {
+        BudgetShape {
+            max: self.max,
+            initial: self.initial,
+            per_second: self.per_second,
+        }
+    }
+
+    /// Millionths of a token a success returns.
+    pub(crate) fn per_success(&self) -> u64 {
+        self.per_success
+    }
+
     pub(crate) fn of(s: &BudgetSettings) -> Self {
         let max = u64::from(s.tokens_max) * SCALE;
         Self {
@@ -47,28 +62,62 @@ impl BudgetParams {
 #[derive(Debug)]
 #[must_use = "a withdrawal that is dropped at once gives its token back"]
 pub(crate) struct Withdrawal<'a> {
-    budget: &'a Budget,
-    max: u64,
+    from: Source<'a>,
 }
 
-impl Withdrawal<'_> {
+/// The bucket a token was taken from.
+#[derive(Debug)]
+enum Source<'a> {
+    Local {
+        budget: &'a Budget,
+        max: u64,
+    },
+    Shared {
+        budget: &'a SharedBudget,
+        shape: BudgetShape,
+    },
+}
+
+/// A withdrawal as plain data (see [`Withdrawal::into_token`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Token {
+    /// From this process's bucket, of this capacity.
+    Local(u64),
+    /// From the shared bucket of this shape.
+    Shared(BudgetShape),
+}
+
+impl<'a> Withdrawal<'a> {
+    /// A token the shared `budget` gave.
+    pub(crate) fn shared(budget: &'a SharedBudget, shape: BudgetShape) -> Self {
+        Self {
+            from: Source::Shared { budget, shape },
+        }
+    }
+
     /// The retry starts: the token is spent.
     pub(crate) fn spend(self) {
         std::mem::forget(self);
     }
 
     /// The withdrawal as plain data: the token is out until
-    /// [`Budget::give_back`] returns it.
-    pub(crate) fn into_max(self) -> u64 {
-        let max = self.max;
+    /// `RetryCall::give_back` returns it.
+    pub(crate) fn into_token(self) -> Token {
+        let token = match self.from {
+            Source::Local { max, .. } => Token::Local(max),
+            Source::Shared { shape, .. } => Token::Shared(shape),
+        };
         std::mem::forget(self);
-        max
+        token
     }
 }
 
 impl Drop for Withdrawal<'_> {
     fn drop(&mut self) {
-        self.budget.add(SCALE, self.max);
+        match self.from {
+            Source::Local { budget, max } => budget.add(SCALE, max),
+            Source::Shared { budget, shape } => budget.deposit(shape, SCALE),
+        }
     }
 }
 
@@ -156,8 +205,10 @@ impl Budget {
             })
             .ok()
             .map(|_| Withdrawal {
-                budget: self,
-                max: p.max,
+                from: Source::Local {
+                    budget: self,
+                    max: p.max,
+                },
             })
     }
 
@@ -225,6 +276,8 @@ mod tests {
             tokens_max: max,
             tokens_initial: initial,
             min_tokens_per_second: per_second,
+            backend: crate::backend::Backend::Local,
+            on_backend_failure: super::super::OnBudgetBackendFailure::Deny,
         });
         let b = Budget::new();
         b.reset(&p);

@@ -30,6 +30,10 @@
 //!   unchanged).
 //! - A budget token is spent when its retry starts: a call dropped during
 //!   the wait before it gives the token back.
+//! - With `retry_budget.backend = "redis"`, every replica draws on one
+//!   bucket in Redis (see [`backend`](crate::backend)): the withdrawal is
+//!   one round trip on the calling thread, made only for a failure that
+//!   passed the attempts and `timeout` checks.
 //! - When retry gives up, the call ends as the spec's exhaustion mode says:
 //!   [`Error::RetryExhausted`] by default ([`ReturnError`]), or the last
 //!   failure unchanged with `#[spec("..", exhausted = last_failure)]`
@@ -92,12 +96,13 @@ pub use exhausted::{
     Exhaustion, IntoBoxError, Kept, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX,
 };
 pub(crate) use settings::read_budget;
-pub use settings::{Backoff, BudgetSettings, Jitter, RetrySettings};
+pub use settings::{Backoff, BudgetSettings, Jitter, OnBudgetBackendFailure, RetrySettings};
 
+use crate::backend::{Backend, BudgetShape, SharedBudget};
 use crate::error::{Error, GaveUp};
 use crate::outcome::{self, Fail};
 use crate::registry::{
-    CallInstance, Key, Mechanism, Part, Pinned, Sealed, Shared, Spec, Tag, Versions,
+    CallInstance, Context, Key, Mechanism, Part, Pinned, Sealed, Shared, Spec, Tag, Versions,
 };
 use crate::settings::Section;
 use crate::spec::{Classify, SpecKind, Verdict};
@@ -152,8 +157,12 @@ pub trait RetrySpec: Spec<Mechanism = Retry> + Sized {
 #[derive(Debug)]
 pub struct Retry {
     config: Versions<RetryConfig>,
-    /// The budget's tokens; used while the settings have a budget.
+    /// The budget's tokens in this process: used while the settings have a
+    /// local budget, or a shared one with `on_backend_failure = "local"`.
     budget: Budget,
+    /// The way to the registry's shared backend, if it has one: used while
+    /// the settings say `retry_budget.backend = "redis"`.
+    shared: OnceLock<Box<SharedBudget>>,
     telemetry: Telemetry,
     meters: OnceLock<RetryMeters>,
 }
@@ -162,13 +171,51 @@ pub struct Retry {
 #[derive(Debug)]
 struct RetryConfig {
     settings: RetrySettings,
+    /// The bucket of this process: the budget, or with a shared one, the
+    /// bucket of `on_backend_failure = "local"`.
     budget: Option<BudgetParams>,
+    /// `retry_budget.backend = "redis"`.
+    shared: Option<SharedConfig>,
+}
+
+/// A budget whose tokens live in the backend.
+#[derive(Debug, Clone, Copy)]
+struct SharedConfig {
+    shape: BudgetShape,
+    per_success: u64,
+    on_failure: OnBudgetBackendFailure,
 }
 
 impl RetryConfig {
     fn of(settings: RetrySettings) -> Self {
-        let budget = settings.budget.as_ref().map(BudgetParams::of);
-        Self { settings, budget }
+        let (budget, shared) = match &settings.budget {
+            None => (None, None),
+            Some(b) if b.backend == Backend::Local => (Some(BudgetParams::of(b)), None),
+            Some(b) => {
+                let local = match b.on_backend_failure {
+                    OnBudgetBackendFailure::Local { tokens_max } => {
+                        Some(BudgetParams::of(&BudgetSettings {
+                            tokens_max,
+                            tokens_initial: b.tokens_initial.min(tokens_max),
+                            ..*b
+                        }))
+                    }
+                    _ => None,
+                };
+                let p = BudgetParams::of(b);
+                let shared = SharedConfig {
+                    shape: p.shape(),
+                    per_success: p.per_success(),
+                    on_failure: b.on_backend_failure,
+                };
+                (local, Some(shared))
+            }
+        };
+        Self {
+            settings,
+            budget,
+            shared,
+        }
     }
 }
 
@@ -183,7 +230,11 @@ impl Tag for RetryConfig {
         let s = &self.settings;
         (if s.enabled { ENABLED } else { 0 })
             | (if s.timeout.is_some() { TIMED_OUT } else { 0 })
-            | (if self.budget.is_some() { BUDGET } else { 0 })
+            | (if self.budget.is_some() || self.shared.is_some() {
+                BUDGET
+            } else {
+                0
+            })
     }
 }
 
@@ -229,6 +280,7 @@ impl Mechanism for Retry {
         let retry = Self {
             config: Versions::new(config),
             budget,
+            shared: OnceLock::new(),
             telemetry,
             meters: OnceLock::new(),
         };
@@ -238,16 +290,58 @@ impl Mechanism for Retry {
 
     fn reconfigure(&self, settings: RetrySettings) -> Vec<String> {
         let config = RetryConfig::of(settings);
-        let had = self.config.get().budget.is_some();
-        self.budget.reload("retry budget", had, config.budget, || {
+        let was = self.config.get();
+        let had = was.budget.is_some();
+        let shapes = (was.shared.map(|s| s.shape), config.shared.map(|s| s.shape));
+        let notes = self.budget.reload("retry budget", had, config.budget, || {
             let running = config.settings.clone();
             let (now, _) = self.config.publish(|c| c.settings == running, || config);
             now.budget.as_ref()
-        })
+        });
+        if let Some(shared) = self.shared.get() {
+            shared.forget();
+        }
+        // The notes of this process's bucket say nothing true of a
+        // shared one.
+        match shapes {
+            (None, None) => notes,
+            (Some(was), Some(now)) if was == now => Vec::new(),
+            (_, Some(_)) => vec![
+                "the budget's tokens are in Redis, under the key of the new settings (a bucket not used yet starts with `tokens_initial`)"
+                    .to_owned(),
+            ],
+            (Some(_), None) if !had => vec![
+                "the budget's tokens are in this process again: it starts with `tokens_initial`"
+                    .to_owned(),
+            ],
+            (Some(_), None) => {
+                let mut kept = vec![
+                    "the budget's tokens are in this process again: it keeps those of its bucket for `on_backend_failure = \"local\"`"
+                        .to_owned(),
+                ];
+                kept.extend(notes);
+                kept
+            }
+        }
     }
 
     fn settings(&self) -> &RetrySettings {
         &self.config.get().settings
+    }
+
+    fn attach(&self, context: &Context) {
+        if let Some(shared) = SharedBudget::of(context, self.telemetry.path()) {
+            let _ = self.shared.set(Box::new(shared));
+        }
+    }
+
+    fn check(settings: &RetrySettings, context: &Context) -> Option<(&'static str, String)> {
+        match settings.budget.as_ref().map(|b| b.backend) {
+            Some(Backend::Redis) => {
+                crate::backend::check_redis(context).map(|(_, rule)| ("retry_budget.backend", rule))
+            }
+            _ => None,
+        }
     }
 
     fn telemetry(&self) -> &Telemetry {
@@ -287,8 +381,69 @@ impl Retry {
     }
 
     pub(crate) fn budget_tokens(&self) -> Option<f64> {
-        let p = self.config.get().budget?;
+        let c = self.config.get();
+        if let Some(shared) = &c.shared {
+            // What the backend held after this process's last decision.
+            let seen = self.shared.get().and_then(|s| s.seen());
+            return Some(seen.unwrap_or(shared.shape.initial as f64 / 1e6));
+        }
+        let p = c.budget?;
         Some(self.budget.tokens(&p))
+    }
+
+    /// A successful call returns its share of a token.
+    fn deposit(&self, config: &RetryConfig) {
+        if let Some(p) = &config.budget {
+            self.budget.deposit(p);
+        }
+        if let (Some(shared), Some(remote)) = (&config.shared, self.shared.get()) {
+            remote.deposit(shared.shape, shared.per_success);
+        }
+    }
+
+    /// Takes a token for a retry from the budget of `config`; `None` when
+    /// there is none for it.
+    fn withdraw<'r>(&'r self, config: &RetryConfig) -> Option<Option<budget::Withdrawal<'r>>> {
+        let Some(shared) = &config.shared else {
+            return match &config.budget {
+                None => Some(None),
+                Some(p) => self.budget.try_withdraw(p).map(Some),
+            };
+        };
+        let answer = match self.shared.get() {
+            Some(remote) => remote
+                .withdraw(shared.shape)
+                .map(|granted| granted.then(|| budget::Withdrawal::shared(remote, shared.shape))),
+            // Never once the registry is built: it checks.
+            None => Err(crate::backend::Unavailable {
+                retry_after: Duration::ZERO,
+            }),
+        };
+        match answer {
+            Ok(granted) => granted.map(Some),
+            Err(_) => {
+                let policy = match shared.on_failure {
+                    OnBudgetBackendFailure::Deny => "deny",
+                    OnBudgetBackendFailure::Allow => "allow",
+                    OnBudgetBackendFailure::Local { .. } => "local",
+                };
+                if self.telemetry.metrics_on() {
+                    self.telemetry
+                        .counter(
+                            "resilient_retry_budget_backend_unavailable_total",
+                            &[("policy", policy)],
+                        )
+                        .increment(1);
+                }
+                match (shared.on_failure, &config.budget) {
+                    (OnBudgetBackendFailure::Allow, _) => Some(None),
+                    (OnBudgetBackendFailure::Local { .. }, Some(p)) => {
+                        self.budget.try_withdraw(p).map(Some)
+                    }
+                    _ => None,
+                }
+            }
+        }
     }
 
     /// A retry will start after a wait; the failure before it is `failure`.
@@ -371,7 +526,10 @@ impl<S: RetrySpec> RetryHandle<S> {
         Mechanism::settings(&*self.inner)
     }
 
-    /// Tokens now in the spec's retry budget; `None` when it has none.
+    /// Tokens now in the spec's retry budget; `None` when it has none. A
+    /// budget kept in Redis (`retry_budget.backend = "redis"`) shows what
+    /// Redis held after this process's last decision (`tokens_initial`
+    /// before its first).
     pub fn budget_tokens(&self) -> Option<f64> {
         self.inner.budget_tokens()
     }
@@ -591,12 +749,12 @@ impl RetryWait<'_> {
         }
     }
 
-    /// The wait as plain data: its delay, and its budget token's bucket
-    /// capacity if it holds one (given back by [`RetryCall::give_back`]).
-    pub(crate) fn into_parts(self) -> (Duration, Option<u64>) {
+    /// The wait as plain data: its delay, and its budget token if it holds
+    /// one (given back by [`RetryCall::give_back`]).
+    pub(crate) fn into_parts(self) -> (Duration, Option<budget::Token>) {
         (
             self.delay,
-            self.withdrawal.map(budget::Withdrawal::into_max),
+            self.withdrawal.map(budget::Withdrawal::into_token),
         )
     }
 }
@@ -693,9 +851,7 @@ where
         let config = self.config.get(&retry.config);
         self.calls += 1;
         if tag & BUDGET != 0 {
-            if let Some(p) = &config.budget {
-                retry.budget.deposit(p);
-            }
+            retry.deposit(config);
         }
         Self::ended(&mut self.timed, retry, Outcome::Success);
     }
@@ -726,9 +882,7 @@ where
         let hint = match verdict {
             Verdict::Success => {
                 if tag & BUDGET != 0 {
-                    if let Some(p) = &config.budget {
-                        retry.budget.deposit(p);
-                    }
+                    retry.deposit(config);
                 }
                 Self::ended(&mut self.timed, retry, Outcome::Success);
                 return Step::Done(outcome);
@@ -793,16 +947,10 @@ where
         }
         // Held across the wait: a call dropped before its retry starts gives
         // the token back.
-        let withdrawal = match &config.budget {
-            None => None,
-            Some(p) => match retry.budget.try_withdraw(p) {
-                Some(w) => Some(w),
-                None => {
-                    stopped(retry, calls, StoppedBy::Budget, &outcome, status);
-                    Self::ended(&mut self.timed, retry, Outcome::Failure);
-                    return Step::Done(outcome);
-                }
-            },
+        let Some(withdrawal) = retry.withdraw(config) else {
+            stopped(retry, calls, StoppedBy::Budget, &outcome, status);
+            Self::ended(&mut self.timed, retry, Outcome::Failure);
+            return Step::Done(outcome);
         };
         let wait = Wait {
             retry: calls,
@@ -819,9 +967,17 @@ where
 impl<T, E, Tr, J> RetryCall<'_, T, E, Tr, J> {
     /// Returns a budget token taken for a retry that will not start (see
     /// [`RetryWait::into_parts`]).
-    pub(crate) fn give_back(&self, max: u64) {
-        if let Some(retry) = self.retry.as_deref() {
-            retry.budget.give_back(max);
+    pub(crate) fn give_back(&self, token: budget::Token) {
+        let Some(retry) = self.retry.as_deref() else {
+            return;
+        };
+        match token {
+            budget::Token::Local(max) => retry.budget.give_back(max),
+            budget::Token::Shared(shape) => {
+                if let Some(shared) = retry.shared.get() {
+                    shared.deposit(shape, budget::SCALE);
+                }
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::backend::Backend;
 use crate::settings::{Section, Value};
 
 /// The settings of one retry spec, read from its section.
@@ -25,6 +26,9 @@ use crate::settings::{Section, Value};
 /// | `retry_budget.tokens_max` | `100` | whole number ≥ 1 |
 /// | `retry_budget.tokens_initial` | `10` (or `tokens_max` if smaller) | whole number ≤ `tokens_max` |
 /// | `retry_budget.min_tokens_per_second` | `0.0` | number ≥ 0: steady refill (counted in millionths of a token) |
+/// | `retry_budget.backend` | `"local"` | `"local"` (this process) or `"redis"` (one bucket for every replica, through the section `resilient.redis`) |
+/// | `retry_budget.on_backend_failure` | `"deny"` | with `backend = "redis"`: `"deny"`, `"allow"` or `"local"`, what a retry gets while Redis makes no decision |
+/// | `retry_budget.local_tokens_max` | required with `"local"` | whole number in 1..=`tokens_max`: the size of this process's own bucket, which decides while Redis makes no decision |
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RetrySettings {
@@ -121,6 +125,33 @@ pub struct BudgetSettings {
     pub tokens_initial: u32,
     /// Tokens added per second whatever the calls do.
     pub min_tokens_per_second: f64,
+    /// Where the tokens are kept (a retry budget's only: a hedging budget
+    /// is always local).
+    pub backend: Backend,
+    /// What a retry gets while a shared backend makes no decision.
+    pub on_backend_failure: OnBudgetBackendFailure,
+}
+
+/// What a retry gets while the shared backend of its budget cannot decide
+/// (it is down, slow past `timeout`, or answers what is not a decision).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(tag = "policy", rename_all = "snake_case")
+)]
+pub enum OnBudgetBackendFailure {
+    /// No retry: the call ends with its failure, as with an empty bucket.
+    #[default]
+    Deny,
+    /// The retry goes ahead without a token.
+    Allow,
+    /// A bucket of this process decides, of `tokens_max` tokens and the
+    /// budget's other settings; this process's successes keep it filled.
+    Local {
+        /// The size of this process's bucket.
+        tokens_max: u32,
+    },
 }
 
 impl RetrySettings {
@@ -234,7 +265,7 @@ impl RetrySettings {
             }
             other => other,
         };
-        let budget = s.table("retry_budget", read_budget);
+        let budget = s.table("retry_budget", |b| read_budget(b, true));
         Some(Self {
             enabled: enabled?,
             delay: delay?,
@@ -355,9 +386,10 @@ fn attempts_note(found: &Value) -> String {
 }
 
 /// Reads a budget table (`retry_budget`, and `hedging_budget` of a hedging
-/// spec: one bucket, one set of keys and rules): `Some(None)` when it says
-/// `enabled = false`.
-pub(crate) fn read_budget(b: &mut Section<'_>) -> Option<Option<BudgetSettings>> {
+/// spec: one bucket, one set of keys and rules; `shared` reads the keys of
+/// a shared backend too, which only a retry budget has): `Some(None)` when
+/// it says `enabled = false`.
+pub(crate) fn read_budget(b: &mut Section<'_>, shared: bool) -> Option<Option<BudgetSettings>> {
     b.alias("max_tokens", "tokens_max", |_| {
         "the same bucket size under this project's name".into()
     });
@@ -387,11 +419,80 @@ pub(crate) fn read_budget(b: &mut Section<'_>) -> Option<Option<BudgetSettings>>
             return None;
         }
     }
+    let (backend, on_backend_failure) = if shared {
+        read_budget_backend(b, max)
+    } else {
+        (Some(Backend::Local), Some(OnBudgetBackendFailure::Deny))
+    };
     let settings = BudgetSettings {
         ratio: ratio?,
         tokens_max: u32::try_from(max?).ok()?,
         tokens_initial: u32::try_from(initial?).ok()?,
         min_tokens_per_second: per_second?,
+        backend: backend?,
+        on_backend_failure: on_backend_failure?,
     };
     Some(enabled?.then_some(settings))
+}
+
+/// Reads a retry budget's `backend`, `on_backend_failure` and
+/// `local_tokens_max`; `max` is `tokens_max`, if valid.
+fn read_budget_backend(
+    b: &mut Section<'_>,
+    max: Option<u64>,
+) -> (Option<Backend>, Option<OnBudgetBackendFailure>) {
+    let backend = b.choice("backend", &["local", "redis"], "local");
+    let policy = b.choice("on_backend_failure", &["deny", "allow", "local"], "deny");
+    let share = b.int("local_tokens_max", Some(0), 1, u64::from(u32::MAX));
+    if backend == Some("local") {
+        for key in ["on_backend_failure", "local_tokens_max"] {
+            if b.written(key).is_some() {
+                b.invalid(
+                    key,
+                    "applies only with `backend = \"redis\"`: a local budget has no backend to fail",
+                );
+                return (None, None);
+            }
+        }
+    }
+    let policy = match (policy, share) {
+        (Some("local"), Some(0)) => {
+            b.problem(
+                "local_tokens_max",
+                "is required with `on_backend_failure = \"local\"`: the size of this process's own bucket, which decides while Redis makes no decision (its share of `tokens_max`)",
+                None,
+            );
+            None
+        }
+        (Some("local"), Some(share)) => match max {
+            Some(max) if share > max => {
+                b.invalid(
+                    "local_tokens_max",
+                    format!("must be at most `tokens_max` ({max}): it is this process's share of the shared bucket"),
+                );
+                None
+            }
+            _ => u32::try_from(share)
+                .ok()
+                .map(|tokens_max| OnBudgetBackendFailure::Local { tokens_max }),
+        },
+        (Some(_), Some(share)) if share != 0 => {
+            b.invalid(
+                "local_tokens_max",
+                "applies only with `on_backend_failure = \"local\"`",
+            );
+            None
+        }
+        (Some("allow"), _) => Some(OnBudgetBackendFailure::Allow),
+        (Some(_), _) => Some(OnBudgetBackendFailure::Deny),
+        (None, _) => None,
+    };
+    let backend = backend.map(|b| {
+        if b == "redis" {
+            Backend::Redis
+        } else {
+            Backend::Local
+        }
+    });
+    (backend, policy)
 }

@@ -6,7 +6,7 @@
 //! `redis-server`). In CI a missing server fails the test; elsewhere the
 //! test prints one line saying how to run it, and passes without running.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, clippy::expect_used)] // a broken test setup panics, saying what broke
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -224,4 +224,82 @@ pub fn script_runs(url: &str) -> u64 {
                 .ok()
         })
         .sum()
+}
+
+/// In a replica process (an ignored test that [`skewed_processes`]
+/// starts): the Redis URL and key prefix its parent gave; `None` when run
+/// any other way.
+pub fn replica_role() -> Option<(String, String)> {
+    match (
+        std::env::var("RESILIENT_REDIS_URL"),
+        std::env::var("RESILIENT_REPLICA_PREFIX"),
+    ) {
+        (Ok(url), Ok(prefix)) => Some((url, prefix)),
+        _ => None,
+    }
+}
+
+/// In a replica process: waits for its parent's signal to start, so that
+/// all start together once each has built its registry.
+pub fn replica_go() {
+    let mut go = String::new();
+    let _ = std::io::stdin().read_line(&mut go);
+}
+
+/// Runs the ignored test `role` of this test binary in one process per
+/// clock offset of `skews` (libfaketime's `-f`, such as `"-5s"`), each
+/// given `redis` (URL, key prefix); starts them together and returns the
+/// number each printed after `label`.
+pub fn skewed_processes(
+    faketime: &str,
+    role: &str,
+    redis: (&str, &str),
+    skews: &[&str],
+    label: &str,
+) -> Vec<u64> {
+    use std::io::{BufRead, BufReader, Write};
+    let exe = std::env::current_exe().expect("the test binary");
+    let mut children: Vec<_> = skews
+        .iter()
+        .map(|skew| {
+            Command::new(faketime)
+                .args(["-f", skew])
+                .arg(&exe)
+                .args(["--exact", role, "--ignored", "--nocapture"])
+                .args(["--test-threads", "1"])
+                .env("RESILIENT_REDIS_URL", redis.0)
+                .env("RESILIENT_REPLICA_PREFIX", redis.1)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("a replica process")
+        })
+        .collect();
+    // Each builds its registry first; then all start at once.
+    std::thread::sleep(Duration::from_millis(300));
+    for child in &mut children {
+        let stdin = child.stdin.as_mut().expect("piped");
+        stdin.write_all(b"go\n").expect("the replica reads");
+    }
+    let prefix = format!("{label} ");
+    children
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().expect("the replica ends");
+            assert!(out.status.success(), "a replica failed: {out:?}");
+            BufReader::new(&out.stdout[..])
+                .lines()
+                .map_while(Result::ok)
+                .find_map(|l| {
+                    let (_, n) = l.split_once(&prefix)?;
+                    n.trim().parse::<u64>().ok()
+                })
+                .unwrap_or_else(|| {
+                    panic!(
+                        "no count from a replica: {}",
+                        String::from_utf8_lossy(&out.stdout)
+                    )
+                })
+        })
+        .collect()
 }
