@@ -819,6 +819,7 @@ criterion_group!(
     streams::streams,
     layers::tower_layers,
     rate::rate_limiter,
-    redis::redis
+    redis::redis,
+    redis::budget
 );
 criterion_main!(benches);

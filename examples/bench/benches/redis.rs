@@ -258,3 +258,203 @@ pub(crate) fn redis(c: &mut Criterion) {
         println!("redis permit/{name}: {per_call:.4} round trips per call, {refused} refused");
     }
 }
+
+/// A retry budget kept in the process: the floor.
+#[derive(resilient_core::RetrySpec)]
+#[spec("bench.budget_local")]
+pub struct BudgetLocal;
+
+/// A retry budget whose tokens live in Redis.
+#[derive(resilient_core::RetrySpec)]
+#[spec("bench.budget_shared")]
+pub struct BudgetShared;
+
+#[derive(Debug)]
+pub struct Down;
+
+impl std::fmt::Display for Down {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("down")
+    }
+}
+
+impl std::error::Error for Down {}
+
+impl From<resilient_core::Error> for Down {
+    fn from(_: resilient_core::Error) -> Self {
+        Down
+    }
+}
+
+/// A call that fails its first attempt when `fail` says so, and succeeds
+/// on its retry: one withdrawal and one deposit per call.
+#[resilient_core::retryable(BudgetLocal)]
+async fn local_budget(fail: bool, tried: &std::sync::atomic::AtomicBool) -> Result<u64, Down> {
+    if fail && !tried.swap(true, Ordering::Relaxed) {
+        return Err(Down);
+    }
+    Ok(1)
+}
+
+#[resilient_core::retryable(BudgetShared)]
+async fn shared_budget(fail: bool, tried: &std::sync::atomic::AtomicBool) -> Result<u64, Down> {
+    if fail && !tried.swap(true, Ordering::Relaxed) {
+        return Err(Down);
+    }
+    Ok(1)
+}
+
+fn budget_registry(url: &str) -> Registry {
+    let prefix = format!("bench-budget-{}", std::process::id());
+    // A retry at once; a bucket that each success refills by the token
+    // its retry spent, far from empty.
+    let retry = |backend: &str| {
+        table([
+            ("attempts", Value::Int(1)),
+            ("delay", Value::Str("0ms".into())),
+            (
+                "retry_budget",
+                table([
+                    ("tokens_max", Value::Int(1_000_000)),
+                    ("tokens_initial", Value::Int(1_000_000)),
+                    ("ratio", Value::Float(1.0)),
+                    ("backend", Value::Str(backend.into())),
+                ]),
+            ),
+        ])
+    };
+    let root = table([
+        (
+            "bench",
+            table([
+                ("budget_local", retry("local")),
+                ("budget_shared", retry("redis")),
+            ]),
+        ),
+        (
+            "resilient",
+            table([(
+                "redis",
+                table([
+                    ("url", Value::Str(url.into())),
+                    ("key_prefix", Value::Str(prefix)),
+                ]),
+            )]),
+        ),
+    ]);
+    match Registry::builder()
+        .spec::<BudgetLocal>()
+        .spec::<BudgetShared>()
+        .build(&root)
+    {
+        Ok(r) => r,
+        Err(problems) => panic!("{problems:?}"),
+    }
+}
+
+/// `iters` calls, by 64 tasks on `rt`, each failing once if `fail`: the
+/// time they took.
+fn spread_calls(
+    rt: &tokio::runtime::Runtime,
+    r: &Registry,
+    shared: bool,
+    fail: bool,
+    iters: u64,
+) -> Duration {
+    let started = Instant::now();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..64u64)
+            .map(|i| {
+                let r = r.clone();
+                let n = iters / 64 + u64::from(i < iters % 64);
+                tokio::spawn(async move {
+                    for _ in 0..n {
+                        let tried = std::sync::atomic::AtomicBool::new(false);
+                        let out = if shared {
+                            r.scope(shared_budget(fail, &tried)).await
+                        } else {
+                            r.scope(local_budget(fail, &tried)).await
+                        };
+                        if out.is_err() {
+                            REFUSED.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            let _ = t.await;
+        }
+    });
+    started.elapsed()
+}
+
+/// A retry budget in Redis beside one kept in the process: a call that
+/// succeeds at once (a deposit), and one that fails, takes a token (a round
+/// trip on the calling thread), and succeeds on its retry; one task, and
+/// 64 tasks on two workers.
+pub(crate) fn budget(c: &mut Criterion) {
+    let Ok(url) = std::env::var("RESILIENT_REDIS_URL") else {
+        println!(
+            "skipped the group \"redis retry budget\": set RESILIENT_REDIS_URL to a redis-server's URL"
+        );
+        return;
+    };
+    let r = budget_registry(&url);
+    let one = runtime(0);
+    let two = runtime(2);
+    let mut g = c.benchmark_group("redis retry budget");
+    let mut trips = Vec::new();
+    for (name, shared, fail) in [
+        ("local budget, success", false, false),
+        ("redis budget, success", true, false),
+        ("local budget, failure and retry", false, true),
+        ("redis budget, failure and retry", true, true),
+    ] {
+        let before = script_runs(&url);
+        let calls = AtomicU64::new(0);
+        g.bench_function(name, |b| {
+            b.to_async(&one).iter(|| async {
+                calls.fetch_add(1, Ordering::Relaxed);
+                let tried = std::sync::atomic::AtomicBool::new(false);
+                let out = if shared {
+                    r.scope(shared_budget(fail, &tried)).await
+                } else {
+                    r.scope(local_budget(fail, &tried)).await
+                };
+                if out.is_err() {
+                    REFUSED.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        });
+        let runs = script_runs(&url) - before;
+        let per_call = runs as f64 / calls.load(Ordering::Relaxed).max(1) as f64;
+        trips.push((name, per_call, REFUSED.swap(0, Ordering::Relaxed)));
+    }
+    for (name, shared) in [
+        (
+            "local budget, failure and retry, 64 tasks on 2 workers",
+            false,
+        ),
+        (
+            "redis budget, failure and retry, 64 tasks on 2 workers",
+            true,
+        ),
+    ] {
+        let before = script_runs(&url);
+        let calls = AtomicU64::new(0);
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                calls.fetch_add(iters, Ordering::Relaxed);
+                spread_calls(&two, &r, shared, true, iters)
+            });
+        });
+        let runs = script_runs(&url) - before;
+        let per_call = runs as f64 / calls.load(Ordering::Relaxed).max(1) as f64;
+        trips.push((name, per_call, REFUSED.swap(0, Ordering::Relaxed)));
+    }
+    g.finish();
+    for (name, per_call, refused) in trips {
+        println!("redis retry budget/{name}: {per_call:.4} round trips per call, {refused} ended in an error");
+    }
+}
