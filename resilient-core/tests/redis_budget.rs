@@ -450,3 +450,89 @@ fn three_processes_with_skewed_clocks_spend_one_budget_exactly() {
         "120 first calls and 10 retries; calls per process: {each:?}"
     );
 }
+
+#[derive(RetrySpec)]
+#[spec("redis_budget.metered")]
+struct MeteredRetry;
+
+#[retryable(MeteredRetry)]
+async fn metered_call(hits: &AtomicU64) -> Result<(), CallError> {
+    hits.fetch_add(1, Ordering::SeqCst);
+    Err(CallError::Down)
+}
+
+/// While Redis is down, each retry the policy answered is counted by
+/// policy, and each call it ended by the budget's reason: 5 failing calls,
+/// `deny`, 5 of each, and the dependency called 5 times.
+#[test]
+fn a_retry_the_policy_answers_is_counted() {
+    let Some(mut redis) = Server::start("a_retry_the_policy_answers_is_counted") else {
+        return;
+    };
+    let url = redis.url();
+    let section = with(
+        retry(1, budget(10, 10, 0.1)),
+        "telemetry",
+        table([("metrics", table([("enabled", boolean(true))]))]),
+    );
+    // Built under the recorder: the retry registers its counters then.
+    let meters = support::capture::Meters::default();
+    let r = metrics::with_local_recorder(&meters, || {
+        on::<MeteredRetry>(section, &url, &server::prefix("metered"))
+    });
+    redis.kill();
+    let hits = AtomicU64::new(0);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&meters, || {
+        rt.block_on(async {
+            for _ in 0..5 {
+                assert!(r.scope(metered_call(&hits)).await.is_err());
+            }
+        });
+    });
+    assert_eq!(hits.load(Ordering::SeqCst), 5, "no retry");
+    let labels = [("spec", "MeteredRetry"), ("path", "redis_budget.metered")];
+    assert_eq!(
+        meters.counter(
+            "resilient_retry_budget_backend_unavailable_total",
+            &[labels[0], labels[1], ("policy", "deny")],
+        ),
+        Some(5)
+    );
+    assert_eq!(
+        meters.counter(
+            "resilient_retry_exhausted_total",
+            &[labels[0], labels[1], ("reason", "budget")],
+        ),
+        Some(5)
+    );
+}
+
+/// With `require_at_startup`, a shared budget whose Redis does not answer
+/// is a problem at startup that names the spec, its key, the URL without
+/// its password, and what was tried.
+#[test]
+fn an_unreachable_redis_at_startup_names_the_retry_spec() {
+    let redis = with(
+        server::section("redis://user:secret@127.0.0.1:1", "p"),
+        "require_at_startup",
+        boolean(true),
+    );
+    let problems = match Registry::builder().spec::<SharedRetry>().build(&root(vec![
+        (SharedRetry::PATH, retry(1, budget(10, 10, 0.1))),
+        ("resilient.redis", redis),
+    ])) {
+        Ok(_) => panic!("built without Redis"),
+        Err(problems) => problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
+    };
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    let p = &problems[0];
+    assert!(
+        p.starts_with("SharedRetry at `redis_budget.shared`: key `retry_budget.backend` uses Redis at redis://user:***@127.0.0.1:1, which did not answer: connected with `connect_timeout`"),
+        "{p}"
+    );
+    assert!(!p.contains("secret"), "{p}");
+}
