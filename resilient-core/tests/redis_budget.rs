@@ -536,3 +536,112 @@ fn an_unreachable_redis_at_startup_names_the_retry_spec() {
     );
     assert!(!p.contains("secret"), "{p}");
 }
+
+#[derive(RetrySpec)]
+#[spec("redis_budget.stream")]
+struct StreamRetry;
+
+/// A stream that fails before its first item: made again as the retry
+/// says, each make counted.
+#[retryable(StreamRetry)]
+fn failing_stream(
+    made: Arc<AtomicU64>,
+) -> impl resilient_core::stream::Stream<Item = Result<u32, CallError>> {
+    made.fetch_add(1, Ordering::SeqCst);
+    futures_util::stream::iter([Err(CallError::Down)])
+}
+
+/// Streams take their retries' tokens from the shared bucket too: 3
+/// registries, 30 failing streams at once allowed 3 retries each, a budget
+/// of 4: exactly 4 streams made again.
+#[test]
+fn streams_spend_the_shared_budget_exactly() {
+    use futures_util::StreamExt;
+    let Some(url) = server::url("streams_spend_the_shared_budget_exactly") else {
+        return;
+    };
+    let prefix = server::prefix("streams");
+    let replicas: Vec<Registry> = (0..3)
+        .map(|_| on::<StreamRetry>(retry(3, budget(4, 4, 0.1)), &url, &prefix))
+        .collect();
+    let made = Arc::new(AtomicU64::new(0));
+    two_workers().block_on(async {
+        let tasks: Vec<_> = (0..30)
+            .map(|i| {
+                let (r, made) = (replicas[i % 3].clone(), Arc::clone(&made));
+                tokio::spawn(async move {
+                    r.scope(async { failing_stream(made).collect::<Vec<_>>().await })
+                        .await
+                })
+            })
+            .collect();
+        for t in tasks {
+            let items = t.await.expect("the task ends");
+            assert_eq!(items.len(), 1, "one failure, the last: {items:?}");
+        }
+    });
+    assert_eq!(made.load(Ordering::SeqCst), 34, "30 streams made, 4 again");
+    let key = format!("{{{prefix}:redis_budget.stream}}:retry_budget:4000000:4000000:0");
+    assert_eq!(tokens_in(&url, &key), Some(0));
+}
+
+#[derive(resilient_core::RateLimiterSpec)]
+#[spec("redis_budget.stream_rate")]
+struct StreamRate;
+
+/// A stream of two items, each stream made counted.
+#[resilient_core::rate_limited(StreamRate)]
+fn paced_stream(
+    made: Arc<AtomicU64>,
+) -> impl resilient_core::stream::Stream<Item = Result<u32, CallError>> {
+    made.fetch_add(1, Ordering::SeqCst);
+    futures_util::stream::iter([Ok(1), Ok(2)])
+}
+
+/// A rate-limited stream takes its permit in Redis: 10 per hour, 12
+/// streams from two registries: 10 made with both items, 2 refused with
+/// the limiter's error, and Redis holds 10.
+#[test]
+fn a_rate_limited_stream_takes_its_permit_in_redis() {
+    use futures_util::StreamExt;
+    let Some(url) = server::url("a_rate_limited_stream_takes_its_permit_in_redis") else {
+        return;
+    };
+    let prefix = server::prefix("stream-rate");
+    let limit = table([
+        ("limit_for_period", int(10)),
+        ("limit_refresh_period", s("1h")),
+        ("backend", s("redis")),
+    ]);
+    let replicas: Vec<Registry> = (0..2)
+        .map(|_| on::<StreamRate>(limit.clone(), &url, &prefix))
+        .collect();
+    let made = Arc::new(AtomicU64::new(0));
+    let (mut whole, mut refused) = (0, 0);
+    two_workers().block_on(async {
+        for i in 0..12 {
+            let items = replicas[i % 2]
+                .scope(paced_stream(Arc::clone(&made)).collect::<Vec<_>>())
+                .await;
+            match items.as_slice() {
+                [Ok(1), Ok(2)] => whole += 1,
+                [Err(CallError::Resilience(Error::RateLimitExceeded { .. }))] => refused += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+    });
+    assert_eq!((whole, refused), (10, 2));
+    assert_eq!(
+        made.load(Ordering::SeqCst),
+        10,
+        "a refused stream is not made"
+    );
+    let word = get(
+        &url,
+        &format!("{{{prefix}:redis_budget.stream_rate}}:fixed_window:10:3600000000"),
+    );
+    assert!(
+        word.as_deref().is_some_and(|w| w.ends_with(" 10")),
+        "Redis holds 10: {word:?}"
+    );
+}
