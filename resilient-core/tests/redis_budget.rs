@@ -402,6 +402,12 @@ fn shared_budget_settings_are_checked_at_startup() {
             && stray.contains("applies only with `backend = \"redis\"`"),
         "{stray}"
     );
+    let huge = problems(budget(1_000_000_001, 10, 0.1), redis());
+    assert!(
+        huge.contains("tokens_max")
+            && huge.contains("at most 1000000000 with `backend = \"redis\"`"),
+        "{huge}"
+    );
     assert_eq!(problems(budget(10, 10, 0.1), redis()), "built");
 }
 
@@ -644,4 +650,237 @@ fn a_rate_limited_stream_takes_its_permit_in_redis() {
         word.as_deref().is_some_and(|w| w.ends_with(" 10")),
         "Redis holds 10: {word:?}"
     );
+}
+
+#[derive(RetrySpec)]
+#[spec("redis_budget.reloaded")]
+struct Reloaded;
+
+#[retryable(Reloaded)]
+async fn reloaded_call(hits: Arc<AtomicU64>, ok: bool) -> Result<(), CallError> {
+    hits.fetch_add(1, Ordering::SeqCst);
+    tokio::task::yield_now().await;
+    if ok {
+        Ok(())
+    } else {
+        Err(CallError::Down)
+    }
+}
+
+/// The key of `Reloaded`'s budget of `max` tokens starting with `initial`.
+fn reloaded_key(prefix: &str, max: u64, initial: u64) -> String {
+    format!(
+        "{{{prefix}:redis_budget.reloaded}}:retry_budget:{}:{}:0",
+        max * 1_000_000,
+        initial * 1_000_000
+    )
+}
+
+/// A call took bucket A's only token and waits for its retry; a reload
+/// moves the spec to bucket B, which starts empty; the call is dropped.
+/// Its token is not credited to B (a failing call under the new settings
+/// gets no retry), and B is not touched by the old settings.
+#[test]
+fn a_token_given_back_after_a_reload_is_not_credited_to_the_new_bucket() {
+    let Some(url) = server::url("a_token_given_back_after_a_reload") else {
+        return;
+    };
+    let prefix = server::prefix("reload-give-back");
+    let redis = server::section(&url, &prefix);
+    let slow = |b: Value| {
+        table([
+            ("attempts", int(1)),
+            ("delay", s("10s")),
+            ("retry_budget", b),
+        ])
+    };
+    let r = build(
+        Registry::builder().spec::<Reloaded>(),
+        vec![
+            (Reloaded::PATH, slow(budget(1, 1, 0.0))),
+            ("resilient.redis", redis.clone()),
+        ],
+    );
+    let (key_a, key_b) = (reloaded_key(&prefix, 1, 1), reloaded_key(&prefix, 1, 0));
+    let rt = two_workers();
+    let second = rt.block_on(async {
+        let waiting = tokio::spawn({
+            let r = r.clone();
+            async move { r.scope(reloaded_call(Arc::default(), false)).await }
+        });
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while tokens_in(&url, &key_a) != Some(0) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(tokens_in(&url, &key_a), Some(0), "A's token is taken");
+        r.reload(&root(vec![
+            (Reloaded::PATH, retry(1, budget(1, 0, 0.0))),
+            ("resilient.redis", redis.clone()),
+        ]))
+        .expect("reload");
+        waiting.abort();
+        assert!(waiting.await.is_err_and(|e| e.is_cancelled()));
+        let hits = Arc::new(AtomicU64::new(0));
+        assert!(r
+            .scope(reloaded_call(Arc::clone(&hits), false))
+            .await
+            .is_err());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        hits.load(Ordering::SeqCst)
+    });
+    assert_eq!(second, 1, "B, which starts empty, granted no retry");
+    assert_eq!(tokens_in(&url, &key_b), Some(0));
+    assert_eq!(
+        tokens_in(&url, &key_a),
+        Some(0),
+        "the token is lost, not moved"
+    );
+}
+
+/// Steady successes (a token each) keep the task that sends deposits busy
+/// across a reload to bucket B, which starts empty: the successes made
+/// under B's settings reach B, and a failing call then retries.
+#[test]
+fn after_a_reload_deposits_reach_the_new_bucket() {
+    let Some(url) = server::url("after_a_reload_deposits_reach_the_new_bucket") else {
+        return;
+    };
+    let prefix = server::prefix("reload-deposits");
+    let redis = server::section(&url, &prefix);
+    let r = build(
+        Registry::builder().spec::<Reloaded>(),
+        vec![
+            (Reloaded::PATH, retry(1, budget(1000, 1000, 1.0))),
+            ("resilient.redis", redis.clone()),
+        ],
+    );
+    let rt = two_workers();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hits = Arc::new(AtomicU64::new(0));
+    let (after, retried) = rt.block_on(async {
+        let load: Vec<_> = (0..4)
+            .map(|_| {
+                let (r, stop, hits) = (r.clone(), Arc::clone(&stop), Arc::clone(&hits));
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::SeqCst) {
+                        r.scope(reloaded_call(Arc::clone(&hits), true))
+                            .await
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        r.reload(&root(vec![
+            (Reloaded::PATH, retry(1, budget(1000, 0, 1.0))),
+            ("resilient.redis", redis.clone()),
+        ]))
+        .expect("reload");
+        let before = hits.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, Ordering::SeqCst);
+        for t in load {
+            t.await.unwrap();
+        }
+        let after = hits.load(Ordering::SeqCst) - before;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let one = Arc::new(AtomicU64::new(0));
+        assert!(r
+            .scope(reloaded_call(Arc::clone(&one), false))
+            .await
+            .is_err());
+        (after, one.load(Ordering::SeqCst))
+    });
+    assert!(after > 100, "successes under B's settings: {after}");
+    assert_eq!(retried, 2, "B holds tokens from them: the failure retried");
+    let b = tokens_in(&url, &reloaded_key(&prefix, 1000, 0));
+    assert!(b.is_some_and(|t| t > 0), "B holds tokens: {b:?}");
+}
+
+#[derive(RetrySpec)]
+#[spec("redis_budget.huge")]
+struct Huge;
+
+#[retryable(Huge)]
+fn huge_call(hits: &AtomicU64, ok: bool) -> Result<(), CallError> {
+    hits.fetch_add(1, Ordering::SeqCst);
+    if ok {
+        Ok(())
+    } else {
+        Err(CallError::Down)
+    }
+}
+
+/// The largest shared bucket, and successes that each return a full one,
+/// on a plain thread (nothing sends deposits until the next withdrawal):
+/// the count of deposits stops at the bucket's size instead of wrapping
+/// around, and the withdrawal finds the bucket full.
+#[test]
+fn deposits_not_sent_stop_at_the_buckets_size() {
+    let Some(url) = server::url("deposits_not_sent_stop_at_the_buckets_size") else {
+        return;
+    };
+    let prefix = server::prefix("huge");
+    let r = on::<Huge>(retry(1, budget(1_000_000_000, 0, 1e10)), &url, &prefix);
+    let hits = AtomicU64::new(0);
+    r.sync_scope(|| {
+        // 18,447 full buckets: just past a u64 of millionths, where a sum
+        // that wrapped around would hold a quarter of a bucket.
+        for _ in 0..18_447 {
+            assert!(huge_call(&hits, true).is_ok());
+        }
+        assert!(huge_call(&hits, false).is_err());
+    });
+    assert_eq!(hits.load(Ordering::SeqCst), 18_449, "the failure retried");
+    let key = format!("{{{prefix}:redis_budget.huge}}:retry_budget:1000000000000000:0:0");
+    assert_eq!(
+        tokens_in(&url, &key),
+        Some(1_000_000_000_000_000 - 1_000_000)
+    );
+}
+
+#[derive(RetrySpec)]
+#[spec("redis_budget.waves")]
+struct Waves;
+
+#[retryable(Waves)]
+async fn wave_call(hits: Arc<AtomicU64>) -> Result<(), CallError> {
+    hits.fetch_add(1, Ordering::SeqCst);
+    tokio::task::yield_now().await;
+    Ok(())
+}
+
+/// 3 replicas, 20 waves of 300 successes (a token each) on two workers:
+/// after each wave, every token reaches Redis (no wake-up of the task that
+/// sends them is lost).
+#[test]
+fn every_deposit_reaches_redis_wave_after_wave() {
+    let Some(url) = server::url("every_deposit_reaches_redis_wave_after_wave") else {
+        return;
+    };
+    let prefix = server::prefix("waves");
+    let replicas: Vec<Registry> = (0..3)
+        .map(|_| on::<Waves>(retry(1, budget(1_000_000, 0, 1.0)), &url, &prefix))
+        .collect();
+    let key = format!("{{{prefix}:redis_budget.waves}}:retry_budget:1000000000000:0:0");
+    let rt = two_workers();
+    let hits = Arc::new(AtomicU64::new(0));
+    for wave in 1..=20u64 {
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..300)
+                .map(|i| {
+                    let (r, hits) = (replicas[i % 3].clone(), Arc::clone(&hits));
+                    tokio::spawn(async move { r.scope(wave_call(hits)).await })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap().unwrap();
+            }
+        });
+        assert_eq!(
+            wait_for(&url, &key, wave * 300),
+            Some(wave * 300 * 1_000_000),
+            "wave {wave}"
+        );
+    }
 }

@@ -10,7 +10,7 @@
 //! no round trip.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::{Keys, RedisPart, Unavailable};
@@ -55,10 +55,32 @@ pub(crate) struct BudgetAnswer {
     pub(crate) tokens: u64,
 }
 
+/// The shape of the bucket a call draws on, and the version of the spec's
+/// settings it belongs to: a reload that changes the shape starts a new
+/// version, and what a call of an older one deposits or gives back is lost
+/// rather than credited to a bucket it was not taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BudgetVersion {
+    pub(crate) shape: BudgetShape,
+    pub(crate) epoch: u64,
+}
+
 /// A retry spec's way to its shared budget.
 #[derive(Debug)]
 pub(crate) struct SharedBudget {
     inner: Arc<Inner>,
+}
+
+/// The deposits not sent yet: the version they belong to (high
+/// [`EPOCH_BITS`] bits, its epoch modulo their range) and their millionths
+/// of a token (low bits, at most the bucket's size).
+const EPOCH_BITS: u32 = 12;
+const AMOUNT_BITS: u32 = 64 - EPOCH_BITS;
+const AMOUNT_MASK: u64 = (1 << AMOUNT_BITS) - 1;
+
+/// The high bits of the pending word of `epoch`.
+fn tag(epoch: u64) -> u64 {
+    (epoch % (1 << EPOCH_BITS)) << AMOUNT_BITS
 }
 
 #[derive(Debug)]
@@ -66,7 +88,11 @@ struct Inner {
     #[cfg(feature = "redis")]
     backend: Arc<super::redis::RedisBackend>,
     keys: Keys,
-    /// Millionths of a token deposited and not sent yet.
+    /// The version in force, and its shape (`None`: the settings have no
+    /// shared budget now): what the task that sends deposits sends them
+    /// for.
+    current: Mutex<(u64, Option<BudgetShape>)>,
+    /// Deposited and not sent yet, tagged with their version (see [`tag`]).
     pending: AtomicU64,
     /// A task is on its way to send them.
     flushing: AtomicBool,
@@ -85,53 +111,64 @@ struct Inner {
 pub(crate) const REFUSAL_KEPT: Duration = Duration::from_millis(100);
 
 impl SharedBudget {
-    /// The budget of the spec at `path` in the Redis backend of `context`;
-    /// `None` without one.
-    pub(crate) fn of(context: &Context, path: &str) -> Option<Self> {
+    /// The budget of the spec at `path` in the Redis backend of `context`,
+    /// its settings now of `shape` (version 0); `None` without a backend.
+    pub(crate) fn of(context: &Context, path: &str, shape: Option<BudgetShape>) -> Option<Self> {
         let part = context.get::<RedisPart>()?;
         #[cfg(feature = "redis")]
-        let inner = Inner {
-            keys: Keys::new(&part.backend.settings().key_prefix, path, None),
-            backend: Arc::clone(&part.backend),
-            pending: AtomicU64::new(0),
-            flushing: AtomicBool::new(false),
-            seen: AtomicU64::new(u64::MAX),
-            empty_until: AtomicU64::new(0),
-            origin: Instant::now(),
-        };
+        let (keys, backend) = (
+            Keys::new(&part.backend.settings().key_prefix, path, None),
+            Arc::clone(&part.backend),
+        );
         #[cfg(not(feature = "redis"))]
-        let inner = {
+        let keys = {
             let _ = part;
-            Inner {
-                keys: Keys::new("", path, None),
-                pending: AtomicU64::new(0),
+            Keys::new("", path, None)
+        };
+        Some(Self {
+            inner: Arc::new(Inner {
+                #[cfg(feature = "redis")]
+                backend,
+                keys,
+                current: Mutex::new((0, shape)),
+                pending: AtomicU64::new(tag(0)),
                 flushing: AtomicBool::new(false),
                 seen: AtomicU64::new(u64::MAX),
                 empty_until: AtomicU64::new(0),
                 origin: Instant::now(),
-            }
-        };
-        Some(Self {
-            inner: Arc::new(inner),
+            }),
         })
     }
 
+    /// New settings, of `shape`: starts their version and returns its
+    /// epoch. The deposits not sent yet were of the old shape: dropped.
+    pub(crate) fn switch(&self, shape: Option<BudgetShape>) -> u64 {
+        let inner = &*self.inner;
+        let mut current = inner.current.lock().unwrap_or_else(PoisonError::into_inner);
+        let epoch = current.0.wrapping_add(1);
+        *current = (epoch, shape);
+        inner.pending.store(tag(epoch), Ordering::SeqCst);
+        inner.empty_until.store(0, Ordering::SeqCst);
+        epoch
+    }
+
     /// Takes one token, blocking the thread for the round trip; the
-    /// deposits not sent yet go with it. `Ok(false)`: the bucket holds
-    /// less than one (known without a round trip for a while after
+    /// deposits of `v` not sent yet go with it. `Ok(false)`: the bucket
+    /// holds less than one (known without a round trip for a while after
     /// Redis said so, see [`REFUSAL_KEPT`]).
-    pub(crate) fn withdraw(&self, shape: BudgetShape) -> Result<bool, Unavailable> {
+    pub(crate) fn withdraw(&self, v: BudgetVersion) -> Result<bool, Unavailable> {
         let inner = &*self.inner;
         let now = inner.now();
-        if now < inner.empty_until.load(Ordering::Acquire) {
+        if now < inner.empty_until.load(Ordering::SeqCst) {
             return Ok(false);
         }
-        let deposit = inner.pending.swap(0, Ordering::AcqRel);
+        let deposit = inner.take(v.epoch);
+        let shape = v.shape;
         let granted = inner.decided(inner.ask_blocking(&shape.ask(deposit, true), shape))?;
         if !granted {
             // Empty until the steady refill brings a token, or for at most
             // `REFUSAL_KEPT`; a deposit of this process ends it at once.
-            let tokens = inner.seen.load(Ordering::Acquire).min(SCALE);
+            let tokens = inner.seen.load(Ordering::SeqCst).min(SCALE);
             let refill = match shape.per_second {
                 0 => u64::MAX,
                 rate => {
@@ -142,28 +179,40 @@ impl SharedBudget {
             let kept = u64::try_from(REFUSAL_KEPT.as_nanos()).unwrap_or(u64::MAX);
             inner
                 .empty_until
-                .store(now.saturating_add(refill.min(kept)), Ordering::Release);
+                .store(now.saturating_add(refill.min(kept)), Ordering::SeqCst);
         }
         Ok(granted)
     }
 
     /// Forgets a refusal (new settings: it was of the old ones).
     pub(crate) fn forget(&self) {
-        self.inner.empty_until.store(0, Ordering::Release);
+        self.inner.empty_until.store(0, Ordering::SeqCst);
     }
 
-    /// Deposits `amount` millionths of a token: sent with the next
-    /// decision, or by a task of their own once they make a whole token.
-    pub(crate) fn deposit(&self, shape: BudgetShape, amount: u64) {
+    /// Deposits `amount` millionths of a token in the bucket of `v`: sent
+    /// with the next decision, or by a task of their own once they make a
+    /// whole token. Lost if `v` is no longer the version in force; the
+    /// deposits not sent yet never exceed the bucket's size.
+    pub(crate) fn deposit(&self, v: BudgetVersion, amount: u64) {
         if amount == 0 {
             return;
         }
-        let before = self.inner.pending.fetch_add(amount, Ordering::AcqRel);
-        if before.saturating_add(amount) >= SCALE {
+        let inner = &*self.inner;
+        let (tag, most) = (tag(v.epoch), v.shape.max.min(super::MAX_ARG));
+        let Ok(before) = inner
+            .pending
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                (w & !AMOUNT_MASK == tag)
+                    .then(|| tag | (w & AMOUNT_MASK).saturating_add(amount).min(most))
+            })
+        else {
+            return;
+        };
+        if (before & AMOUNT_MASK).saturating_add(amount) >= SCALE {
             // A whole token of this process: the bucket is not empty.
-            self.inner.empty_until.store(0, Ordering::Release);
-            if !self.inner.flushing.load(Ordering::Acquire) {
-                Inner::flush_later(&self.inner, shape);
+            inner.empty_until.store(0, Ordering::SeqCst);
+            if !inner.flushing.load(Ordering::SeqCst) {
+                Inner::flush_later(&self.inner);
             }
         }
     }
@@ -171,7 +220,7 @@ impl SharedBudget {
     /// Tokens in the bucket after this process's last decision; `None`
     /// before its first.
     pub(crate) fn seen(&self) -> Option<f64> {
-        match self.inner.seen.load(Ordering::Acquire) {
+        match self.inner.seen.load(Ordering::SeqCst) {
             u64::MAX => None,
             t => Some(t as f64 / SCALE as f64),
         }
@@ -194,6 +243,17 @@ impl Inner {
     /// ns since `origin`.
     fn now(&self) -> u64 {
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Takes the deposits of version `epoch` not sent yet: none if the
+    /// pending ones are of another version.
+    fn take(&self, epoch: u64) -> u64 {
+        let tag = tag(epoch);
+        self.pending
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                (w & !AMOUNT_MASK == tag && w & AMOUNT_MASK > 0).then_some(tag)
+            })
+            .map_or(0, |w| w & AMOUNT_MASK)
     }
 
     /// The key of a budget of `shape`:
@@ -230,23 +290,26 @@ impl Inner {
 
     fn decided(&self, answer: Result<BudgetAnswer, Unavailable>) -> Result<bool, Unavailable> {
         let answer = answer?;
-        self.seen.store(answer.tokens, Ordering::Release);
+        self.seen.store(answer.tokens, Ordering::SeqCst);
         Ok(answer.granted)
     }
 
     /// Sends the deposits pending after [`FLUSH_AFTER`], in a task of its
     /// own, if this thread is in a tokio runtime (else they go with the
-    /// next decision). One such task at a time.
-    fn flush_later(this: &Arc<Self>, shape: BudgetShape) {
+    /// next decision), for the version in force then. One such task at a
+    /// time.
+    fn flush_later(this: &Arc<Self>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        if this.flushing.swap(true, Ordering::AcqRel) {
+        if this.flushing.swap(true, Ordering::SeqCst) {
             return;
         }
-        let guard = Flushing(Arc::clone(this));
+        let mut guard = Flushing {
+            inner: Arc::clone(this),
+            armed: true,
+        };
         runtime.spawn(async move {
-            let inner = &guard.0;
             loop {
                 // A runtime without a time driver panics here: then the
                 // deposits go with the next decision.
@@ -254,14 +317,23 @@ impl Inner {
                     return;
                 };
                 sleep.await;
-                let deposit = inner.pending.swap(0, Ordering::AcqRel);
-                if deposit > 0 {
-                    let _ = inner.decided(inner.ask(&shape.ask(deposit, false), shape).await);
+                let inner = &guard.inner;
+                let (epoch, shape) = *inner.current.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(shape) = shape {
+                    let deposit = inner.take(epoch);
+                    if deposit > 0 {
+                        let _ = inner.decided(inner.ask(&shape.ask(deposit, false), shape).await);
+                    }
                 }
-                inner.flushing.store(false, Ordering::Release);
-                if inner.pending.load(Ordering::Acquire) < SCALE
-                    || inner.flushing.swap(true, Ordering::AcqRel)
+                inner.flushing.store(false, Ordering::SeqCst);
+                // A deposit that found the flag set meanwhile left its
+                // whole token to this task: go on unless another took it.
+                let left = inner.pending.load(Ordering::SeqCst);
+                if left & !AMOUNT_MASK != tag(epoch)
+                    || left & AMOUNT_MASK < SCALE
+                    || inner.flushing.swap(true, Ordering::SeqCst)
                 {
+                    guard.disarm();
                     return;
                 }
             }
@@ -283,12 +355,24 @@ impl Inner {
     }
 }
 
-/// Lets another flush start when the task that flushes ends, however it
-/// ends (its runtime shut down, say).
-struct Flushing(Arc<Inner>);
+/// Lets another flush start when the task that flushes ends early (its
+/// runtime shut down, say); disarmed when it ends having cleared the flag
+/// itself, which a newer task may have set since.
+struct Flushing {
+    inner: Arc<Inner>,
+    armed: bool,
+}
+
+impl Flushing {
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
 
 impl Drop for Flushing {
     fn drop(&mut self) {
-        self.0.flushing.store(false, Ordering::Release);
+        if self.armed {
+            self.inner.flushing.store(false, Ordering::SeqCst);
+        }
     }
 }

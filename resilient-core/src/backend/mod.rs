@@ -35,7 +35,7 @@ mod budget;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
 
-pub(crate) use budget::{BudgetShape, SharedBudget};
+pub(crate) use budget::{BudgetShape, BudgetVersion, SharedBudget};
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};

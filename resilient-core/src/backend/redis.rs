@@ -121,8 +121,9 @@ if rate > 0 then
   local due = math.floor(rate * (now - at) / 1000000)
   if due > 0 then
     tokens = math.min(max, tokens + due)
-    -- The mark moves by the time paid for, so that no fraction is lost.
-    at = math.min(now, at + math.floor(due * 1000000 / rate))
+    -- The mark moves by the time paid for, rounded up: a fraction of a
+    -- token not yet paid is kept, and none is paid twice.
+    at = math.min(now, at + math.ceil(due * 1000000 / rate))
   end
 else
   at = now

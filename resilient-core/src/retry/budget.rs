@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::time::Instant;
 
 use super::settings::BudgetSettings;
-use crate::backend::{BudgetShape, SharedBudget};
+use crate::backend::{BudgetVersion, SharedBudget};
 
 pub(crate) const SCALE: u64 = 1_000_000;
 
@@ -34,8 +34,8 @@ pub(crate) struct BudgetParams {
 
 impl BudgetParams {
     /// The shape of a shared bucket of these settings.
-    pub(crate) fn shape(&self) -> BudgetShape {
-        BudgetShape {
+    pub(crate) fn shape(&self) -> crate::backend::BudgetShape {
+        crate::backend::BudgetShape {
             max: self.max,
             initial: self.initial,
             per_second: self.per_second,
@@ -74,7 +74,7 @@ enum Source<'a> {
     },
     Shared {
         budget: &'a SharedBudget,
-        shape: BudgetShape,
+        version: BudgetVersion,
     },
 }
 
@@ -83,15 +83,15 @@ enum Source<'a> {
 pub(crate) enum Token {
     /// From this process's bucket, of this capacity.
     Local(u64),
-    /// From the shared bucket of this shape.
-    Shared(BudgetShape),
+    /// From the shared bucket of this version of the settings.
+    Shared(BudgetVersion),
 }
 
 impl<'a> Withdrawal<'a> {
-    /// A token the shared `budget` gave.
-    pub(crate) fn shared(budget: &'a SharedBudget, shape: BudgetShape) -> Self {
+    /// A token the shared `budget` gave, under `version` of the settings.
+    pub(crate) fn shared(budget: &'a SharedBudget, version: BudgetVersion) -> Self {
         Self {
-            from: Source::Shared { budget, shape },
+            from: Source::Shared { budget, version },
         }
     }
 
@@ -105,7 +105,7 @@ impl<'a> Withdrawal<'a> {
     pub(crate) fn into_token(self) -> Token {
         let token = match self.from {
             Source::Local { max, .. } => Token::Local(max),
-            Source::Shared { shape, .. } => Token::Shared(shape),
+            Source::Shared { version, .. } => Token::Shared(version),
         };
         std::mem::forget(self);
         token
@@ -116,7 +116,7 @@ impl Drop for Withdrawal<'_> {
     fn drop(&mut self) {
         match self.from {
             Source::Local { budget, max } => budget.add(SCALE, max),
-            Source::Shared { budget, shape } => budget.deposit(shape, SCALE),
+            Source::Shared { budget, version } => budget.deposit(version, SCALE),
         }
     }
 }

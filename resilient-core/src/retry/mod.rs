@@ -98,7 +98,7 @@ pub use exhausted::{
 pub(crate) use settings::read_budget;
 pub use settings::{Backoff, BudgetSettings, Jitter, OnBudgetBackendFailure, RetrySettings};
 
-use crate::backend::{Backend, BudgetShape, SharedBudget};
+use crate::backend::{Backend, BudgetVersion, SharedBudget};
 use crate::error::{Error, GaveUp};
 use crate::outcome::{self, Fail};
 use crate::registry::{
@@ -181,7 +181,9 @@ struct RetryConfig {
 /// A budget whose tokens live in the backend.
 #[derive(Debug, Clone, Copy)]
 struct SharedConfig {
-    shape: BudgetShape,
+    /// The bucket's shape, and the version of the settings it came with
+    /// (see [`SharedBudget::switch`]).
+    version: BudgetVersion,
     per_success: u64,
     on_failure: OnBudgetBackendFailure,
 }
@@ -204,7 +206,10 @@ impl RetryConfig {
                 };
                 let p = BudgetParams::of(b);
                 let shared = SharedConfig {
-                    shape: p.shape(),
+                    version: BudgetVersion {
+                        shape: p.shape(),
+                        epoch: 0,
+                    },
                     per_success: p.per_success(),
                     on_failure: b.on_backend_failure,
                 };
@@ -289,23 +294,40 @@ impl Mechanism for Retry {
     }
 
     fn reconfigure(&self, settings: RetrySettings) -> Vec<String> {
-        let config = RetryConfig::of(settings);
+        let mut config = RetryConfig::of(settings);
         let was = self.config.get();
         let had = was.budget.is_some();
-        let shapes = (was.shared.map(|s| s.shape), config.shared.map(|s| s.shape));
+        let shapes = (
+            was.shared.map(|s| s.version.shape),
+            config.shared.map(|s| s.version.shape),
+        );
+        if let Some(remote) = self.shared.get() {
+            // The same bucket keeps its version; another starts one, and
+            // what calls of the old settings deposit or give back is lost
+            // rather than credited to it.
+            match (was.shared, config.shared.as_mut()) {
+                (Some(w), Some(now)) if w.version.shape == now.version.shape => {
+                    now.version.epoch = w.version.epoch;
+                }
+                (_, now) => {
+                    let epoch = remote.switch(shapes.1);
+                    if let Some(now) = now {
+                        now.version.epoch = epoch;
+                    }
+                }
+            }
+            remote.forget();
+        }
         let notes = self.budget.reload("retry budget", had, config.budget, || {
             let running = config.settings.clone();
             let (now, _) = self.config.publish(|c| c.settings == running, || config);
             now.budget.as_ref()
         });
-        if let Some(shared) = self.shared.get() {
-            shared.forget();
-        }
         // The notes of this process's bucket say nothing true of a
         // shared one.
         match shapes {
             (None, None) => notes,
-            (Some(was), Some(now)) if was == now => Vec::new(),
+            (Some(was), Some(now)) if was == now => notes,
             (_, Some(_)) => vec![
                 "the budget's tokens are in Redis, under the key of the new settings (a bucket not used yet starts with `tokens_initial`)"
                     .to_owned(),
@@ -330,7 +352,8 @@ impl Mechanism for Retry {
     }
 
     fn attach(&self, context: &Context) {
-        if let Some(shared) = SharedBudget::of(context, self.telemetry.path()) {
+        let shape = self.config.get().shared.map(|s| s.version.shape);
+        if let Some(shared) = SharedBudget::of(context, self.telemetry.path(), shape) {
             let _ = self.shared.set(Box::new(shared));
         }
     }
@@ -385,7 +408,7 @@ impl Retry {
         if let Some(shared) = &c.shared {
             // What the backend held after this process's last decision.
             let seen = self.shared.get().and_then(|s| s.seen());
-            return Some(seen.unwrap_or(shared.shape.initial as f64 / 1e6));
+            return Some(seen.unwrap_or(shared.version.shape.initial as f64 / 1e6));
         }
         let p = c.budget?;
         Some(self.budget.tokens(&p))
@@ -397,7 +420,7 @@ impl Retry {
             self.budget.deposit(p);
         }
         if let (Some(shared), Some(remote)) = (&config.shared, self.shared.get()) {
-            remote.deposit(shared.shape, shared.per_success);
+            remote.deposit(shared.version, shared.per_success);
         }
     }
 
@@ -412,8 +435,8 @@ impl Retry {
         };
         let answer = match self.shared.get() {
             Some(remote) => remote
-                .withdraw(shared.shape)
-                .map(|granted| granted.then(|| budget::Withdrawal::shared(remote, shared.shape))),
+                .withdraw(shared.version)
+                .map(|granted| granted.then(|| budget::Withdrawal::shared(remote, shared.version))),
             // Never once the registry is built: it checks.
             None => Err(crate::backend::Unavailable {
                 retry_after: Duration::ZERO,
@@ -973,9 +996,9 @@ impl<T, E, Tr, J> RetryCall<'_, T, E, Tr, J> {
         };
         match token {
             budget::Token::Local(max) => retry.budget.give_back(max),
-            budget::Token::Shared(shape) => {
+            budget::Token::Shared(version) => {
                 if let Some(shared) = retry.shared.get() {
-                    shared.deposit(shape, budget::SCALE);
+                    shared.deposit(version, budget::SCALE);
                 }
             }
         }

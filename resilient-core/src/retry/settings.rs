@@ -23,7 +23,7 @@ use crate::settings::{Section, Value};
 /// | `retry_call_not_permitted` | `false` | `true` retries a call that a circuit breaker inside the retry rejected (by default the rejection ends the call at once) |
 /// | `retry_budget.enabled` | `true` | the budget exists only if the section does |
 /// | `retry_budget.ratio` | `0.1` | number ≥ 0: tokens returned by each successful call (counted in millionths of a token) |
-/// | `retry_budget.tokens_max` | `100` | whole number ≥ 1 |
+/// | `retry_budget.tokens_max` | `100` | whole number ≥ 1 (at most 1000000000 with `backend = "redis"`) |
 /// | `retry_budget.tokens_initial` | `10` (or `tokens_max` if smaller) | whole number ≤ `tokens_max` |
 /// | `retry_budget.min_tokens_per_second` | `0.0` | number ≥ 0: steady refill (counted in millionths of a token) |
 /// | `retry_budget.backend` | `"local"` | `"local"` (this process) or `"redis"` (one bucket for every replica, through the section `resilient.redis`) |
@@ -435,6 +435,10 @@ pub(crate) fn read_budget(b: &mut Section<'_>, shared: bool) -> Option<Option<Bu
     Some(enabled?.then_some(settings))
 }
 
+/// The largest shared bucket: its millionths of a token, and their sum with
+/// a deposit, stay exact in the doubles of Redis's Lua.
+const SHARED_TOKENS_MAX: u64 = 1_000_000_000;
+
 /// Reads a retry budget's `backend`, `on_backend_failure` and
 /// `local_tokens_max`; `max` is `tokens_max`, if valid.
 fn read_budget_backend(
@@ -444,6 +448,15 @@ fn read_budget_backend(
     let backend = b.choice("backend", &["local", "redis"], "local");
     let policy = b.choice("on_backend_failure", &["deny", "allow", "local"], "deny");
     let share = b.int("local_tokens_max", Some(0), 1, u64::from(u32::MAX));
+    if let (Some("redis"), Some(max)) = (backend, max) {
+        if max > SHARED_TOKENS_MAX {
+            b.invalid(
+                "tokens_max",
+                format!("must be at most {SHARED_TOKENS_MAX} with `backend = \"redis\"`: Redis counts millionths of a token in the doubles of its scripts"),
+            );
+            return (None, None);
+        }
+    }
     if backend == Some("local") {
         for key in ["on_backend_failure", "local_tokens_max"] {
             if b.written(key).is_some() {
