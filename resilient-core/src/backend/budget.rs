@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{Keys, RedisPart, Unavailable};
+use super::{BudgetAnswer, BudgetAsk, Keys, RedisPart, Unavailable};
 use crate::registry::Context;
 
 /// Millionths of a token, as the budget counts.
@@ -30,29 +30,6 @@ pub(crate) struct BudgetShape {
     pub(crate) max: u64,
     pub(crate) initial: u64,
     pub(crate) per_second: u64,
-}
-
-/// One run of the budget's script.
-#[derive(Debug, Clone, Copy)]
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
-pub(crate) struct BudgetAsk {
-    pub(crate) max: u64,
-    pub(crate) initial: u64,
-    pub(crate) per_second: u64,
-    /// Millionths of a token deposited since the last decision.
-    pub(crate) deposit: u64,
-    /// Whether a token is withdrawn.
-    pub(crate) want: bool,
-}
-
-/// What the script answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
-pub(crate) struct BudgetAnswer {
-    /// A token was withdrawn.
-    pub(crate) granted: bool,
-    /// Millionths of a token left.
-    pub(crate) tokens: u64,
 }
 
 /// The shape of the bucket a call draws on, and the version of the spec's

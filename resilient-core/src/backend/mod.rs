@@ -372,6 +372,29 @@ pub(crate) struct Decision {
     pub(crate) valid: Duration,
 }
 
+/// One run of a retry budget's script (see `budget`).
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) struct BudgetAsk {
+    pub(crate) max: u64,
+    pub(crate) initial: u64,
+    pub(crate) per_second: u64,
+    /// Millionths of a token deposited since the last decision.
+    pub(crate) deposit: u64,
+    /// Whether a token is withdrawn.
+    pub(crate) want: bool,
+}
+
+/// What the script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) struct BudgetAnswer {
+    /// A token was withdrawn.
+    pub(crate) granted: bool,
+    /// Millionths of a token left.
+    pub(crate) tokens: u64,
+}
+
 /// The backend made no decision: down, slow, or its breaker open.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Unavailable {

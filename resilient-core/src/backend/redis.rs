@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
-use super::budget::{BudgetAnswer, BudgetAsk};
-use super::{Ask, Decision, Keys, RedisSettings, Unavailable, MAX_ARG};
+use super::{Ask, BudgetAnswer, BudgetAsk, Decision, Keys, RedisSettings, Unavailable, MAX_ARG};
 use crate::circuit_breaker::{Breaker, CircuitBreakerSettings, Permit, WindowSettings};
 use crate::registry::Mechanism;
 use crate::spec::SpecKind;
