@@ -88,22 +88,13 @@ fn hammer(rt: &Runtime, replicas: &[Registry], n: usize, ok: bool) -> Vec<u64> {
     hits.iter().map(|h| h.load(Ordering::SeqCst)).collect()
 }
 
-/// The bucket's word in Redis: millionths of a token left.
 fn tokens_in(url: &str, key: &str) -> Option<u64> {
-    get(url, key)?.split(' ').next()?.parse().ok()
+    server::budget_tokens(url, key)
 }
 
-/// Waits up to 2 s for the bucket at `key` to hold `tokens` (deposits are
-/// sent 20 ms after they make a whole token).
+/// Waits up to 2 s for the bucket at `key` to hold `tokens` whole tokens.
 fn wait_for(url: &str, key: &str, tokens: u64) -> Option<u64> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let now = tokens_in(url, key);
-        if now == Some(tokens * 1_000_000) || Instant::now() > deadline {
-            return now;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    server::wait_for_budget(url, key, tokens * 1_000_000)
 }
 
 /// The key of the shared budget of `SharedRetry` with these settings.
@@ -134,11 +125,17 @@ fn three_replicas_spend_one_budget_exactly() {
         "100 first calls and 10 retries; per replica: {hits:?}"
     );
     assert_eq!(tokens_in(&url, &key(&prefix, 10, 10)), Some(0));
-    // Each replica saw the bucket empty at its last decision.
-    for r in &replicas {
-        let tokens = r.sync_scope(SharedRetry::get).unwrap().budget_tokens();
-        assert_eq!(tokens, Some(0.0));
-    }
+    // Each replica shows what Redis held after its own last decision: one
+    // of them took the last token or was refused, the others at most 9.
+    let seen: Vec<f64> = replicas
+        .iter()
+        .map(|r| {
+            let handle = r.sync_scope(SharedRetry::get).unwrap();
+            handle.budget_tokens().unwrap()
+        })
+        .collect();
+    assert!(seen.contains(&0.0), "{seen:?}");
+    assert!(seen.iter().all(|&t| t <= 9.0), "{seen:?}");
 }
 
 /// Successes in each replica refill the one bucket: 3 replicas × 4
@@ -882,5 +879,419 @@ fn every_deposit_reaches_redis_wave_after_wave() {
             Some(wave * 300 * 1_000_000),
             "wave {wave}"
         );
+    }
+}
+
+/// A shared retry budget across reloads: a bucket's deposits and tokens
+/// given back go to that bucket or are lost, never to another; going back
+/// to earlier settings finds their bucket; the notes say what happened. The
+/// tests that stall Redis run their own.
+mod reloads {
+    use super::*;
+
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpStream;
+
+    #[derive(RetrySpec)]
+    #[spec("redis_budget.reload")]
+    struct Rev;
+
+    #[retryable(Rev)]
+    async fn call(hits: Arc<AtomicU64>, ok: bool) -> Result<(), CallError> {
+        hits.fetch_add(1, Ordering::SeqCst);
+        tokio::task::yield_now().await;
+        if ok {
+            Ok(())
+        } else {
+            Err(CallError::Down)
+        }
+    }
+
+    #[retryable(Rev)]
+    fn sync_call(hits: &AtomicU64) -> Result<(), CallError> {
+        hits.fetch_add(1, Ordering::SeqCst);
+        Err(CallError::Down)
+    }
+
+    fn retry_with(attempts: i128, delay: &str, budget: Value) -> Value {
+        table([
+            ("attempts", int(attempts)),
+            ("delay", s(delay)),
+            ("retry_budget", budget),
+        ])
+    }
+
+    fn local_budget(max: i128, initial: i128, ratio: f64) -> Value {
+        table([
+            ("tokens_max", int(max)),
+            ("tokens_initial", int(initial)),
+            ("ratio", float(ratio)),
+        ])
+    }
+
+    fn key(prefix: &str, max: u64, initial: u64) -> String {
+        format!(
+            "{{{prefix}:redis_budget.reload}}:retry_budget:{}:{}:0",
+            max * 1_000_000,
+            initial * 1_000_000
+        )
+    }
+
+    /// `CLIENT PAUSE ms` (all commands of other clients wait that long).
+    fn pause(url: &str, ms: u64) {
+        let addr = url.trim_start_matches("redis://");
+        let mut stream = TcpStream::connect(addr).unwrap();
+        let ms = ms.to_string();
+        let cmd = format!(
+            "*3\r\n$6\r\nCLIENT\r\n$5\r\nPAUSE\r\n${}\r\n{ms}\r\n",
+            ms.len()
+        );
+        stream.write_all(cmd.as_bytes()).unwrap();
+        let mut line = String::new();
+        BufReader::new(stream).read_line(&mut line).unwrap();
+        assert!(line.starts_with("+OK"), "{line}");
+    }
+
+    /// Sends a Lua loop of `n` turns, keeping Redis busy; read nothing.
+    fn busy(url: &str, n: u64) -> TcpStream {
+        let addr = url.trim_start_matches("redis://");
+        let mut stream = TcpStream::connect(addr).unwrap();
+        let script = format!("local x=0 for i=1,{n} do x=x+i end return 1");
+        let cmd = format!(
+            "*3\r\n$4\r\nEVAL\r\n${}\r\n{script}\r\n$1\r\n0\r\n",
+            script.len()
+        );
+        stream.write_all(cmd.as_bytes()).unwrap();
+        stream
+    }
+
+    struct Setup {
+        url: String,
+        prefix: String,
+        redis: Value,
+        r: Registry,
+    }
+
+    /// A registry of `Rev` with `first`, on the shared test server.
+    fn setup(test: &str, first: Value) -> Option<Setup> {
+        let url = server::url(test)?;
+        Some(setup_on(url, test, first))
+    }
+
+    /// A registry of `Rev` with `first`, on the server at `url`.
+    fn setup_on(url: String, test: &str, first: Value) -> Setup {
+        let prefix = server::prefix(test);
+        let redis = server::section(&url, &prefix);
+        let r = build(
+            Registry::builder().spec::<Rev>(),
+            vec![(Rev::PATH, first), ("resilient.redis", redis.clone())],
+        );
+        Setup {
+            url,
+            prefix,
+            redis,
+            r,
+        }
+    }
+
+    impl Setup {
+        fn reload(&self, section: Value) -> resilient_core::Reloaded {
+            self.r
+                .reload(&root(vec![
+                    (Rev::PATH, section),
+                    ("resilient.redis", self.redis.clone()),
+                ]))
+                .expect("reload")
+        }
+
+        fn notes(&self, section: Value) -> Vec<String> {
+            self.reload(section)
+                .specs
+                .into_iter()
+                .flat_map(|s| s.notes)
+                .collect()
+        }
+    }
+
+    /// Settings A, then B, then A again (the registry finds A's first version
+    /// again): a success reaches bucket A, and a failure retries with it.
+    #[test]
+    fn back_to_earlier_settings_successes_still_reach_the_bucket() {
+        let a = retry_with(1, "1ms", budget(10, 0, 1.0));
+        let b = retry_with(1, "1ms", budget(20, 0, 1.0));
+        let Some(t) = setup("back-to-earlier", a.clone()) else {
+            return;
+        };
+        t.reload(b);
+        t.reload(a);
+        let rt = two_workers();
+        let hits = Arc::new(AtomicU64::new(0));
+        rt.block_on(async {
+            t.r.scope(call(Arc::clone(&hits), true)).await.unwrap();
+        });
+        let a_tokens = server::wait_for_budget(&t.url, &key(&t.prefix, 10, 0), 1_000_000);
+        rt.block_on(async {
+            assert!(t.r.scope(call(Arc::clone(&hits), false)).await.is_err());
+        });
+        assert_eq!(
+            (a_tokens, hits.load(Ordering::SeqCst)),
+            (Some(1_000_000), 3),
+            "the success's token reaches bucket A, and the failure retries with it"
+        );
+    }
+
+    /// Local, Redis, local, Redis (the same shape each time): the successes
+    /// reach the bucket.
+    #[test]
+    fn local_redis_local_redis_successes_still_reach_the_bucket() {
+        let local = retry_with(1, "1ms", local_budget(10, 0, 1.0));
+        let redis = retry_with(1, "1ms", budget(10, 0, 1.0));
+        let Some(t) = setup("l-r-l-r", local.clone()) else {
+            return;
+        };
+        t.reload(redis.clone());
+        t.reload(local);
+        t.reload(redis);
+        let rt = two_workers();
+        let hits = Arc::new(AtomicU64::new(0));
+        rt.block_on(async {
+            for _ in 0..3 {
+                t.r.scope(call(Arc::clone(&hits), true)).await.unwrap();
+            }
+        });
+        assert_eq!(
+            server::wait_for_budget(&t.url, &key(&t.prefix, 10, 0), 3_000_000),
+            Some(3_000_000),
+            "three successes, a token each, reach Redis"
+        );
+    }
+
+    /// The task that sends deposits is in its round trip (Redis paused) when a
+    /// reload switches to bucket B and a success deposits a whole token of B,
+    /// which finds the task on its way and leaves the token to it: the task
+    /// sends it to B within a second.
+    #[test]
+    fn a_token_deposited_after_a_switch_during_a_flush_is_sent() {
+        let a = retry_with(1, "1ms", budget(10, 0, 1.0));
+        let b = retry_with(1, "1ms", budget(20, 0, 1.0));
+        // Its own server: CLIENT PAUSE stalls every client of it.
+        let Some(server) = Server::start("flush-across-switch") else {
+            return;
+        };
+        let t = setup_on(server.url(), "flush-across-switch", a);
+        let rt = two_workers();
+        let hits = Arc::new(AtomicU64::new(0));
+        let (key_a, key_b) = (key(&t.prefix, 10, 0), key(&t.prefix, 20, 0));
+        // A first flush, so that the async connection is made.
+        rt.block_on(async { t.r.scope(call(Arc::clone(&hits), true)).await.unwrap() });
+        assert_eq!(
+            server::wait_for_budget(&t.url, &key_a, 1_000_000),
+            Some(1_000_000)
+        );
+        rt.block_on(async {
+            pause(&t.url, 150);
+            // A's token: the task sleeps 20 ms, then waits on paused Redis.
+            t.r.scope(call(Arc::clone(&hits), true)).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            t.reload(b);
+            // B's token: the task above is still in its round trip.
+            t.r.scope(call(Arc::clone(&hits), true)).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+        });
+        let b_tokens = tokens_in(&t.url, &key_b);
+        // The token was not lost: it waited in the process, and goes with the
+        // next withdrawal (the failure retries with it).
+        let before = hits.load(Ordering::SeqCst);
+        rt.block_on(async { assert!(t.r.scope(call(Arc::clone(&hits), false)).await.is_err()) });
+        let later = (
+            hits.load(Ordering::SeqCst) - before,
+            tokens_in(&t.url, &key_b),
+        );
+        assert_eq!(
+            b_tokens,
+            Some(1_000_000),
+            "B's whole token was sent within a second (A holds {:?}; a failure later: {later:?})",
+            tokens_in(&t.url, &key_a)
+        );
+    }
+
+    /// A call that took bucket A's token waits for its retry across 4096
+    /// reloads, each to a bucket of its own: the token it gives back is not
+    /// credited to the bucket in force then, which never lent it.
+    #[test]
+    fn a_token_given_back_4096_reloads_later_is_not_credited_to_another_bucket() {
+        let a = retry_with(1, "60s", budget(1, 1, 0.0));
+        let Some(t) = setup("wrap", a) else {
+            return;
+        };
+        let rt = two_workers();
+        let key_a = key(&t.prefix, 1, 1);
+        let last = 1 + 4096;
+        rt.block_on(async {
+            let waiting = tokio::spawn({
+                let r = t.r.clone();
+                async move { r.scope(call(Arc::default(), false)).await }
+            });
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while tokens_in(&t.url, &key_a) != Some(0) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert_eq!(tokens_in(&t.url, &key_a), Some(0), "A's token is taken");
+            // 4096 reloads, each to a bucket not used before (tokens_max 2..=4097).
+            for max in 2..=last {
+                t.reload(retry_with(1, "1ms", budget(max as i128, 0, 0.0)));
+            }
+            waiting.abort();
+            assert!(waiting.await.is_err_and(|e| e.is_cancelled()));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        });
+        let last_key = key(&t.prefix, last, 0);
+        assert_eq!(
+            tokens_in(&t.url, &last_key),
+            None,
+            "the last bucket, never asked, holds nothing: A's token was not credited to it"
+        );
+    }
+
+    /// A withdrawal of the old settings is in its round trip when a reload
+    /// switches to bucket B (5 tokens); it comes back refused (A is empty):
+    /// the next failure, under B, is not refused on A's word.
+    #[test]
+    fn a_refusal_of_the_old_bucket_does_not_refuse_the_new_one() {
+        let a = retry_with(1, "1ms", budget(10, 0, 0.0));
+        let b = retry_with(1, "1ms", budget(10, 5, 0.0));
+        // Its own server: a Lua loop stalls every client of it.
+        let Some(server) = Server::start("stale-refusal") else {
+            return;
+        };
+        let t = setup_on(server.url(), "stale-refusal", a);
+        let hits = Arc::new(AtomicU64::new(0));
+        // Makes the blocking connection; A refuses.
+        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+        std::thread::sleep(Duration::from_millis(150)); // the refusal expires
+                                                        // Redis busy for ~50 ms (a Lua loop): the next withdrawal waits on it.
+        let busy = busy(&t.url, 6_000_000);
+        std::thread::sleep(Duration::from_millis(2));
+        let old = std::thread::spawn({
+            let r = t.r.clone();
+            move || r.sync_scope(|| sync_call(&AtomicU64::new(0)).is_err())
+        });
+        std::thread::sleep(Duration::from_millis(15));
+        t.reload(b);
+        assert!(old.join().unwrap());
+        drop(busy);
+        let before = hits.load(Ordering::SeqCst);
+        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+        assert_eq!(
+            (
+                hits.load(Ordering::SeqCst) - before,
+                tokens_in(&t.url, &key(&t.prefix, 10, 5))
+            ),
+            (2, Some(4_000_000)),
+            "bucket B (5 tokens) grants the retry"
+        );
+    }
+
+    /// The notes of reloads of a shared budget say what happened to it.
+    #[test]
+    fn reload_notes_of_a_shared_budget() {
+        let shared = |policy: &str, max: i128| {
+            let b = with(budget(max, 10, 0.1), "on_backend_failure", s(policy));
+            let b = if policy == "local" {
+                with(b, "local_tokens_max", int(2))
+            } else {
+                b
+            };
+            retry_with(1, "1ms", b)
+        };
+        let none = table([("attempts", int(1)), ("delay", s("1ms"))]);
+        let local = retry_with(1, "1ms", local_budget(10, 10, 0.1));
+        let Some(t) = setup("notes", shared("deny", 10)) else {
+            return;
+        };
+        let in_redis = "the budget's tokens are now in Redis, one bucket for every replica (a bucket not used in the last day starts with `tokens_initial`)";
+        let fallback_starts = "while Redis makes no decision, a bucket of this process now decides (`on_backend_failure = \"local\"`), starting with `tokens_initial` or `local_tokens_max` if smaller";
+        let fallback_gone =
+            "while Redis makes no decision, no bucket of this process decides any more";
+        let cases: Vec<(&str, Value, Vec<&str>)> = vec![
+            ("redis(deny) -> none", none.clone(), vec!["the retry budget is gone"]),
+            ("none -> redis(local)", shared("local", 10), vec![in_redis, fallback_starts]),
+            ("redis(local) -> redis(deny)", shared("deny", 10), vec![fallback_gone]),
+            ("redis(deny) -> redis(local)", shared("local", 10), vec![fallback_starts]),
+            (
+                "redis(local) -> redis(local), another bucket",
+                shared("local", 20),
+                vec!["the budget's tokens are in Redis under the key of the new settings (a bucket not used in the last day starts with `tokens_initial`)"],
+            ),
+            (
+                "redis(local) -> local",
+                local.clone(),
+                vec!["the budget's tokens are in this process again: it keeps those of its bucket for `on_backend_failure = \"local\"`"],
+            ),
+            ("local -> redis(deny)", shared("deny", 10), vec![in_redis]),
+            (
+                "redis(deny) -> local",
+                local,
+                vec!["the budget's tokens are in this process again: it starts with `tokens_initial`"],
+            ),
+            ("local -> none", none, vec!["the retry budget is gone"]),
+        ];
+        for (case, section, expected) in cases {
+            assert_eq!(t.notes(section), expected, "{case}");
+        }
+    }
+
+    /// After a reload to another bucket, `budget_tokens` shows B's
+    /// `tokens_initial` until B is asked, not A's count.
+    #[test]
+    fn budget_tokens_after_a_switch() {
+        let a = retry_with(1, "1ms", budget(10, 0, 0.0));
+        let b = retry_with(1, "1ms", budget(10, 7, 0.0));
+        let Some(t) = setup("seen", a) else {
+            return;
+        };
+        let hits = AtomicU64::new(0);
+        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+        t.reload(b);
+        let tokens = t.r.sync_scope(Rev::get).unwrap().budget_tokens();
+        assert_eq!(
+            tokens,
+            Some(7.0),
+            "B has not been asked: its tokens_initial"
+        );
+    }
+
+    /// A reload that leaves the bucket's shape alone (attempts, ratio, policy
+    /// deny ↔ local) keeps the deposits not sent yet.
+    #[test]
+    fn a_reload_that_keeps_the_shape_keeps_pending_deposits() {
+        let Some(t) = setup("same-shape", retry_with(1, "1ms", budget(10, 0, 0.5))) else {
+            return;
+        };
+        let hits = AtomicU64::new(0);
+        #[retryable(Rev)]
+        fn ok_call(hits: &AtomicU64) -> Result<(), CallError> {
+            hits.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        // Plain thread: nothing flushes; deposits go with the next withdrawal.
+        t.r.sync_scope(|| ok_call(&hits).unwrap()); // 0.5
+        t.reload(retry_with(2, "1ms", budget(10, 0, 0.25)));
+        t.r.sync_scope(|| ok_call(&hits).unwrap()); // 0.25
+        t.reload(retry_with(
+            2,
+            "1ms",
+            with(
+                with(budget(10, 0, 0.25), "on_backend_failure", s("local")),
+                "local_tokens_max",
+                int(3),
+            ),
+        ));
+        t.r.sync_scope(|| ok_call(&hits).unwrap()); // 0.25
+                                                    // 1 token pending: the failure withdraws it (its deposit goes first).
+        let before = hits.load(Ordering::SeqCst);
+        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+        assert_eq!(hits.load(Ordering::SeqCst) - before, 2, "one retry");
+        assert_eq!(tokens_in(&t.url, &key(&t.prefix, 10, 0)), Some(0));
     }
 }

@@ -32,14 +32,13 @@ pub(crate) struct BudgetShape {
     pub(crate) per_second: u64,
 }
 
-/// The shape of the bucket a call draws on, and the version of the spec's
-/// settings it belongs to: a reload that changes the shape starts a new
-/// version, and what a call of an older one deposits or gives back is lost
-/// rather than credited to a bucket it was not taken from.
+/// The shape of the bucket a call draws on, and its id in this process
+/// (see [`SharedBudget::switch`]): what a call deposits or gives back goes
+/// to the bucket it was taken from, or is lost, never credited to another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BudgetVersion {
     pub(crate) shape: BudgetShape,
-    pub(crate) epoch: u64,
+    pub(crate) id: u64,
 }
 
 /// A retry spec's way to its shared budget.
@@ -48,16 +47,20 @@ pub(crate) struct SharedBudget {
     inner: Arc<Inner>,
 }
 
-/// The deposits not sent yet: the version they belong to (high
-/// [`EPOCH_BITS`] bits, its epoch modulo their range) and their millionths
-/// of a token (low bits, at most the bucket's size).
-const EPOCH_BITS: u32 = 12;
-const AMOUNT_BITS: u32 = 64 - EPOCH_BITS;
-const AMOUNT_MASK: u64 = (1 << AMOUNT_BITS) - 1;
+/// The deposits not sent yet, and a refusal kept: the id of the bucket
+/// they belong to (high [`ID_BITS`] bits) and their millionths of a token,
+/// or the µs until which the bucket is taken as empty (low bits).
+const ID_BITS: u32 = 12;
+const LOW_BITS: u32 = 64 - ID_BITS;
+const LOW_MASK: u64 = (1 << LOW_BITS) - 1;
 
-/// The high bits of the pending word of `epoch`.
-fn tag(epoch: u64) -> u64 {
-    (epoch % (1 << EPOCH_BITS)) << AMOUNT_BITS
+/// The id of no bucket: settings without a shared budget, or a shape past
+/// the first [`NO_ID`] ones a spec had (whose deposits are lost).
+pub(crate) const NO_ID: u64 = (1 << ID_BITS) - 1;
+
+/// The high bits of the words of bucket `id`.
+fn tag(id: u64) -> u64 {
+    id.min(NO_ID) << LOW_BITS
 }
 
 #[derive(Debug)]
@@ -65,19 +68,24 @@ struct Inner {
     #[cfg(feature = "redis")]
     backend: Arc<super::redis::RedisBackend>,
     keys: Keys,
-    /// The version in force, and its shape (`None`: the settings have no
-    /// shared budget now): what the task that sends deposits sends them
-    /// for.
+    /// The shapes this spec's settings have had, in order: a shape's id is
+    /// its place (at most [`NO_ID`] of them).
+    shapes: Mutex<Vec<BudgetShape>>,
+    /// The bucket in force, its id and shape (`NO_ID` and `None`: the
+    /// settings have no shared budget now): the one the task that sends
+    /// deposits sends them to.
     current: Mutex<(u64, Option<BudgetShape>)>,
-    /// Deposited and not sent yet, tagged with their version (see [`tag`]).
+    /// Deposited and not sent yet, tagged with their bucket's id.
     pending: AtomicU64,
     /// A task is on its way to send them.
     flushing: AtomicBool,
     /// Millionths of a token the backend held after this process's last
-    /// decision (what the snapshot shows), `u64::MAX` before the first.
+    /// decision, tagged with the bucket's id (what the snapshot shows);
+    /// `u64::MAX` before the first.
     seen: AtomicU64,
-    /// In ns since `origin`: until then the bucket is taken as empty (a
-    /// withdrawal was refused), for at most [`REFUSAL_KEPT`].
+    /// In µs since `origin`, tagged with the bucket's id: until then that
+    /// bucket is taken as empty (a withdrawal was refused), for at most
+    /// [`REFUSAL_KEPT`].
     empty_until: AtomicU64,
     origin: Instant,
 }
@@ -89,7 +97,7 @@ pub(crate) const REFUSAL_KEPT: Duration = Duration::from_millis(100);
 
 impl SharedBudget {
     /// The budget of the spec at `path` in the Redis backend of `context`,
-    /// its settings now of `shape` (version 0); `None` without a backend.
+    /// its settings now of `shape` (id 0); `None` without a backend.
     pub(crate) fn of(context: &Context, path: &str, shape: Option<BudgetShape>) -> Option<Self> {
         let part = context.get::<RedisPart>()?;
         #[cfg(feature = "redis")]
@@ -102,13 +110,15 @@ impl SharedBudget {
             let _ = part;
             Keys::new("", path, None)
         };
+        let id = if shape.is_some() { 0 } else { NO_ID };
         Some(Self {
             inner: Arc::new(Inner {
                 #[cfg(feature = "redis")]
                 backend,
                 keys,
-                current: Mutex::new((0, shape)),
-                pending: AtomicU64::new(tag(0)),
+                shapes: Mutex::new(shape.into_iter().collect()),
+                current: Mutex::new((id, shape)),
+                pending: AtomicU64::new(tag(id)),
                 flushing: AtomicBool::new(false),
                 seen: AtomicU64::new(u64::MAX),
                 empty_until: AtomicU64::new(0),
@@ -117,16 +127,34 @@ impl SharedBudget {
         })
     }
 
-    /// New settings, of `shape`: starts their version and returns its
-    /// epoch. The deposits not sent yet were of the old shape: dropped.
+    /// New settings, whose bucket is of `shape`: returns its id, the same
+    /// for the same shape (a reload back to earlier settings finds their
+    /// bucket, as Redis does). The deposits not sent yet of another
+    /// bucket are dropped.
     pub(crate) fn switch(&self, shape: Option<BudgetShape>) -> u64 {
         let inner = &*self.inner;
+        let id = match shape {
+            None => NO_ID,
+            Some(shape) => {
+                let mut shapes = inner.shapes.lock().unwrap_or_else(PoisonError::into_inner);
+                match shapes.iter().position(|s| *s == shape) {
+                    Some(i) => i as u64,
+                    None if (shapes.len() as u64) < NO_ID => {
+                        shapes.push(shape);
+                        shapes.len() as u64 - 1
+                    }
+                    None => NO_ID,
+                }
+            }
+        };
         let mut current = inner.current.lock().unwrap_or_else(PoisonError::into_inner);
-        let epoch = current.0.wrapping_add(1);
-        *current = (epoch, shape);
-        inner.pending.store(tag(epoch), Ordering::SeqCst);
+        if current.0 != id {
+            inner.pending.store(tag(id), Ordering::SeqCst);
+            inner.seen.store(u64::MAX, Ordering::SeqCst);
+        }
+        *current = (id, shape);
         inner.empty_until.store(0, Ordering::SeqCst);
-        epoch
+        id
     }
 
     /// Takes one token, blocking the thread for the round trip; the
@@ -135,28 +163,28 @@ impl SharedBudget {
     /// Redis said so, see [`REFUSAL_KEPT`]).
     pub(crate) fn withdraw(&self, v: BudgetVersion) -> Result<bool, Unavailable> {
         let inner = &*self.inner;
-        let now = inner.now();
-        if now < inner.empty_until.load(Ordering::SeqCst) {
+        let now = inner.now_us();
+        let empty = inner.empty_until.load(Ordering::SeqCst);
+        if empty & !LOW_MASK == tag(v.id) && now < empty & LOW_MASK {
             return Ok(false);
         }
-        let deposit = inner.take(v.epoch);
+        let deposit = inner.take(v.id);
         let shape = v.shape;
-        let granted = inner.decided(inner.ask_blocking(&shape.ask(deposit, true), shape))?;
+        let granted = inner.decided(v.id, inner.ask_blocking(&shape.ask(deposit, true), shape))?;
         if !granted {
             // Empty until the steady refill brings a token, or for at most
             // `REFUSAL_KEPT`; a deposit of this process ends it at once.
-            let tokens = inner.seen.load(Ordering::SeqCst).min(SCALE);
+            // Kept for this bucket only: a reload meanwhile is not misled.
+            let tokens = inner.seen.load(Ordering::SeqCst) & LOW_MASK;
+            let tokens = tokens.min(SCALE);
             let refill = match shape.per_second {
                 0 => u64::MAX,
-                rate => {
-                    u64::try_from(u128::from(SCALE - tokens) * 1_000_000_000 / u128::from(rate))
-                        .unwrap_or(u64::MAX)
-                }
+                rate => u64::try_from(u128::from(SCALE - tokens) * 1_000_000 / u128::from(rate))
+                    .unwrap_or(u64::MAX),
             };
-            let kept = u64::try_from(REFUSAL_KEPT.as_nanos()).unwrap_or(u64::MAX);
-            inner
-                .empty_until
-                .store(now.saturating_add(refill.min(kept)), Ordering::SeqCst);
+            let kept = u64::try_from(REFUSAL_KEPT.as_micros()).unwrap_or(u64::MAX);
+            let until = now.saturating_add(refill.min(kept)).min(LOW_MASK);
+            inner.empty_until.store(tag(v.id) | until, Ordering::SeqCst);
         }
         Ok(granted)
     }
@@ -168,24 +196,27 @@ impl SharedBudget {
 
     /// Deposits `amount` millionths of a token in the bucket of `v`: sent
     /// with the next decision, or by a task of their own once they make a
-    /// whole token. Lost if `v` is no longer the version in force; the
+    /// whole token. Lost if `v`'s bucket is no longer the one in force; the
     /// deposits not sent yet never exceed the bucket's size.
     pub(crate) fn deposit(&self, v: BudgetVersion, amount: u64) {
         if amount == 0 {
             return;
         }
+        if v.id >= NO_ID {
+            return;
+        }
         let inner = &*self.inner;
-        let (tag, most) = (tag(v.epoch), v.shape.max.min(super::MAX_ARG));
+        let (tag, most) = (tag(v.id), v.shape.max.min(super::MAX_ARG));
         let Ok(before) = inner
             .pending
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
-                (w & !AMOUNT_MASK == tag)
-                    .then(|| tag | (w & AMOUNT_MASK).saturating_add(amount).min(most))
+                (w & !LOW_MASK == tag)
+                    .then(|| tag | (w & LOW_MASK).saturating_add(amount).min(most))
             })
         else {
             return;
         };
-        if (before & AMOUNT_MASK).saturating_add(amount) >= SCALE {
+        if (before & LOW_MASK).saturating_add(amount) >= SCALE {
             // A whole token of this process: the bucket is not empty.
             inner.empty_until.store(0, Ordering::SeqCst);
             if !inner.flushing.load(Ordering::SeqCst) {
@@ -194,13 +225,18 @@ impl SharedBudget {
         }
     }
 
-    /// Tokens in the bucket after this process's last decision; `None`
-    /// before its first.
+    /// Tokens in the bucket in force after this process's last decision;
+    /// `None` before its first.
     pub(crate) fn seen(&self) -> Option<f64> {
-        match self.inner.seen.load(Ordering::SeqCst) {
-            u64::MAX => None,
-            t => Some(t as f64 / SCALE as f64),
-        }
+        let inner = &*self.inner;
+        let id = inner
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+        let seen = inner.seen.load(Ordering::SeqCst);
+        (seen != u64::MAX && seen & !LOW_MASK == tag(id))
+            .then(|| (seen & LOW_MASK) as f64 / SCALE as f64)
     }
 }
 
@@ -217,20 +253,23 @@ impl BudgetShape {
 }
 
 impl Inner {
-    /// ns since `origin`.
-    fn now(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    /// µs since `origin`.
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
-    /// Takes the deposits of version `epoch` not sent yet: none if the
-    /// pending ones are of another version.
-    fn take(&self, epoch: u64) -> u64 {
-        let tag = tag(epoch);
+    /// Takes the deposits of bucket `id` not sent yet: none if the pending
+    /// ones are of another bucket.
+    fn take(&self, id: u64) -> u64 {
+        if id >= NO_ID {
+            return 0;
+        }
+        let tag = tag(id);
         self.pending
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
-                (w & !AMOUNT_MASK == tag && w & AMOUNT_MASK > 0).then_some(tag)
+                (w & !LOW_MASK == tag && w & LOW_MASK > 0).then_some(tag)
             })
-            .map_or(0, |w| w & AMOUNT_MASK)
+            .map_or(0, |w| w & LOW_MASK)
     }
 
     /// The key of a budget of `shape`:
@@ -265,9 +304,15 @@ impl Inner {
         }
     }
 
-    fn decided(&self, answer: Result<BudgetAnswer, Unavailable>) -> Result<bool, Unavailable> {
+    /// What Redis answered for bucket `id`: kept for the snapshot.
+    fn decided(
+        &self,
+        id: u64,
+        answer: Result<BudgetAnswer, Unavailable>,
+    ) -> Result<bool, Unavailable> {
         let answer = answer?;
-        self.seen.store(answer.tokens, Ordering::SeqCst);
+        self.seen
+            .store(tag(id) | answer.tokens.min(LOW_MASK), Ordering::SeqCst);
         Ok(answer.granted)
     }
 
@@ -295,19 +340,19 @@ impl Inner {
                 };
                 sleep.await;
                 let inner = &guard.inner;
-                let (epoch, shape) = *inner.current.lock().unwrap_or_else(PoisonError::into_inner);
+                let (id, shape) = *inner.current.lock().unwrap_or_else(PoisonError::into_inner);
                 if let Some(shape) = shape {
-                    let deposit = inner.take(epoch);
+                    let deposit = inner.take(id);
                     if deposit > 0 {
-                        let _ = inner.decided(inner.ask(&shape.ask(deposit, false), shape).await);
+                        let answer = inner.ask(&shape.ask(deposit, false), shape).await;
+                        let _ = inner.decided(id, answer);
                     }
                 }
                 inner.flushing.store(false, Ordering::SeqCst);
-                // A deposit that found the flag set meanwhile left its
+                // A deposit that found the flag set meanwhile (of the
+                // bucket in force now, which may be another) left its
                 // whole token to this task: go on unless another took it.
-                let left = inner.pending.load(Ordering::SeqCst);
-                if left & !AMOUNT_MASK != tag(epoch)
-                    || left & AMOUNT_MASK < SCALE
+                if inner.pending.load(Ordering::SeqCst) & LOW_MASK < SCALE
                     || inner.flushing.swap(true, Ordering::SeqCst)
                 {
                     guard.disarm();

@@ -112,7 +112,7 @@ use crate::outcome::{self, Fail};
 use crate::registry::{
     CallInstance, Key, Mechanism, Part, Pinned, Sealed, Shared, Spec, Tag, Versions,
 };
-use crate::retry::budget::{Budget, BudgetParams};
+use crate::retry::budget::{Budget, BudgetParams, Reloaded};
 use crate::retry::BudgetSettings;
 use crate::settings::Section;
 use crate::spec::{Classify, SpecKind, Verdict};
@@ -371,12 +371,12 @@ impl Mechanism for Hedging {
     fn reconfigure(&self, settings: HedgingSettings) -> Vec<String> {
         let config = HedgingConfig::of(settings);
         let had = self.config.get().budget.is_some();
-        self.budget
-            .reload("hedging budget", had, config.budget, || {
-                let running = config.settings.clone();
-                let (now, _) = self.config.publish(|c| c.settings == running, || config);
-                now.budget.as_ref()
-            })
+        let changes = self.budget.reload(had, config.budget, || {
+            let running = config.settings.clone();
+            let (now, _) = self.config.publish(|c| c.settings == running, || config);
+            now.budget.as_ref()
+        });
+        Reloaded::said("hedging budget", &changes)
     }
 
     fn settings(&self) -> &HedgingSettings {

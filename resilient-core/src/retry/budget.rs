@@ -121,6 +121,33 @@ impl Drop for Withdrawal<'_> {
     }
 }
 
+/// What a reload did to a bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reloaded {
+    /// A bucket appeared, filled with `tokens_initial`.
+    Started,
+    /// The bucket is gone.
+    Gone,
+    /// The bucket kept at most the new `tokens_max`.
+    Capped,
+}
+
+impl Reloaded {
+    /// The notes of a bucket that is the whole budget named `name`.
+    pub(crate) fn said(name: &str, changes: &[Reloaded]) -> Vec<String> {
+        changes
+            .iter()
+            .map(|c| match c {
+                Reloaded::Started => format!("a new {name} starts with `tokens_initial`"),
+                Reloaded::Gone => format!("the {name} is gone"),
+                Reloaded::Capped => {
+                    "the budget's tokens were capped at the new `tokens_max`".to_owned()
+                }
+            })
+            .collect()
+    }
+}
+
 fn scaled(x: f64) -> u64 {
     // Validation keeps x finite and ≥ 0; `as` saturates anyway.
     (x * SCALE as f64).round() as u64
@@ -158,34 +185,33 @@ impl Budget {
         budget
     }
 
-    /// A reload of the settings that hold this budget (`name`, for the
-    /// notes): `had` says whether the running settings have one, `new` is
-    /// the new settings' budget, and `publish` publishes them and returns
-    /// the budget then in force. A budget that appears is filled before it
-    /// is published, so no call sees it empty; one that goes is said to; a
-    /// budget kept holds at most the new `tokens_max`.
+    /// A reload of the settings that hold this budget: `had` says whether
+    /// the running settings have one, `new` is the new settings' budget,
+    /// and `publish` publishes them and returns the budget then in force.
+    /// A budget that appears is filled before it is published, so no call
+    /// sees it empty; a budget kept holds at most the new `tokens_max`.
+    /// Returns what changed (see [`Reloaded::said`]).
     pub(crate) fn reload<'a>(
         &self,
-        name: &str,
         had: bool,
         new: Option<BudgetParams>,
         publish: impl FnOnce() -> Option<&'a BudgetParams>,
-    ) -> Vec<String> {
-        let mut notes = Vec::new();
+    ) -> Vec<Reloaded> {
+        let mut changes = Vec::new();
         match (had, &new) {
             (false, Some(p)) => {
                 self.reset(p);
-                notes.push(format!("a new {name} starts with `tokens_initial`"));
+                changes.push(Reloaded::Started);
             }
-            (true, None) => notes.push(format!("the {name} is gone")),
+            (true, None) => changes.push(Reloaded::Gone),
             _ => {}
         }
         if let (true, Some(p)) = (had, publish()) {
             if self.cap(p) {
-                notes.push("the budget's tokens were capped at the new `tokens_max`".to_owned());
+                changes.push(Reloaded::Capped);
             }
         }
-        notes
+        changes
     }
 
     /// Keeps at most `p`'s maximum: `true` if tokens were dropped.

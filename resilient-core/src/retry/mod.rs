@@ -181,8 +181,8 @@ struct RetryConfig {
 /// A budget whose tokens live in the backend.
 #[derive(Debug, Clone, Copy)]
 struct SharedConfig {
-    /// The bucket's shape, and the version of the settings it came with
-    /// (see [`SharedBudget::switch`]).
+    /// The bucket's shape, and its id in this process (see
+    /// [`SharedBudget::switch`]).
     version: BudgetVersion,
     per_success: u64,
     on_failure: OnBudgetBackendFailure,
@@ -208,7 +208,9 @@ impl RetryConfig {
                 let shared = SharedConfig {
                     version: BudgetVersion {
                         shape: p.shape(),
-                        epoch: 0,
+                        // The id of the settings the spec is built with;
+                        // a reload sets that of its own.
+                        id: 0,
                     },
                     per_success: p.per_success(),
                     on_failure: b.on_backend_failure,
@@ -297,54 +299,22 @@ impl Mechanism for Retry {
         let mut config = RetryConfig::of(settings);
         let was = self.config.get();
         let had = was.budget.is_some();
-        let shapes = (
-            was.shared.map(|s| s.version.shape),
-            config.shared.map(|s| s.version.shape),
-        );
+        let (before, after) = (BudgetKind::of(was), BudgetKind::of(&config));
         if let Some(remote) = self.shared.get() {
-            // The same bucket keeps its version; another starts one, and
-            // what calls of the old settings deposit or give back is lost
-            // rather than credited to it.
-            match (was.shared, config.shared.as_mut()) {
-                (Some(w), Some(now)) if w.version.shape == now.version.shape => {
-                    now.version.epoch = w.version.epoch;
-                }
-                (_, now) => {
-                    let epoch = remote.switch(shapes.1);
-                    if let Some(now) = now {
-                        now.version.epoch = epoch;
-                    }
-                }
+            // The same shape finds the same bucket; what calls of another
+            // deposit or give back is lost rather than credited to it.
+            let id = remote.switch(config.shared.map(|s| s.version.shape));
+            if let Some(now) = config.shared.as_mut() {
+                now.version.id = id;
             }
             remote.forget();
         }
-        let notes = self.budget.reload("retry budget", had, config.budget, || {
+        let changes = self.budget.reload(had, config.budget, || {
             let running = config.settings.clone();
             let (now, _) = self.config.publish(|c| c.settings == running, || config);
             now.budget.as_ref()
         });
-        // The notes of this process's bucket say nothing true of a
-        // shared one.
-        match shapes {
-            (None, None) => notes,
-            (Some(was), Some(now)) if was == now => notes,
-            (_, Some(_)) => vec![
-                "the budget's tokens are in Redis, under the key of the new settings (a bucket not used yet starts with `tokens_initial`)"
-                    .to_owned(),
-            ],
-            (Some(_), None) if !had => vec![
-                "the budget's tokens are in this process again: it starts with `tokens_initial`"
-                    .to_owned(),
-            ],
-            (Some(_), None) => {
-                let mut kept = vec![
-                    "the budget's tokens are in this process again: it keeps those of its bucket for `on_backend_failure = \"local\"`"
-                        .to_owned(),
-                ];
-                kept.extend(notes);
-                kept
-            }
-        }
+        reload_notes(before, after, &changes)
     }
 
     fn settings(&self) -> &RetrySettings {
@@ -379,6 +349,82 @@ impl Mechanism for Retry {
     fn telemetry_switched(&self) {
         self.register_meters();
     }
+}
+
+/// Where a retry budget's tokens are, as a reload note tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BudgetKind {
+    None,
+    Local,
+    Shared(crate::backend::BudgetShape),
+}
+
+impl BudgetKind {
+    fn of(c: &RetryConfig) -> Self {
+        match (&c.shared, &c.budget) {
+            (Some(s), _) => BudgetKind::Shared(s.version.shape),
+            (None, Some(_)) => BudgetKind::Local,
+            (None, None) => BudgetKind::None,
+        }
+    }
+}
+
+/// The notes of a reload that took a retry budget from `before` to
+/// `after`, and did `changes` to this process's bucket (with a shared
+/// budget, the bucket of `on_backend_failure = "local"`).
+fn reload_notes(
+    before: BudgetKind,
+    after: BudgetKind,
+    changes: &[budget::Reloaded],
+) -> Vec<String> {
+    use budget::Reloaded;
+    let fallback = |changes: &[Reloaded]| -> Vec<String> {
+        changes
+            .iter()
+            .map(|c| match c {
+                Reloaded::Started => "while Redis makes no decision, a bucket of this process now decides (`on_backend_failure = \"local\"`), starting with `tokens_initial` or `local_tokens_max` if smaller".to_owned(),
+                Reloaded::Gone => "while Redis makes no decision, no bucket of this process decides any more".to_owned(),
+                Reloaded::Capped => "this process's bucket for `on_backend_failure = \"local\"` kept at most the new `local_tokens_max`".to_owned(),
+            })
+            .collect()
+    };
+    let mut notes = Vec::new();
+    match (before, after) {
+        (BudgetKind::Shared(_), BudgetKind::None) => {
+            notes.push("the retry budget is gone".to_owned());
+            return notes;
+        }
+        (BudgetKind::Shared(_), BudgetKind::Local) => {
+            if changes.contains(&Reloaded::Started) {
+                notes.push("the budget's tokens are in this process again: it starts with `tokens_initial`".to_owned());
+            } else {
+                notes.push("the budget's tokens are in this process again: it keeps those of its bucket for `on_backend_failure = \"local\"`".to_owned());
+                if changes.contains(&Reloaded::Capped) {
+                    notes.push("the budget's tokens were capped at the new `tokens_max`".to_owned());
+                }
+            }
+            return notes;
+        }
+        (BudgetKind::Shared(was), BudgetKind::Shared(now)) if was != now => notes.push(
+            "the budget's tokens are in Redis under the key of the new settings (a bucket not used in the last day starts with `tokens_initial`)".to_owned(),
+        ),
+        (BudgetKind::Shared(_), BudgetKind::Shared(_)) => {}
+        (BudgetKind::Local, BudgetKind::Shared(_)) => {
+            notes.push(
+                "the budget's tokens are now in Redis, one bucket for every replica (a bucket not used in the last day starts with `tokens_initial`)".to_owned(),
+            );
+            // This process's bucket was the budget, not a fallback.
+            let kept: Vec<_> = changes.iter().copied().filter(|c| *c != Reloaded::Gone).collect();
+            notes.extend(fallback(&kept));
+            return notes;
+        }
+        (_, BudgetKind::Shared(_)) => notes.push(
+            "the budget's tokens are now in Redis, one bucket for every replica (a bucket not used in the last day starts with `tokens_initial`)".to_owned(),
+        ),
+        _ => return Reloaded::said("retry budget", changes),
+    }
+    notes.extend(fallback(changes));
+    notes
 }
 
 impl Retry {

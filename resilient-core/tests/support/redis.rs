@@ -303,3 +303,23 @@ pub fn skewed_processes(
         })
         .collect()
 }
+
+/// The millionths of a token a shared retry budget's key holds in Redis
+/// (its word is `"tokens refilled_at"`); `None` when the key is absent.
+pub fn budget_tokens(url: &str, key: &str) -> Option<u64> {
+    get(url, key)?.split(' ').next()?.parse().ok()
+}
+
+/// Waits up to 2 s for the budget at `key` to hold `micro` millionths of a
+/// token (deposits are sent 20 ms after they make a whole token); what it
+/// holds then.
+pub fn wait_for_budget(url: &str, key: &str, micro: u64) -> Option<u64> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let now = budget_tokens(url, key);
+        if now == Some(micro) || Instant::now() > deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
