@@ -1011,6 +1011,136 @@ mod reloads {
                 .flat_map(|s| s.notes)
                 .collect()
         }
+
+        /// The first shape plus 4094 more: every id of a bucket is taken,
+        /// and every shape after has none.
+        fn use_up_ids(&self) {
+            for max in 2..=4095 {
+                self.reload(retry_with(1, "1ms", budget(max, 0, 0.0)));
+            }
+        }
+
+        fn tokens(&self) -> Option<f64> {
+            self.r.sync_scope(Rev::get).unwrap().budget_tokens()
+        }
+    }
+
+    /// Past the last id, from bucket X to bucket Y: `budget_tokens` shows
+    /// Y's `tokens_initial`, not X's count.
+    #[test]
+    fn past_the_last_id_budget_tokens_shows_the_bucket_in_force() {
+        let Some(t) = setup("seen-past-limit", retry_with(1, "1ms", budget(1, 0, 0.0))) else {
+            return;
+        };
+        t.use_up_ids();
+        t.reload(retry_with(1, "1ms", budget(4096, 5, 0.0)));
+        let hits = AtomicU64::new(0);
+        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+        assert_eq!(hits.load(Ordering::SeqCst), 2, "X granted the retry");
+        t.reload(retry_with(1, "1ms", budget(4097, 7, 0.0)));
+        assert_eq!(t.tokens(), Some(7.0), "Y has not been asked");
+    }
+
+    /// Past the last id, a refusal of bucket X overtaken by a reload to Y
+    /// (5 tokens): the next failure asks Y, which grants its retry.
+    #[test]
+    fn past_the_last_id_a_refusal_of_the_old_bucket_does_not_refuse_the_new_one() {
+        // Its own server: a Lua loop stalls every client of it.
+        let Some(server) = Server::start("refusal-past-limit") else {
+            return;
+        };
+        let t = setup_on(
+            server.url(),
+            "refusal-past-limit",
+            retry_with(1, "1ms", budget(1, 0, 0.0)),
+        );
+        t.use_up_ids();
+        t.reload(retry_with(1, "1ms", budget(4096, 0, 0.0)));
+        let hits = Arc::new(AtomicU64::new(0));
+        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+        std::thread::sleep(Duration::from_millis(150));
+        let busy = busy(&t.url, 6_000_000);
+        std::thread::sleep(Duration::from_millis(2));
+        let old = std::thread::spawn({
+            let r = t.r.clone();
+            move || r.sync_scope(|| sync_call(&AtomicU64::new(0)).is_err())
+        });
+        std::thread::sleep(Duration::from_millis(15));
+        t.reload(retry_with(1, "1ms", budget(4096, 5, 0.0)));
+        assert!(old.join().unwrap());
+        drop(busy);
+        let before = hits.load(Ordering::SeqCst);
+        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+        assert_eq!(
+            (
+                hits.load(Ordering::SeqCst) - before,
+                tokens_in(&t.url, &key(&t.prefix, 4096, 5))
+            ),
+            (2, Some(4_000_000)),
+            "bucket Y (5 tokens) grants the retry"
+        );
+    }
+
+    /// Settings A, a retry (Redis holds 9), then B, then A again with no
+    /// decision between: `budget_tokens` shows the 9 Redis held.
+    #[test]
+    fn back_to_earlier_settings_budget_tokens_shows_what_redis_held() {
+        let a = retry_with(1, "1ms", budget(10, 10, 0.0));
+        let Some(t) = setup("seen-back", a.clone()) else {
+            return;
+        };
+        let hits = AtomicU64::new(0);
+        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+        assert_eq!(t.tokens(), Some(9.0));
+        t.reload(retry_with(1, "1ms", budget(20, 10, 0.0)));
+        t.reload(a);
+        assert_eq!(tokens_in(&t.url, &key(&t.prefix, 10, 10)), Some(9_000_000));
+        assert_eq!(t.tokens(), Some(9.0));
+    }
+
+    /// Successes of 64 tasks on two workers while 400 reloads flip between
+    /// A (a token per success) and B (1.000007 tokens per success), nothing
+    /// withdrawn: A's bucket holds a multiple of A's deposit and B's of
+    /// B's, so no deposit was credited to the other bucket, and no more
+    /// than the successes made.
+    #[test]
+    fn a_switch_racing_deposits_never_credits_the_other_bucket() {
+        let a = retry_with(1, "1ms", budget(1_000_000_000, 0, 1.0));
+        let b = retry_with(1, "1ms", budget(999_999_999, 0, 1.000007));
+        let Some(t) = setup("switch-race", a.clone()) else {
+            return;
+        };
+        let rt = two_workers();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hits = Arc::new(AtomicU64::new(0));
+        rt.block_on(async {
+            let load: Vec<_> = (0..64)
+                .map(|_| {
+                    let (r, stop, hits) = (t.r.clone(), Arc::clone(&stop), Arc::clone(&hits));
+                    tokio::spawn(async move {
+                        while !stop.load(Ordering::SeqCst) {
+                            r.scope(call(Arc::clone(&hits), true)).await.unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for i in 0..400u64 {
+                let pause = i.wrapping_mul(2_654_435_761) % 3000 + 100;
+                tokio::time::sleep(Duration::from_micros(pause)).await;
+                t.reload(if i % 2 == 0 { b.clone() } else { a.clone() });
+            }
+            stop.store(true, Ordering::SeqCst);
+            for l in load {
+                l.await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        });
+        let in_a = tokens_in(&t.url, &key(&t.prefix, 1_000_000_000, 0)).unwrap_or(0);
+        let in_b = tokens_in(&t.url, &key(&t.prefix, 999_999_999, 0)).unwrap_or(0);
+        assert!(in_a > 0 && in_b > 0, "A {in_a}, B {in_b}");
+        assert_eq!(in_a % 1_000_000, 0, "A holds only A's deposits: {in_a}");
+        assert_eq!(in_b % 1_000_007, 0, "B holds only B's deposits: {in_b}");
+        assert!(in_a / 1_000_000 + in_b / 1_000_007 <= hits.load(Ordering::SeqCst));
     }
 
     /// Settings A, then B, then A again (the registry finds A's first version

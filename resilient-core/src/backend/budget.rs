@@ -56,7 +56,7 @@ const LOW_MASK: u64 = (1 << LOW_BITS) - 1;
 
 /// The id of no bucket: settings without a shared budget, or a shape past
 /// the first [`NO_ID`] ones a spec had (whose deposits are lost).
-pub(crate) const NO_ID: u64 = (1 << ID_BITS) - 1;
+const NO_ID: u64 = (1 << ID_BITS) - 1;
 
 /// The high bits of the words of bucket `id`.
 fn tag(id: u64) -> u64 {
@@ -129,8 +129,9 @@ impl SharedBudget {
 
     /// New settings, whose bucket is of `shape`: returns its id, the same
     /// for the same shape (a reload back to earlier settings finds their
-    /// bucket, as Redis does). The deposits not sent yet of another
-    /// bucket are dropped.
+    /// bucket, as Redis does), [`NO_ID`] past the first 4095 shapes. The
+    /// deposits not sent yet of another bucket are dropped, and a refusal
+    /// kept is forgotten.
     pub(crate) fn switch(&self, shape: Option<BudgetShape>) -> u64 {
         let inner = &*self.inner;
         let id = match shape {
@@ -148,9 +149,8 @@ impl SharedBudget {
             }
         };
         let mut current = inner.current.lock().unwrap_or_else(PoisonError::into_inner);
-        if current.0 != id {
+        if current.0 != id || id == NO_ID {
             inner.pending.store(tag(id), Ordering::SeqCst);
-            inner.seen.store(u64::MAX, Ordering::SeqCst);
         }
         *current = (id, shape);
         inner.empty_until.store(0, Ordering::SeqCst);
@@ -165,18 +165,23 @@ impl SharedBudget {
         let inner = &*self.inner;
         let now = inner.now_us();
         let empty = inner.empty_until.load(Ordering::SeqCst);
-        if empty & !LOW_MASK == tag(v.id) && now < empty & LOW_MASK {
+        if v.id < NO_ID && empty & !LOW_MASK == tag(v.id) && now < empty & LOW_MASK {
             return Ok(false);
         }
         let deposit = inner.take(v.id);
         let shape = v.shape;
         let granted = inner.decided(v.id, inner.ask_blocking(&shape.ask(deposit, true), shape))?;
-        if !granted {
+        // Kept for this bucket only (a reload meanwhile is not misled), and
+        // not for a bucket without an id of its own.
+        if !granted && v.id < NO_ID {
             // Empty until the steady refill brings a token, or for at most
             // `REFUSAL_KEPT`; a deposit of this process ends it at once.
-            // Kept for this bucket only: a reload meanwhile is not misled.
-            let tokens = inner.seen.load(Ordering::SeqCst) & LOW_MASK;
-            let tokens = tokens.min(SCALE);
+            let seen = inner.seen.load(Ordering::SeqCst);
+            let tokens = if seen & !LOW_MASK == tag(v.id) {
+                (seen & LOW_MASK).min(SCALE)
+            } else {
+                0
+            };
             let refill = match shape.per_second {
                 0 => u64::MAX,
                 rate => u64::try_from(u128::from(SCALE - tokens) * 1_000_000 / u128::from(rate))
@@ -187,11 +192,6 @@ impl SharedBudget {
             inner.empty_until.store(tag(v.id) | until, Ordering::SeqCst);
         }
         Ok(granted)
-    }
-
-    /// Forgets a refusal (new settings: it was of the old ones).
-    pub(crate) fn forget(&self) {
-        self.inner.empty_until.store(0, Ordering::SeqCst);
     }
 
     /// Deposits `amount` millionths of a token in the bucket of `v`: sent
@@ -235,7 +235,7 @@ impl SharedBudget {
             .unwrap_or_else(PoisonError::into_inner)
             .0;
         let seen = inner.seen.load(Ordering::SeqCst);
-        (seen != u64::MAX && seen & !LOW_MASK == tag(id))
+        (id < NO_ID && seen != u64::MAX && seen & !LOW_MASK == tag(id))
             .then(|| (seen & LOW_MASK) as f64 / SCALE as f64)
     }
 }
@@ -311,8 +311,10 @@ impl Inner {
         answer: Result<BudgetAnswer, Unavailable>,
     ) -> Result<bool, Unavailable> {
         let answer = answer?;
-        self.seen
-            .store(tag(id) | answer.tokens.min(LOW_MASK), Ordering::SeqCst);
+        if id < NO_ID {
+            self.seen
+                .store(tag(id) | answer.tokens.min(LOW_MASK), Ordering::SeqCst);
+        }
         Ok(answer.granted)
     }
 

@@ -307,7 +307,6 @@ impl Mechanism for Retry {
             if let Some(now) = config.shared.as_mut() {
                 now.version.id = id;
             }
-            remote.forget();
         }
         let changes = self.budget.reload(had, config.budget, || {
             let running = config.settings.clone();
@@ -597,8 +596,8 @@ impl<S: RetrySpec> RetryHandle<S> {
 
     /// Tokens now in the spec's retry budget; `None` when it has none. A
     /// budget kept in Redis (`retry_budget.backend = "redis"`) shows what
-    /// Redis held after this process's last decision (`tokens_initial`
-    /// before its first).
+    /// Redis held after this process's last decision on the bucket of the
+    /// settings in force (`tokens_initial` until it decides on it).
     pub fn budget_tokens(&self) -> Option<f64> {
         self.inner.budget_tokens()
     }
