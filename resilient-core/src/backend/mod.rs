@@ -84,6 +84,106 @@ pub enum OnBackendFailure {
     },
 }
 
+/// How a spec names the share of `on_backend_failure = "local"`: its key,
+/// the key of the whole it is a share of, and how the messages say them.
+pub(crate) struct LocalShare {
+    /// The key, `local_limit_for_period` or `local_tokens_max`.
+    pub(crate) key: &'static str,
+    /// The largest value the key takes.
+    pub(crate) most: u64,
+    /// The key of the whole, `limit_for_period` or `tokens_max`.
+    pub(crate) of: &'static str,
+    /// What the share is, for the message that asks for it.
+    pub(crate) is: &'static str,
+    /// What is shared: "limit", "bucket".
+    pub(crate) shared: &'static str,
+    /// What a spec kept in the process is: "limiter", "budget".
+    pub(crate) local: &'static str,
+    /// Keys besides these that apply only with `backend = "redis"`.
+    pub(crate) redis_only: &'static [&'static str],
+}
+
+/// What a call gets while the backend makes no decision, as read; the
+/// spec's own enum names the share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    Deny,
+    Allow,
+    Local(u32),
+}
+
+/// Reads a spec's `backend`, `on_backend_failure` and the share of
+/// `on_backend_failure = "local"`; `whole` is the value of the share's
+/// whole, if valid.
+pub(crate) fn read_backend(
+    s: &mut Section<'_>,
+    share: &LocalShare,
+    whole: Option<u64>,
+) -> (Option<Backend>, Option<Policy>) {
+    let backend = s.choice("backend", &["local", "redis"], "local");
+    let policy = s.choice("on_backend_failure", &["deny", "allow", "local"], "deny");
+    let amount = s.int(share.key, Some(0), 1, share.most);
+    if backend == Some("local") {
+        let keys = ["on_backend_failure", share.key];
+        for key in keys.iter().chain(share.redis_only) {
+            if s.written(key).is_some() {
+                s.invalid(
+                    key,
+                    format!(
+                        "applies only with `backend = \"redis\"`: a local {} has no backend to fail",
+                        share.local
+                    ),
+                );
+                return (None, None);
+            }
+        }
+    }
+    let policy = match (policy, amount) {
+        (Some("local"), Some(0)) => {
+            s.problem(
+                share.key,
+                format!(
+                    "is required with `on_backend_failure = \"local\"`: {} (its share of `{}`)",
+                    share.is, share.of
+                ),
+                None,
+            );
+            None
+        }
+        (Some("local"), Some(amount)) => match whole {
+            Some(whole) if amount > whole => {
+                s.invalid(
+                    share.key,
+                    format!(
+                        "must be at most `{}` ({whole}): it is this process's share of the shared {}",
+                        share.of, share.shared
+                    ),
+                );
+                None
+            }
+            _ => u32::try_from(amount).ok().map(Policy::Local),
+        },
+        (Some(_), Some(amount)) if amount != 0 => {
+            s.invalid(
+                share.key,
+                "applies only with `on_backend_failure = \"local\"`",
+            );
+            None
+        }
+        (Some("allow"), _) => Some(Policy::Allow),
+        (Some(_), _) => Some(Policy::Deny),
+        (None, _) => None,
+    };
+    let backend = backend.map(|b| {
+        if b == "redis" {
+            Backend::Redis
+        } else {
+            Backend::Local
+        }
+    });
+    (backend, policy)
+}
+
 /// The settings of the Redis backend, the section `resilient.redis`.
 ///
 /// | key | default | rule |

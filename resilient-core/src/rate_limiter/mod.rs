@@ -55,7 +55,9 @@ mod clock;
 use tokio::time::Instant;
 
 use self::clock::Clock;
-use crate::backend::{Answer, Ask, Backend, OnBackendFailure, Remote, Unavailable};
+use crate::backend::{
+    Answer, Ask, Backend, LocalShare, OnBackendFailure, Policy, Remote, Unavailable,
+};
 use crate::concurrency::Enter;
 use crate::error::Error;
 use crate::keyed::PartitionKey;
@@ -296,15 +298,12 @@ impl RateLimiterSettings {
     }
 }
 
-/// Reads `backend`, `on_backend_failure` and `local_limit_for_period`;
-/// `limit` is `limit_for_period`, if valid.
+/// Reads `backend`, `on_backend_failure`, `local_limit_for_period` and
+/// `lease`; `limit` is `limit_for_period`, if valid.
 fn read_backend(
     s: &mut Section<'_>,
     limit: Option<u64>,
 ) -> (Option<Backend>, Option<OnBackendFailure>, Option<u32>) {
-    let backend = s.choice("backend", &["local", "redis"], "local");
-    let policy = s.choice("on_backend_failure", &["deny", "allow", "local"], "deny");
-    let share = s.int("local_limit_for_period", Some(0), 1, COUNT_MASK);
     let lease = match (s.int("lease", Some(1), 1, COUNT_MASK), limit) {
         (Some(lease), Some(limit)) if lease > limit => {
             s.invalid(
@@ -315,53 +314,20 @@ fn read_backend(
         }
         (lease, _) => lease.and_then(|l| u32::try_from(l).ok()),
     };
-    let written = |s: &mut Section<'_>, key: &'static str| s.written(key).is_some();
-    if backend == Some("local") {
-        for key in ["on_backend_failure", "local_limit_for_period", "lease"] {
-            if written(s, key) {
-                s.invalid(key, "applies only with `backend = \"redis\"`: a local limiter has no backend to fail");
-                return (None, None, None);
-            }
-        }
-    }
-    let policy = match (policy, share) {
-        (Some("local"), Some(0)) => {
-            s.problem(
-                "local_limit_for_period",
-                "is required with `on_backend_failure = \"local\"`: the permits per period this process gives on its own while Redis makes no decision (its share of `limit_for_period`)",
-                None,
-            );
-            None
-        }
-        (Some("local"), Some(share)) => match limit {
-            Some(limit) if share > limit => {
-                s.invalid(
-                    "local_limit_for_period",
-                    format!("must be at most `limit_for_period` ({limit}): it is this process's share of the shared limit"),
-                );
-                None
-            }
-            _ => u32::try_from(share)
-                .ok()
-                .map(|limit_for_period| OnBackendFailure::Local { limit_for_period }),
-        },
-        (Some(_), Some(share)) if share != 0 => {
-            s.invalid(
-                "local_limit_for_period",
-                "applies only with `on_backend_failure = \"local\"`",
-            );
-            None
-        }
-        (Some("allow"), _) => Some(OnBackendFailure::Allow),
-        (Some(_), _) => Some(OnBackendFailure::Deny),
-        (None, _) => None,
+    let share = LocalShare {
+        key: "local_limit_for_period",
+        most: COUNT_MASK,
+        of: "limit_for_period",
+        is: "the permits per period this process gives on its own while Redis makes no decision",
+        shared: "limit",
+        local: "limiter",
+        redis_only: &["lease"],
     };
-    let backend = backend.map(|b| {
-        if b == "redis" {
-            Backend::Redis
-        } else {
-            Backend::Local
-        }
+    let (backend, policy) = crate::backend::read_backend(s, &share, limit);
+    let policy = policy.map(|p| match p {
+        Policy::Deny => OnBackendFailure::Deny,
+        Policy::Allow => OnBackendFailure::Allow,
+        Policy::Local(limit_for_period) => OnBackendFailure::Local { limit_for_period },
     });
     (backend, policy, lease)
 }

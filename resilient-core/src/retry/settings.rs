@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, LocalShare, Policy};
 use crate::settings::{Section, Value};
 
 /// The settings of one retry spec, read from its section.
@@ -445,10 +445,17 @@ fn read_budget_backend(
     b: &mut Section<'_>,
     max: Option<u64>,
 ) -> (Option<Backend>, Option<OnBudgetBackendFailure>) {
-    let backend = b.choice("backend", &["local", "redis"], "local");
-    let policy = b.choice("on_backend_failure", &["deny", "allow", "local"], "deny");
-    let share = b.int("local_tokens_max", Some(0), 1, u64::from(u32::MAX));
-    if let (Some("redis"), Some(max)) = (backend, max) {
+    let share = LocalShare {
+        key: "local_tokens_max",
+        most: u64::from(u32::MAX),
+        of: "tokens_max",
+        is: "the size of this process's own bucket, which decides while Redis makes no decision",
+        shared: "bucket",
+        local: "budget",
+        redis_only: &[],
+    };
+    let (backend, policy) = crate::backend::read_backend(b, &share, max);
+    if let (Some(Backend::Redis), Some(max)) = (backend, max) {
         if max > SHARED_TOKENS_MAX {
             b.invalid(
                 "tokens_max",
@@ -457,55 +464,10 @@ fn read_budget_backend(
             return (None, None);
         }
     }
-    if backend == Some("local") {
-        for key in ["on_backend_failure", "local_tokens_max"] {
-            if b.written(key).is_some() {
-                b.invalid(
-                    key,
-                    "applies only with `backend = \"redis\"`: a local budget has no backend to fail",
-                );
-                return (None, None);
-            }
-        }
-    }
-    let policy = match (policy, share) {
-        (Some("local"), Some(0)) => {
-            b.problem(
-                "local_tokens_max",
-                "is required with `on_backend_failure = \"local\"`: the size of this process's own bucket, which decides while Redis makes no decision (its share of `tokens_max`)",
-                None,
-            );
-            None
-        }
-        (Some("local"), Some(share)) => match max {
-            Some(max) if share > max => {
-                b.invalid(
-                    "local_tokens_max",
-                    format!("must be at most `tokens_max` ({max}): it is this process's share of the shared bucket"),
-                );
-                None
-            }
-            _ => u32::try_from(share)
-                .ok()
-                .map(|tokens_max| OnBudgetBackendFailure::Local { tokens_max }),
-        },
-        (Some(_), Some(share)) if share != 0 => {
-            b.invalid(
-                "local_tokens_max",
-                "applies only with `on_backend_failure = \"local\"`",
-            );
-            None
-        }
-        (Some("allow"), _) => Some(OnBudgetBackendFailure::Allow),
-        (Some(_), _) => Some(OnBudgetBackendFailure::Deny),
-        (None, _) => None,
-    };
-    let backend = backend.map(|b| {
-        if b == "redis" {
-            Backend::Redis
-        } else {
-            Backend::Local
-        }
+    let policy = policy.map(|p| match p {
+        Policy::Deny => OnBudgetBackendFailure::Deny,
+        Policy::Allow => OnBudgetBackendFailure::Allow,
+        Policy::Local(tokens_max) => OnBudgetBackendFailure::Local { tokens_max },
     });
     (backend, policy)
 }
