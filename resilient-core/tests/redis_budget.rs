@@ -650,151 +650,6 @@ fn a_rate_limited_stream_takes_its_permit_in_redis() {
 }
 
 #[derive(RetrySpec)]
-#[spec("redis_budget.reloaded")]
-struct Reloaded;
-
-#[retryable(Reloaded)]
-async fn reloaded_call(hits: Arc<AtomicU64>, ok: bool) -> Result<(), CallError> {
-    hits.fetch_add(1, Ordering::SeqCst);
-    tokio::task::yield_now().await;
-    if ok {
-        Ok(())
-    } else {
-        Err(CallError::Down)
-    }
-}
-
-/// The key of `Reloaded`'s budget of `max` tokens starting with `initial`.
-fn reloaded_key(prefix: &str, max: u64, initial: u64) -> String {
-    format!(
-        "{{{prefix}:redis_budget.reloaded}}:retry_budget:{}:{}:0",
-        max * 1_000_000,
-        initial * 1_000_000
-    )
-}
-
-/// A call took bucket A's only token and waits for its retry; a reload
-/// moves the spec to bucket B, which starts empty; the call is dropped.
-/// Its token is not credited to B (a failing call under the new settings
-/// gets no retry), and B is not touched by the old settings.
-#[test]
-fn a_token_given_back_after_a_reload_is_not_credited_to_the_new_bucket() {
-    let Some(url) = server::url("a_token_given_back_after_a_reload") else {
-        return;
-    };
-    let prefix = server::prefix("reload-give-back");
-    let redis = server::section(&url, &prefix);
-    let slow = |b: Value| {
-        table([
-            ("attempts", int(1)),
-            ("delay", s("10s")),
-            ("retry_budget", b),
-        ])
-    };
-    let r = build(
-        Registry::builder().spec::<Reloaded>(),
-        vec![
-            (Reloaded::PATH, slow(budget(1, 1, 0.0))),
-            ("resilient.redis", redis.clone()),
-        ],
-    );
-    let (key_a, key_b) = (reloaded_key(&prefix, 1, 1), reloaded_key(&prefix, 1, 0));
-    let rt = two_workers();
-    let second = rt.block_on(async {
-        let waiting = tokio::spawn({
-            let r = r.clone();
-            async move { r.scope(reloaded_call(Arc::default(), false)).await }
-        });
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while tokens_in(&url, &key_a) != Some(0) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(tokens_in(&url, &key_a), Some(0), "A's token is taken");
-        r.reload(&root(vec![
-            (Reloaded::PATH, retry(1, budget(1, 0, 0.0))),
-            ("resilient.redis", redis.clone()),
-        ]))
-        .expect("reload");
-        waiting.abort();
-        assert!(waiting.await.is_err_and(|e| e.is_cancelled()));
-        let hits = Arc::new(AtomicU64::new(0));
-        assert!(r
-            .scope(reloaded_call(Arc::clone(&hits), false))
-            .await
-            .is_err());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        hits.load(Ordering::SeqCst)
-    });
-    assert_eq!(second, 1, "B, which starts empty, granted no retry");
-    assert_eq!(tokens_in(&url, &key_b), Some(0));
-    assert_eq!(
-        tokens_in(&url, &key_a),
-        Some(0),
-        "the token is lost, not moved"
-    );
-}
-
-/// Steady successes (a token each) keep the task that sends deposits busy
-/// across a reload to bucket B, which starts empty: the successes made
-/// under B's settings reach B, and a failing call then retries.
-#[test]
-fn after_a_reload_deposits_reach_the_new_bucket() {
-    let Some(url) = server::url("after_a_reload_deposits_reach_the_new_bucket") else {
-        return;
-    };
-    let prefix = server::prefix("reload-deposits");
-    let redis = server::section(&url, &prefix);
-    let r = build(
-        Registry::builder().spec::<Reloaded>(),
-        vec![
-            (Reloaded::PATH, retry(1, budget(1000, 1000, 1.0))),
-            ("resilient.redis", redis.clone()),
-        ],
-    );
-    let rt = two_workers();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let hits = Arc::new(AtomicU64::new(0));
-    let (after, retried) = rt.block_on(async {
-        let load: Vec<_> = (0..4)
-            .map(|_| {
-                let (r, stop, hits) = (r.clone(), Arc::clone(&stop), Arc::clone(&hits));
-                tokio::spawn(async move {
-                    while !stop.load(Ordering::SeqCst) {
-                        r.scope(reloaded_call(Arc::clone(&hits), true))
-                            .await
-                            .unwrap();
-                    }
-                })
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        r.reload(&root(vec![
-            (Reloaded::PATH, retry(1, budget(1000, 0, 1.0))),
-            ("resilient.redis", redis.clone()),
-        ]))
-        .expect("reload");
-        let before = hits.load(Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        stop.store(true, Ordering::SeqCst);
-        for t in load {
-            t.await.unwrap();
-        }
-        let after = hits.load(Ordering::SeqCst) - before;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let one = Arc::new(AtomicU64::new(0));
-        assert!(r
-            .scope(reloaded_call(Arc::clone(&one), false))
-            .await
-            .is_err());
-        (after, one.load(Ordering::SeqCst))
-    });
-    assert!(after > 100, "successes under B's settings: {after}");
-    assert_eq!(retried, 2, "B holds tokens from them: the failure retried");
-    let b = tokens_in(&url, &reloaded_key(&prefix, 1000, 0));
-    assert!(b.is_some_and(|t| t > 0), "B holds tokens: {b:?}");
-}
-
-#[derive(RetrySpec)]
 #[spec("redis_budget.huge")]
 struct Huge;
 
@@ -1023,6 +878,127 @@ mod reloads {
         fn tokens(&self) -> Option<f64> {
             self.r.sync_scope(Rev::get).unwrap().budget_tokens()
         }
+
+        /// A failing call, spawned on `rt`, that takes the only token of
+        /// the bucket at `key` and waits for its retry (the settings' delay
+        /// being long): returned once Redis shows the token taken.
+        fn hold_the_token(
+            &self,
+            rt: &Runtime,
+            key: &str,
+        ) -> tokio::task::JoinHandle<Result<(), CallError>> {
+            let r = self.r.clone();
+            let waiting = rt.spawn(async move { r.scope(call(Arc::default(), false)).await });
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while tokens_in(&self.url, key) != Some(0) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert_eq!(tokens_in(&self.url, key), Some(0), "the token is taken");
+            waiting
+        }
+
+        /// A failure refused by the bucket in force (empty); another,
+        /// whose withdrawal Redis holds up (a Lua loop), overtaken by a
+        /// reload to `to`; then a third failure: the calls it made, and
+        /// what the bucket at `to_key` holds after.
+        fn overtaken_refusal(&self, to: Value, to_key: &str) -> (u64, Option<u64>) {
+            let hits = AtomicU64::new(0);
+            // Makes the blocking connection; the bucket refuses.
+            self.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+            // That refusal expires; Redis busy for ~50 ms meanwhile.
+            std::thread::sleep(Duration::from_millis(150));
+            let busy = busy(&self.url, 6_000_000);
+            std::thread::sleep(Duration::from_millis(2));
+            let old = std::thread::spawn({
+                let r = self.r.clone();
+                move || r.sync_scope(|| sync_call(&AtomicU64::new(0)).is_err())
+            });
+            std::thread::sleep(Duration::from_millis(15));
+            self.reload(to);
+            assert!(old.join().unwrap());
+            drop(busy);
+            let before = hits.load(Ordering::SeqCst);
+            self.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+            (
+                hits.load(Ordering::SeqCst) - before,
+                tokens_in(&self.url, to_key),
+            )
+        }
+    }
+
+    /// A call took bucket A's only token and waits for its retry; a reload
+    /// moves the spec to bucket B, which starts empty; the call is dropped.
+    /// Its token is not credited to B (a failing call under the new
+    /// settings gets no retry), and B is not touched by the old settings.
+    #[test]
+    fn a_token_given_back_after_a_reload_is_not_credited_to_the_new_bucket() {
+        let Some(t) = setup("give-back-reload", retry_with(1, "10s", budget(1, 1, 0.0))) else {
+            return;
+        };
+        let (key_a, key_b) = (key(&t.prefix, 1, 1), key(&t.prefix, 1, 0));
+        let rt = two_workers();
+        let waiting = t.hold_the_token(&rt, &key_a);
+        t.reload(retry_with(1, "1ms", budget(1, 0, 0.0)));
+        let second = rt.block_on(async {
+            waiting.abort();
+            assert!(waiting.await.is_err_and(|e| e.is_cancelled()));
+            let hits = Arc::new(AtomicU64::new(0));
+            assert!(t.r.scope(call(Arc::clone(&hits), false)).await.is_err());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            hits.load(Ordering::SeqCst)
+        });
+        assert_eq!(second, 1, "B, which starts empty, granted no retry");
+        assert_eq!(tokens_in(&t.url, &key_b), Some(0));
+        assert_eq!(
+            tokens_in(&t.url, &key_a),
+            Some(0),
+            "the token is lost, not moved"
+        );
+    }
+
+    /// Steady successes (a token each) keep the task that sends deposits
+    /// busy across a reload to bucket B, which starts empty: the successes
+    /// made under B's settings reach B, and a failing call then retries.
+    #[test]
+    fn after_a_reload_deposits_reach_the_new_bucket() {
+        let Some(t) = setup(
+            "reload-deposits",
+            retry_with(1, "1ms", budget(1000, 1000, 1.0)),
+        ) else {
+            return;
+        };
+        let rt = two_workers();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hits = Arc::new(AtomicU64::new(0));
+        let (after, retried) = rt.block_on(async {
+            let load: Vec<_> = (0..4)
+                .map(|_| {
+                    let (r, stop, hits) = (t.r.clone(), Arc::clone(&stop), Arc::clone(&hits));
+                    tokio::spawn(async move {
+                        while !stop.load(Ordering::SeqCst) {
+                            r.scope(call(Arc::clone(&hits), true)).await.unwrap();
+                        }
+                    })
+                })
+                .collect();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            t.reload(retry_with(1, "1ms", budget(1000, 0, 1.0)));
+            let before = hits.load(Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            stop.store(true, Ordering::SeqCst);
+            for l in load {
+                l.await.unwrap();
+            }
+            let after = hits.load(Ordering::SeqCst) - before;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let one = Arc::new(AtomicU64::new(0));
+            assert!(t.r.scope(call(Arc::clone(&one), false)).await.is_err());
+            (after, one.load(Ordering::SeqCst))
+        });
+        assert!(after > 100, "successes under B's settings: {after}");
+        assert_eq!(retried, 2, "B holds tokens from them: the failure retried");
+        let b = tokens_in(&t.url, &key(&t.prefix, 1000, 0));
+        assert!(b.is_some_and(|t| t > 0), "B holds tokens: {b:?}");
     }
 
     /// Past the last id, from bucket X to bucket Y: `budget_tokens` shows
@@ -1056,26 +1032,9 @@ mod reloads {
         );
         t.use_up_ids();
         t.reload(retry_with(1, "1ms", budget(4096, 0, 0.0)));
-        let hits = Arc::new(AtomicU64::new(0));
-        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
-        std::thread::sleep(Duration::from_millis(150));
-        let busy = busy(&t.url, 6_000_000);
-        std::thread::sleep(Duration::from_millis(2));
-        let old = std::thread::spawn({
-            let r = t.r.clone();
-            move || r.sync_scope(|| sync_call(&AtomicU64::new(0)).is_err())
-        });
-        std::thread::sleep(Duration::from_millis(15));
-        t.reload(retry_with(1, "1ms", budget(4096, 5, 0.0)));
-        assert!(old.join().unwrap());
-        drop(busy);
-        let before = hits.load(Ordering::SeqCst);
-        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+        let to = retry_with(1, "1ms", budget(4096, 5, 0.0));
         assert_eq!(
-            (
-                hits.load(Ordering::SeqCst) - before,
-                tokens_in(&t.url, &key(&t.prefix, 4096, 5))
-            ),
+            t.overtaken_refusal(to, &key(&t.prefix, 4096, 5)),
             (2, Some(4_000_000)),
             "bucket Y (5 tokens) grants the retry"
         );
@@ -1250,34 +1209,23 @@ mod reloads {
     /// credited to the bucket in force then, which never lent it.
     #[test]
     fn a_token_given_back_4096_reloads_later_is_not_credited_to_another_bucket() {
-        let a = retry_with(1, "60s", budget(1, 1, 0.0));
-        let Some(t) = setup("wrap", a) else {
+        let Some(t) = setup("wrap", retry_with(1, "60s", budget(1, 1, 0.0))) else {
             return;
         };
         let rt = two_workers();
-        let key_a = key(&t.prefix, 1, 1);
+        let waiting = t.hold_the_token(&rt, &key(&t.prefix, 1, 1));
+        // 4096 reloads, each to a bucket not used before (tokens_max 2..=4097).
         let last = 1 + 4096;
+        for max in 2..=last {
+            t.reload(retry_with(1, "1ms", budget(max as i128, 0, 0.0)));
+        }
         rt.block_on(async {
-            let waiting = tokio::spawn({
-                let r = t.r.clone();
-                async move { r.scope(call(Arc::default(), false)).await }
-            });
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while tokens_in(&t.url, &key_a) != Some(0) && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            assert_eq!(tokens_in(&t.url, &key_a), Some(0), "A's token is taken");
-            // 4096 reloads, each to a bucket not used before (tokens_max 2..=4097).
-            for max in 2..=last {
-                t.reload(retry_with(1, "1ms", budget(max as i128, 0, 0.0)));
-            }
             waiting.abort();
             assert!(waiting.await.is_err_and(|e| e.is_cancelled()));
             tokio::time::sleep(Duration::from_millis(200)).await;
         });
-        let last_key = key(&t.prefix, last, 0);
         assert_eq!(
-            tokens_in(&t.url, &last_key),
+            tokens_in(&t.url, &key(&t.prefix, last, 0)),
             None,
             "the last bucket, never asked, holds nothing: A's token was not credited to it"
         );
@@ -1288,35 +1236,18 @@ mod reloads {
     /// the next failure, under B, is not refused on A's word.
     #[test]
     fn a_refusal_of_the_old_bucket_does_not_refuse_the_new_one() {
-        let a = retry_with(1, "1ms", budget(10, 0, 0.0));
-        let b = retry_with(1, "1ms", budget(10, 5, 0.0));
         // Its own server: a Lua loop stalls every client of it.
         let Some(server) = Server::start("stale-refusal") else {
             return;
         };
-        let t = setup_on(server.url(), "stale-refusal", a);
-        let hits = Arc::new(AtomicU64::new(0));
-        // Makes the blocking connection; A refuses.
-        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
-        std::thread::sleep(Duration::from_millis(150)); // the refusal expires
-                                                        // Redis busy for ~50 ms (a Lua loop): the next withdrawal waits on it.
-        let busy = busy(&t.url, 6_000_000);
-        std::thread::sleep(Duration::from_millis(2));
-        let old = std::thread::spawn({
-            let r = t.r.clone();
-            move || r.sync_scope(|| sync_call(&AtomicU64::new(0)).is_err())
-        });
-        std::thread::sleep(Duration::from_millis(15));
-        t.reload(b);
-        assert!(old.join().unwrap());
-        drop(busy);
-        let before = hits.load(Ordering::SeqCst);
-        t.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
+        let t = setup_on(
+            server.url(),
+            "stale-refusal",
+            retry_with(1, "1ms", budget(10, 0, 0.0)),
+        );
+        let to = retry_with(1, "1ms", budget(10, 5, 0.0));
         assert_eq!(
-            (
-                hits.load(Ordering::SeqCst) - before,
-                tokens_in(&t.url, &key(&t.prefix, 10, 5))
-            ),
+            t.overtaken_refusal(to, &key(&t.prefix, 10, 5)),
             (2, Some(4_000_000)),
             "bucket B (5 tokens) grants the retry"
         );
