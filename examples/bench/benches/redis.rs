@@ -46,6 +46,18 @@ fn section<const N: usize>(extra: [(&str, Value); N]) -> Value {
     t
 }
 
+/// The `resilient` table with the Redis backend at `url`, keys under
+/// `prefix`.
+fn redis_section(url: &str, prefix: String) -> Value {
+    table([(
+        "redis",
+        table([
+            ("url", Value::Str(url.into())),
+            ("key_prefix", Value::Str(prefix)),
+        ]),
+    )])
+}
+
 fn registry(url: &str) -> Registry {
     let prefix = format!("bench-{}", std::process::id());
     let root = table([
@@ -70,16 +82,7 @@ fn registry(url: &str) -> Registry {
                 ),
             ]),
         ),
-        (
-            "resilient",
-            table([(
-                "redis",
-                table([
-                    ("url", Value::Str(url.into())),
-                    ("key_prefix", Value::Str(prefix)),
-                ]),
-            )]),
-        ),
+        ("resilient", redis_section(url, prefix)),
     ]);
     match Registry::builder()
         .spec::<RedisLocal>()
@@ -331,16 +334,7 @@ fn budget_registry(url: &str) -> Registry {
                 ("budget_shared", retry("redis")),
             ]),
         ),
-        (
-            "resilient",
-            table([(
-                "redis",
-                table([
-                    ("url", Value::Str(url.into())),
-                    ("key_prefix", Value::Str(prefix)),
-                ]),
-            )]),
-        ),
+        ("resilient", redis_section(url, prefix)),
     ]);
     match Registry::builder()
         .spec::<BudgetLocal>()
