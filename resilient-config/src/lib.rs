@@ -175,6 +175,50 @@ pub fn init(config: &config::Config) -> Result<(), ConfigError> {
 /// [`ConfigError::NotInstalled`] before [`init`].
 pub fn reload(config: &config::Config) -> Result<Reloaded, ConfigError> {
     let registry = Registry::installed().ok_or(ConfigError::NotInstalled)?;
+    reload_registry(registry, config)
+}
+
+/// As [`reload`], for a registry of your own rather than the installed one
+/// (one from [`build`], a test's in [`Registry::scope`]): reads the
+/// settings of its specs from `config` again and applies what changed.
+///
+/// A rejection is the same [`ConfigError`] as at startup, and prints the
+/// same report.
+///
+/// ```
+/// use resilient_core::{Registry, RetrySpec};
+///
+/// #[derive(RetrySpec)]
+/// #[spec("resilient.retry.pet")]
+/// pub struct PetRetry;
+///
+/// let load = |attempts: i64| {
+///     config::Config::builder()
+///         .set_override("resilient.retry.pet.delay", "10ms")?
+///         .set_override("resilient.retry.pet.attempts", attempts)?
+///         .build()
+/// };
+/// let registry = resilient_config::build(Registry::builder().spec::<PetRetry>(), &load(2)?)?;
+/// let reloaded = resilient_config::reload_registry(&registry, &load(3)?)?;
+/// assert_eq!(reloaded.specs[0].keys, ["attempts: 2 -> 3"]);
+///
+/// let refused = resilient_config::reload_registry(&registry, &load(-1)?).unwrap_err();
+/// assert_eq!(
+///     refused.to_string(),
+///     "invalid resilient configuration (1 problem):\n  \
+///      - PetRetry at `resilient.retry.pet`: key `attempts` must be a whole number in 0..=4294967295 (found -1)"
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] with every problem of every spec; the registry
+/// then keeps its running settings.
+pub fn reload_registry(
+    registry: &Registry,
+    config: &config::Config,
+) -> Result<Reloaded, ConfigError> {
     registry
         .reload_with_origins(&to_value(&config.cache), &|path| {
             origin(&config.cache, path)
@@ -246,23 +290,76 @@ fn origin(root: &config::Value, path: &str) -> Option<String> {
 }
 
 /// The `config` crate's value tree as resilient's.
+///
+/// Converted without recursion: a source that nests values to any depth (a
+/// JSON file, a `config::Source` of the application's) cannot exhaust the
+/// stack here, and the registry then refuses a value nested too deep with
+/// one problem naming it.
 pub fn to_value(value: &config::Value) -> Value {
     use config::ValueKind as K;
-    match &value.kind {
-        K::Nil => Value::Nil,
-        K::Boolean(b) => Value::Bool(*b),
-        K::I64(i) => Value::Int(i128::from(*i)),
-        K::I128(i) => Value::Int(*i),
-        K::U64(u) => Value::Int(i128::from(*u)),
-        // Beyond i128: kept as text, so that it is reported as out of range.
-        K::U128(u) => i128::try_from(*u).map_or_else(|_| Value::Str(u.to_string()), Value::Int),
-        K::Float(x) => Value::Float(*x),
-        K::String(s) => Value::Str(s.clone()),
-        K::Table(t) => Value::Table(
-            t.iter()
-                .map(|(k, v)| (k.clone(), to_value(v)))
-                .collect::<BTreeMap<_, _>>(),
+    /// A table or list being converted, with the items left to convert.
+    enum Open<'v> {
+        Table(
+            Box<dyn Iterator<Item = (&'v String, &'v config::Value)> + 'v>,
+            BTreeMap<String, Value>,
+            Option<&'v String>,
         ),
-        K::Array(a) => Value::List(a.iter().map(to_value).collect()),
+        List(std::slice::Iter<'v, config::Value>, Vec<Value>),
+    }
+    let mut open: Vec<Open<'_>> = Vec::new();
+    let mut next = value;
+    loop {
+        let mut done = match &next.kind {
+            K::Nil => Some(Value::Nil),
+            K::Boolean(b) => Some(Value::Bool(*b)),
+            K::I64(i) => Some(Value::Int(i128::from(*i))),
+            K::I128(i) => Some(Value::Int(*i)),
+            K::U64(u) => Some(Value::Int(i128::from(*u))),
+            // Beyond i128: kept as text, so that it is reported as out of range.
+            K::U128(u) => {
+                Some(i128::try_from(*u).map_or_else(|_| Value::Str(u.to_string()), Value::Int))
+            }
+            K::Float(x) => Some(Value::Float(*x)),
+            K::String(s) => Some(Value::Str(s.clone())),
+            K::Table(t) => {
+                open.push(Open::Table(Box::new(t.iter()), BTreeMap::new(), None));
+                None
+            }
+            K::Array(a) => {
+                open.push(Open::List(a.iter(), Vec::new()));
+                None
+            }
+        };
+        // Up: give the finished value to its table or list, and go down
+        // its next item, or finish it too.
+        loop {
+            let Some(top) = open.last_mut() else {
+                return done.unwrap_or(Value::Nil);
+            };
+            let item = match top {
+                Open::Table(items, out, key) => {
+                    if let (Some(v), Some(k)) = (done.take(), key.take()) {
+                        out.insert(k.clone(), v);
+                    }
+                    items.next().map(|(k, v)| {
+                        *key = Some(k);
+                        v
+                    })
+                }
+                Open::List(items, out) => {
+                    out.extend(done.take());
+                    items.next()
+                }
+            };
+            if let Some(item) = item {
+                next = item;
+                break;
+            }
+            done = match open.pop() {
+                Some(Open::Table(_, out, _)) => Some(Value::Table(out)),
+                Some(Open::List(_, out)) => Some(Value::List(out)),
+                None => None,
+            };
+        }
     }
 }

@@ -57,6 +57,120 @@ pub enum Value {
     Table(BTreeMap<String, Value>),
 }
 
+/// Dropped without recursion: a value from a source that allows any depth
+/// (a JSON file, a `config::Source` of the application's) can be nested
+/// deeper than a thread's stack could follow, and is dropped wherever the
+/// registry drops its copies.
+impl Drop for Value {
+    fn drop(&mut self) {
+        let mut pending = Vec::new();
+        take_children(self, &mut pending);
+        while let Some(mut value) = pending.pop() {
+            // Emptied first, so that dropping it here recurses no further.
+            take_children(&mut value, &mut pending);
+        }
+    }
+}
+
+/// Moves the items of a list or table `value` into `into`, leaving it empty.
+fn take_children(value: &mut Value, into: &mut Vec<Value>) {
+    match value {
+        Value::List(items) => into.append(items),
+        Value::Table(t) => into.extend(std::mem::take(t).into_values()),
+        _ => {}
+    }
+}
+
+/// How deep a table or list may be nested below the root of the
+/// configuration and still be read: far beyond any section's own depth (a
+/// spec path of a few segments, then its nested tables), and far below what
+/// the checks that follow a value could not follow on a thread's stack.
+pub const MAX_DEPTH: usize = 64;
+
+/// The first value at or below `path` in `root` nested more than
+/// [`MAX_DEPTH`] levels below the root: the dotted key of the value found
+/// at that depth (below `path`; its first levels, then `…`) and how deep
+/// the deepest value under it goes. Walks the tree without recursion, so any depth is measured.
+pub(crate) fn too_deep(root: &Value, path: &str) -> Option<(String, usize)> {
+    let start = at(root, path)?;
+    let base = path.split('.').count();
+    // Each value met, with its parent's index here and its own key: the
+    // way back to `path` from a value found too deep.
+    let mut trail: Vec<(usize, Step<'_>)> = Vec::new();
+    let mut stack: Vec<(&Value, usize, usize, Step<'_>)> = vec![(start, base, 0, Step::Start)];
+    while let Some((value, depth, parent, step)) = stack.pop() {
+        let me = trail.len();
+        trail.push((parent, step));
+        if depth > MAX_DEPTH {
+            let mut steps = Vec::new();
+            let mut i = me;
+            while let (up, step @ (Step::Key(_) | Step::Item(_))) = trail[i] {
+                steps.push(step);
+                i = up;
+            }
+            steps.reverse();
+            // The first levels name the value; the rest only repeats.
+            const SHOWN: usize = 8;
+            let mut key = String::new();
+            for step in steps.iter().take(SHOWN) {
+                match step {
+                    Step::Key(k) if key.is_empty() => key.push_str(k),
+                    Step::Key(k) => {
+                        key.push('.');
+                        key.push_str(k);
+                    }
+                    Step::Item(n) => key.push_str(&format!("[{n}]")),
+                    Step::Start => {}
+                }
+            }
+            match steps.get(SHOWN) {
+                Some(Step::Key(_)) => key.push_str(".…"),
+                Some(_) => key.push('…'),
+                None => {}
+            }
+            return Some((key, deepest(value, depth)));
+        }
+        match value {
+            Value::Table(t) => {
+                stack.extend(t.iter().map(|(k, v)| (v, depth + 1, me, Step::Key(k))));
+            }
+            Value::List(items) => {
+                stack.extend(
+                    items
+                        .iter()
+                        .enumerate()
+                        .map(|(n, v)| (v, depth + 1, me, Step::Item(n))),
+                );
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// One step down a value tree, for [`too_deep`]'s way back.
+#[derive(Debug, Clone, Copy)]
+enum Step<'v> {
+    Start,
+    Key(&'v str),
+    Item(usize),
+}
+
+/// The depth of the deepest value below `value`, itself at `depth`.
+fn deepest(value: &Value, depth: usize) -> usize {
+    let mut stack = vec![(value, depth)];
+    let mut max = depth;
+    while let Some((value, depth)) = stack.pop() {
+        max = max.max(depth);
+        match value {
+            Value::Table(t) => stack.extend(t.values().map(|v| (v, depth + 1))),
+            Value::List(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
+            _ => {}
+        }
+    }
+    max
+}
+
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -248,6 +248,40 @@ fn read_global(root: &Value, problems: &mut Vec<Problem>) -> Option<GlobalTeleme
     global
 }
 
+/// Each value nested deeper than [`settings::MAX_DEPTH`] in what the
+/// registry reads (the sections of `entries`, the optional sections, and
+/// everything under `resilient`), as one problem per section: found before
+/// anything else follows the tree, since the checks and the copies of a
+/// section that follow would each have to go as deep.
+fn too_deep<'e>(root: &Value, entries: impl Iterator<Item = &'e SpecEntry>) -> Vec<Problem> {
+    let problem = |spec: &'static str, path: &'static str, (key, depth): (String, usize)| {
+        Problem {
+            spec,
+            path,
+            key,
+            rule: format!(
+                "is nested {depth} levels deep; configuration is read to a depth of {} levels from its root (a section's settings are a few levels below its path): remove the value, or flatten it",
+                settings::MAX_DEPTH
+            ),
+            found: None,
+        }
+    };
+    let mut problems: Vec<Problem> = entries
+        .filter_map(|e| settings::too_deep(root, e.path).map(|d| problem(e.name, e.path, d)))
+        .collect();
+    if problems.is_empty() {
+        let others = SectionEntry::all()
+            .map(|s| s.path)
+            .filter(|p| !p.starts_with("resilient."));
+        problems.extend(
+            std::iter::once(unread::RESERVED)
+                .chain(others)
+                .filter_map(|path| settings::too_deep(root, path).map(|d| problem("", path, d))),
+        );
+    }
+    problems
+}
+
 /// Where the value at a dotted path came from, as far as the configuration's
 /// source tells (a file's name, the environment), for a problem with
 /// configuration that no spec reads. `resilient_config` gives the `config`
@@ -389,6 +423,10 @@ impl RegistryBuilder {
             None => SpecEntry::all().copied().collect(),
         };
         entries.sort_by(|a, b| (a.path, a.name).cmp(&(b.path, b.name)));
+        let deep = too_deep(root, entries.iter());
+        if !deep.is_empty() {
+            return Err(deep);
+        }
         let mut problems = Vec::new();
         let global = read_global(root, &mut problems);
         let listeners = Arc::new(Listeners::default());
@@ -755,6 +793,11 @@ impl Registry {
     /// back, as it would at startup. Specs are those the registry was built
     /// with: a section of another spec is not read.
     ///
+    /// From a `config::Config`, `resilient_config::reload_registry(&registry,
+    /// &config)` (or `resilient_config::reload(&config)` for the installed
+    /// registry) converts the configuration and returns a rejection as the
+    /// same report as at startup.
+    ///
     /// # Errors
     ///
     /// Every problem of every spec, sorted by path then key.
@@ -776,6 +819,11 @@ impl Registry {
         let inner = &*self.inner;
         // One reload at a time: two would interleave their settings.
         let mut global_was = inner.global.lock().unwrap_or_else(PoisonError::into_inner);
+        let deep = too_deep(root, inner.specs.iter().map(|h| &h.entry));
+        if !deep.is_empty() {
+            self.rejected(&deep);
+            return Err(deep);
+        }
         let mut problems = Vec::new();
         let global = read_global(root, &mut problems);
         let read = read_all(

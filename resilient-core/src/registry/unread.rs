@@ -40,7 +40,7 @@ use crate::settings::{self, Problem, Value};
 
 /// The root that belongs to resilient whole: the global switches' table,
 /// and the one README's spec paths start in.
-const RESERVED: &str = "resilient";
+pub(super) const RESERVED: &str = "resilient";
 
 /// A path some part of resilient reads: a spec's section, or the global
 /// telemetry switches.

@@ -62,9 +62,11 @@ pub fn root(sections: Vec<(&str, Value)>) -> Value {
     Value::Table(out)
 }
 
-fn merge(into: &mut BTreeMap<String, Value>, from: Value) {
-    let Value::Table(from) = from else { return };
-    for (k, v) in from {
+fn merge(into: &mut BTreeMap<String, Value>, mut from: Value) {
+    let Value::Table(from) = &mut from else {
+        return;
+    };
+    for (k, v) in std::mem::take(from) {
         match (into.get_mut(&k), v) {
             (Some(Value::Table(existing)), v @ Value::Table(_)) => merge(existing, v),
             (_, v) => {
