@@ -267,7 +267,7 @@ fn origin(root: &config::Value, path: &str) -> Option<String> {
             }
             _ => match value.origin() {
                 Some("the environment") => env.push(at),
-                Some(file) => files.push(format!("`{file}`")),
+                Some(file) => files.push(format!("`{}`", file_name(file))),
                 None => {}
             },
         }
@@ -287,6 +287,36 @@ fn origin(root: &config::Value, path: &str) -> Option<String> {
         ));
     }
     (!said.is_empty()).then(|| said.join("; "))
+}
+
+/// A file source's origin as the application named the file.
+///
+/// The `config` crate keeps a file's path relative to the working
+/// directory, so a file named by its absolute path (`/etc/app/resilient.toml`)
+/// comes back climbing to the root from wherever the process runs
+/// (`../../../etc/app/resilient.toml`). Such a path is joined to the
+/// working directory and its `..` resolved, which gives the absolute path
+/// back; a path that does not climb is kept as it is.
+fn file_name(origin: &str) -> String {
+    use std::path::{Component, Path, PathBuf};
+    let path = Path::new(origin);
+    if !matches!(path.components().next(), Some(Component::ParentDir)) {
+        return origin.to_owned();
+    }
+    let Ok(dir) = std::env::current_dir() else {
+        return origin.to_owned();
+    };
+    let mut out = PathBuf::new();
+    for part in dir.join(path).components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out.display().to_string()
 }
 
 /// The `config` crate's value tree as resilient's.
