@@ -203,3 +203,28 @@ fn a_reload_reports_unread_configuration_and_changes_nothing() {
     let reloaded = resilient_config::reload(&config(VALID)).unwrap_or_else(|e| panic!("{e}"));
     assert!(reloaded.specs.is_empty(), "{reloaded:?}");
 }
+
+#[test]
+fn a_misspelt_optional_section_is_named_with_the_section_meant() {
+    for (written, meant, name) in [
+        (
+            "resilient.telemetri",
+            "resilient.telemetry",
+            "the telemetry switches",
+        ),
+        ("resilient.rediss", "resilient.redis", "the Redis backend"),
+        ("resilient.redis_", "resilient.redis", "the Redis backend"),
+    ] {
+        let body = if meant.ends_with("redis") {
+            "url = \"redis://127.0.0.1:6379\""
+        } else {
+            "logging = { enabled = false }"
+        };
+        let settings = config(&format!("{VALID}\n[{written}]\n{body}\n"));
+        assert_eq!(
+            messages(&settings),
+            [format!("`{written}` is read by no spec; did you mean `{meant}` (the section of {name})? A spec reads its section only at the path in its `#[spec(..)]`, so this has no effect")],
+            "{written}"
+        );
+    }
+}

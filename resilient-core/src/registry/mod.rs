@@ -303,6 +303,7 @@ fn read_all<'e>(
         .map(|e| unread::Claim {
             name: e.name,
             path: e.path,
+            optional: false,
         })
         .collect();
     let blocked = unread::blocked(root, &claims, problems);
@@ -310,10 +311,12 @@ fn read_all<'e>(
         claims.push(unread::Claim {
             name: GLOBAL,
             path: GlobalTelemetry::PATH,
+            optional: true,
         });
         claims.extend(SectionEntry::all().map(|s| unread::Claim {
             name: s.name,
             path: s.path,
+            optional: true,
         }));
         unread::unread(root, &claims, origin, problems);
     }

@@ -48,6 +48,21 @@ pub(super) const RESERVED: &str = "resilient";
 pub(crate) struct Claim {
     pub(crate) name: &'static str,
     pub(crate) path: &'static str,
+    /// A section that may be absent (the global telemetry switches, the
+    /// Redis backend's): no one reports it missing, so a near miss of it
+    /// is reported here.
+    pub(crate) optional: bool,
+}
+
+impl Claim {
+    /// Whose section it is, as a message says it.
+    fn owner(&self) -> String {
+        if self.optional {
+            format!("the {}", self.name)
+        } else {
+            format!("`{}`", self.name)
+        }
+    }
 }
 
 /// The segments of a spec path before the `n`-th dot, as a `'static` slice
@@ -227,6 +242,7 @@ fn unclaimed(
             }
             let whole = written.len() == claim.path.split('.').count();
             if whole
+                && !claim.optional
                 && matches!(settings::at(root, claim.path), None | Some(Value::Nil))
                 && settings::nearest_section(root, claim.path).as_deref()
                     == Some(&written.join("."))
@@ -235,8 +251,9 @@ fn unclaimed(
             }
             if whole {
                 format!(
-                    "is read by no spec; did you mean `{}` (the section of `{}`)? A spec reads its section only at the path in its `#[spec(..)]`, so this has no effect",
-                    claim.path, claim.name
+                    "is read by no spec; did you mean `{}` (the section of {})? A spec reads its section only at the path in its `#[spec(..)]`, so this has no effect",
+                    claim.path,
+                    claim.owner()
                 )
             } else {
                 format!(
