@@ -622,7 +622,7 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
     }
     if func.sig.asyncness.is_none() {
         if let Some(shape) = stream_shape(&ret) {
-            return expand_stream(&func, layers, markers, body, &rebind, &shape);
+            return expand_stream(&func, &ret, layers, markers, body, &rebind, &shape);
         }
     }
     // The return type, for the layers' bounds (errors about it point at it).
@@ -732,6 +732,7 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
 /// error type for resilience errors. `check` has passed.
 fn expand_stream(
     func: &Func,
+    ret: &Type,
     layers: &[Layer],
     markers: TokenStream,
     body: TokenStream,
@@ -744,8 +745,31 @@ fn expand_stream(
     let mut block = Group::new(proc_macro2::Delimiter::Brace, body);
     block.set_span(body_span);
     // A closure of its own, so that the body's `return` gives the body's
-    // stream.
-    let body = quote_spanned!(body_span=> #p::stream_lift::<#item, _, _, _>(#p::call_once(move || #block)));
+    // stream. Its stream is checked against the fn's return type so that
+    // a type error in the body reads as without the attributes: a boxed
+    // stream's type is named, so the closure returns it (a mismatch is
+    // reported at the `return` or the tail, as in the fn); an `impl Stream`
+    // cannot be named there, so the stream is cast to `&dyn Stream<Item =
+    // ..>` at the return type, where rustc reports a mismatch without the
+    // attributes, and once: the same failure of the fn's own return type,
+    // at the same place, is not reported again.
+    let body = if shape.boxed {
+        let ret = static_object(ret);
+        quote_spanned!(body_span=> #p::stream_lift(#p::call_once(move || -> #ret #block)))
+    } else {
+        let mut spans = ret.to_token_stream().into_iter().map(|t| t.span());
+        let first = spans.next().unwrap_or_else(Span::call_site);
+        let last = spans.last().unwrap_or(first);
+        let and = quote_spanned!(first=> &);
+        let stream = Ident::new("__resilient_stream", last);
+        quote_spanned! {body_span=>
+            {
+                let __resilient_stream = #p::call_once(move || #block);
+                let _: &dyn #p::Stream<Item = #item> = #and #stream;
+                #p::stream_lift(__resilient_stream)
+            }
+        }
+    };
     let again = layers.iter().any(|l| l.kind.calls_again());
     let cx = context(func, item.clone(), again, false);
     let chain = layers.iter().rev().fold(body, |inner, layer| {
@@ -769,6 +793,40 @@ fn expand_stream(
         let __resilient_wrap = #wrap;
         #stream
     })
+}
+
+/// `ty` with `+ 'static` on the `dyn` of `Pin<Box<dyn ..>>` if it names
+/// no lifetime: what the elided bound means in the fn's signature, written
+/// out for a closure's return type, where it would be inferred instead (and
+/// a mismatch would then name another type than without the attributes).
+fn static_object(ty: &Type) -> Type {
+    fn visit(ty: &mut Type) {
+        match ty {
+            Type::Group(g) => visit(&mut g.elem),
+            Type::Paren(p) => visit(&mut p.elem),
+            // `Pin<..>`, then `Box<..>`: the first argument of each.
+            Type::Path(p) => {
+                let args = p.path.segments.last_mut().map(|s| &mut s.arguments);
+                if let Some(syn::PathArguments::AngleBracketed(args)) = args {
+                    if let Some(syn::GenericArgument::Type(t)) = args.args.first_mut() {
+                        visit(t);
+                    }
+                }
+            }
+            Type::TraitObject(o)
+                if !o
+                    .bounds
+                    .iter()
+                    .any(|b| matches!(b, syn::TypeParamBound::Lifetime(_))) =>
+            {
+                o.bounds.push(syn::parse_quote!('static));
+            }
+            _ => {}
+        }
+    }
+    let mut ty = ty.clone();
+    visit(&mut ty);
+    ty
 }
 
 /// What the layers need to know of `func`, whose output (a stream fn's:
