@@ -105,6 +105,20 @@ pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
     };
     let name = first.kind.attr_name();
     let sig = &func.sig;
+    // Before the other checks: a `const fn` would be taken for a blocking
+    // fn, and every call the chain makes reported as one a `const fn`
+    // cannot make.
+    if let Some(constness) = sig.constness {
+        return Err(syn::Error::new(
+            constness.span,
+            format!(
+                "`#[{name}]` does not go on a `const fn`: a resilience mechanism acts when the fn is called at run time (it reads the clock and the registry, and waits), which a `const fn` cannot do; \
+                 it takes an `async fn`, a blocking fn (a plain `fn` returning `Result<T, E>`) or a fn that returns a stream: remove `const`, \
+                 or keep `{}` a `const fn` and annotate a fn that calls it",
+                sig.ident
+            ),
+        ));
+    }
     if sig.asyncness.is_none() {
         if let Some(e) = rewritten_above(func, name) {
             return Err(e);
