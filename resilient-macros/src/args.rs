@@ -558,6 +558,10 @@ pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<Fal
         (|input: ParseStream<'_>| meta::parse_items(input, &FALLBACK_SYNTAX)).parse2(tokens)?;
     let mut errors = Errors::default();
     let known = check_fallback_keys(&items, &mut errors);
+    let on_written = known.iter().find_map(|item| match item {
+        NestedMeta::Meta(meta) if meta.path().is_ident("on") => Some(quote::quote!(#meta)),
+        _ => None,
+    });
     let parsed = FallbackMeta::from_list(&known).map_err(syn::Error::from);
     let FallbackMeta { method, on, when } = errors.finish_with(parsed)?;
     let Some(method) = method else {
@@ -574,6 +578,7 @@ pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<Fal
             Some(WhenFilter(path)) => FallbackOn::When(path),
             None => on.unwrap_or(FallbackOn::Any),
         },
+        on_written,
     })
 }
 

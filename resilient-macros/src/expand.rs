@@ -8,7 +8,7 @@ use syn::{FnArg, Pat, ReturnType, Type};
 
 use crate::diag::Errors;
 use crate::layer;
-use crate::model::{Context, FallbackArgs, Func, Kind, Layer, LayerArgs, Receiver};
+use crate::model::{Context, FallbackArgs, FallbackOn, Func, Kind, Layer, LayerArgs, Receiver};
 
 fn receiver(sig: &syn::Signature) -> Option<Receiver> {
     sig.receiver().map(|r| {
@@ -98,6 +98,89 @@ fn check_fallback(func: &Func, f: &FallbackArgs, errors: &mut Errors) {
     }
 }
 
+/// The error for a fallback (`layers[at]`) whose `on = ..` takes only
+/// errors that no attribute below it raises, if it is one: it would be
+/// compiled, called never, and its absence noticed only in an outage.
+fn never_taken(func: &Func, layers: &[Layer], at: usize, f: &FallbackArgs) -> Option<syn::Error> {
+    use Kind::{Chaos, CircuitBreaker, ConcurrencyLimit, RateLimiter, Retry, Timeout};
+    let (on, takes, raisers, such_as): (&str, &str, &[Kind], &str) = match f.on {
+        FallbackOn::Resilience => (
+            "resilience",
+            "the failures a resilience attribute below `#[fallback]` raises",
+            &[Retry, CircuitBreaker, Timeout, ConcurrencyLimit, RateLimiter, Chaos],
+            "a resilience attribute (such as `#[retryable(..)]`)",
+        ),
+        FallbackOn::Rejection => (
+            "rejection",
+            "the rejections of a `#[circuit_breakable]`, `#[rate_limited]` or `#[concurrency_limit]` below `#[fallback]`",
+            &[CircuitBreaker, RateLimiter, ConcurrencyLimit],
+            "the breaker or limit whose rejections it answers",
+        ),
+        FallbackOn::Timeout => (
+            "timeout",
+            "the timeouts of a `#[timeout]` below `#[fallback]`",
+            &[Timeout],
+            "a `#[timeout(..)]`",
+        ),
+        FallbackOn::Any | FallbackOn::When(_) => return None,
+    };
+    let below = layers.get(at + 1..).unwrap_or_default();
+    if below.iter().any(|l| raisers.contains(&l.kind)) {
+        return None;
+    }
+    let above: Vec<Kind> = layers[..at]
+        .iter()
+        .map(|l| l.kind)
+        .filter(|k| raisers.contains(k))
+        .collect();
+    let names = |kinds: &[Kind]| {
+        kinds
+            .iter()
+            .map(|k| format!("`#[{}]`", k.attr_name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let fn_name = &func.sig.ident;
+    let (why, fix) = if let Some(first) = above.first() {
+        let (wrap, its) = if above.len() == 1 {
+            ("wraps", "its")
+        } else {
+            ("wrap", "their")
+        };
+        (
+            format!(
+                " ({} above it {wrap} the fallback, so none of {its} errors reach it)",
+                names(&above)
+            ),
+            format!(
+                "move `#[fallback(..)]` above `#[{}(..)]`",
+                first.attr_name()
+            ),
+        )
+    } else {
+        let why = if matches!(f.on, FallbackOn::Resilience)
+            && below.iter().any(|l| l.kind == Kind::Hedging)
+        {
+            " (`#[hedged]` raises no error of its own: when every attempt fails, the last failure passes as it was)"
+        } else if matches!(f.on, FallbackOn::Timeout) && below.iter().any(|l| l.kind == Retry) {
+            " (a retry's own `timeout` key gives up with `RetryExhausted`, which `on = resilience` answers)"
+        } else {
+            ""
+        };
+        (
+            why.to_owned(),
+            format!("put `#[fallback(..)]` above {such_as}"),
+        )
+    };
+    let message = format!(
+        "`on = {on}` answers only {takes}, and `{fn_name}` has none below it{why}: this fallback can never be taken; {fix}, or remove `on = {on}` to answer every failure"
+    );
+    Some(match &f.on_written {
+        Some(written) => syn::Error::new_spanned(written, message),
+        None => syn::Error::new(f.method.span(), message),
+    })
+}
+
 /// Checks that the fn can carry `layers`, reporting every problem at once.
 pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
     let Some(first) = layers.first() else {
@@ -125,9 +208,12 @@ pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
         }
     }
     let mut errors = Errors::default();
-    for layer in layers {
+    for (at, layer) in layers.iter().enumerate() {
         if let LayerArgs::Fallback(f) = &layer.args {
             check_fallback(func, f, &mut errors);
+            if let Some(e) = never_taken(func, layers, at, f) {
+                errors.push(e);
+            }
         }
     }
     // A plain fn is a blocking fn: its waits block the thread. What cannot

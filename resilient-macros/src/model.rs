@@ -235,6 +235,8 @@ pub(crate) struct FallbackArgs {
     pub(crate) args: Vec<syn::Ident>,
     /// Which failures it handles.
     pub(crate) on: FallbackOn,
+    /// `on = ..` as written, for spans; `None` without it.
+    pub(crate) on_written: Option<TokenStream>,
 }
 
 /// Which failures a fallback handles.
