@@ -20,6 +20,12 @@
 //! }
 //! ```
 //!
+//! The expression is read at each call. A literal in its place
+//! (`key = "host"`, quoted as `#[fallback(method = "..")]` is, or
+//! `key = 7`) is a compile error at the literal that names the unquoted
+//! form: a constant key gives every call the same instance, which is what
+//! no `key` does.
+//!
 //! A dead host opens its own breaker; the others stay closed. A call
 //! without a key (another fn of the same spec without `key`, or the spec's
 //! [handle](crate::CircuitBreakerSpec::get)) uses the spec's own instance,

@@ -33,6 +33,7 @@ pub use crate::retry::{
     Exhaustion, OpsOf, Retry, RetryOps, RetrySpec, ReturnError, ReturnLastFailure, Step,
 };
 pub use crate::spec::{AllErrors, Classifier, Classify, Verdict};
+pub use crate::stream::Stream;
 use crate::timeout::{Bounded, TimeoutCall, Timer, TimerSleep};
 pub use crate::timeout::{Timeout, TimeoutSpec};
 
@@ -372,14 +373,12 @@ where
     output.into_answer()
 }
 
-/// The body's stream (items of the fn's item type `R`), entering a
-/// stream's chain of layers (see [`crate::stream`]).
+/// The body's stream, entering a stream's chain of layers (see
+/// [`crate::stream`]). No bound here: the macro checks the body's stream
+/// against the fn's return type where the user wrote it (a bound here
+/// would report a mismatch a second time, at the body).
 #[inline(always)]
-pub fn stream_lift<R, T, E, S>(body: S) -> crate::stream::Lift<S>
-where
-    R: ResultType<Ok = T, Err = E>,
-    S: crate::stream::Stream<Item = Result<T, E>>,
-{
+pub fn stream_lift<S>(body: S) -> crate::stream::Lift<S> {
     crate::stream::lift(body)
 }
 

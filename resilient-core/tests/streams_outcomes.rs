@@ -218,7 +218,10 @@ struct Cache {
     made: AtomicUsize,
 }
 
+// Over a limit that admits every stream: `on = resilience` under no
+// resilience attribute is a compile error, since it could never be taken.
 #[resilient_core::fallback(method = "cached(cache, n, n)", on = resilience)]
+#[concurrency_limit(R4Limit)]
 fn feed_on(cache: Arc<Cache>, n: usize) -> impl Stream<Item = Result<usize, FeedError>> {
     let _ = (cache, n);
     futures_util::stream::iter(vec![Err(FeedError::Failed), Ok(1)])
@@ -238,7 +241,8 @@ fn cached(cache: Arc<Cache>, a: usize, b: usize) -> impl Stream<Item = Result<us
 #[tokio::test(start_paused = true)]
 async fn fallback_edges() {
     let cache = Arc::new(Cache::default());
-    let a = collect(feed_on(Arc::clone(&cache), 10)).await;
+    let r = registry::<R4Limit>(table([("limit", int(4))]));
+    let a = r.scope(collect(feed_on(Arc::clone(&cache), 10))).await;
     let b = collect(feed_any(Arc::clone(&cache), 10)).await;
     // `on = resilience` leaves the body's error alone: it passes, and the
     // stream goes on.

@@ -262,6 +262,51 @@ fn not_a_keyed_option(kind: Kind, name: &syn::Ident, value: &syn::Expr) -> syn::
     syn::Error::new(name.span(), message)
 }
 
+/// A literal where the key expression goes (`key = "host"`, `key = 7`):
+/// the same value for every call, so that every call would share one
+/// instance, which is what no `key` does. Quoted, it is most likely the
+/// name of an argument, written as `#[fallback(method = "..")]` is; the
+/// message names the unquoted form.
+fn constant_key(kind: Kind, value: &syn::Expr) -> Option<syn::Error> {
+    let mut inner = meta::ungroup(value);
+    loop {
+        inner = match inner {
+            syn::Expr::Paren(p) => &p.expr,
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => &u.expr,
+            syn::Expr::Group(g) => &g.expr,
+            _ => break,
+        };
+    }
+    let syn::Expr::Lit(lit) = inner else {
+        return None;
+    };
+    let one = kind.instance_name();
+    let written = quote::quote!(#value).to_string();
+    let takes = "`key` takes an expression over the fn's arguments, read at each call";
+    let remove = format!("for one {one} shared by every call, remove `key`");
+    let message = match &lit.lit {
+        syn::Lit::Str(s) => {
+            let text = s.value();
+            // What the string holds, if it reads as an expression over
+            // the arguments (`host`, `req.tenant_id`), not as a value.
+            let fix = syn::parse_str::<syn::Expr>(&text)
+                .ok()
+                .filter(|e| !matches!(meta::ungroup(e), syn::Expr::Lit(_)))
+                .map_or_else(
+                    || format!("{takes}, such as `key = host`, not a string"),
+                    |_| format!("{takes}: write `key = {}`, unquoted", text.trim()),
+                );
+            format!(
+                "`key = {written}` is a string, the same for every call: every call would share one {one}, as without `key`. {fix} ({remove})"
+            )
+        }
+        _ => format!(
+            "`key = {written}` is a constant, the same for every call: every call would share one {one}, as without `key`. {takes}, such as `key = host`; {remove}"
+        ),
+    };
+    Some(syn::Error::new_spanned(value, message))
+}
+
 /// Parses `#[circuit_breakable(Spec)]` or `#[circuit_breakable(Spec, key =
 /// expr)]` (and the same for the limits): the spec as every attribute reads
 /// it, then `key` with any expression. By hand: darling's `FromMeta` reads
@@ -308,6 +353,8 @@ pub(crate) fn parse_keyed(kind: Kind, tokens: TokenStream, span: Span) -> syn::R
                         k.span(),
                         "`key` is given more than once; keep one",
                     ));
+                } else if let Some(e) = constant_key(kind, &nv.value) {
+                    errors.push(e);
                 } else {
                     key = Some(nv.value.clone());
                 }
@@ -511,6 +558,10 @@ pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<Fal
         (|input: ParseStream<'_>| meta::parse_items(input, &FALLBACK_SYNTAX)).parse2(tokens)?;
     let mut errors = Errors::default();
     let known = check_fallback_keys(&items, &mut errors);
+    let on_written = known.iter().find_map(|item| match item {
+        NestedMeta::Meta(meta) if meta.path().is_ident("on") => Some(quote::quote!(#meta)),
+        _ => None,
+    });
     let parsed = FallbackMeta::from_list(&known).map_err(syn::Error::from);
     let FallbackMeta { method, on, when } = errors.finish_with(parsed)?;
     let Some(method) = method else {
@@ -527,6 +578,7 @@ pub(crate) fn parse_fallback(tokens: TokenStream, span: Span) -> syn::Result<Fal
             Some(WhenFilter(path)) => FallbackOn::When(path),
             None => on.unwrap_or(FallbackOn::Any),
         },
+        on_written,
     })
 }
 

@@ -8,7 +8,7 @@ use syn::{FnArg, Pat, ReturnType, Type};
 
 use crate::diag::Errors;
 use crate::layer;
-use crate::model::{Context, FallbackArgs, Func, Kind, Layer, LayerArgs, Receiver};
+use crate::model::{Context, FallbackArgs, FallbackOn, Func, Kind, Layer, LayerArgs, Receiver};
 
 fn receiver(sig: &syn::Signature) -> Option<Receiver> {
     sig.receiver().map(|r| {
@@ -98,6 +98,89 @@ fn check_fallback(func: &Func, f: &FallbackArgs, errors: &mut Errors) {
     }
 }
 
+/// The error for a fallback (`layers[at]`) whose `on = ..` takes only
+/// errors that no attribute below it raises, if it is one: it would be
+/// compiled, called never, and its absence noticed only in an outage.
+fn never_taken(func: &Func, layers: &[Layer], at: usize, f: &FallbackArgs) -> Option<syn::Error> {
+    use Kind::{Chaos, CircuitBreaker, ConcurrencyLimit, RateLimiter, Retry, Timeout};
+    let (on, takes, raisers, such_as): (&str, &str, &[Kind], &str) = match f.on {
+        FallbackOn::Resilience => (
+            "resilience",
+            "the failures a resilience attribute below `#[fallback]` raises",
+            &[Retry, CircuitBreaker, Timeout, ConcurrencyLimit, RateLimiter, Chaos],
+            "a resilience attribute (such as `#[retryable(..)]`)",
+        ),
+        FallbackOn::Rejection => (
+            "rejection",
+            "the rejections of a `#[circuit_breakable]`, `#[rate_limited]` or `#[concurrency_limit]` below `#[fallback]`",
+            &[CircuitBreaker, RateLimiter, ConcurrencyLimit],
+            "the breaker or limit whose rejections it answers",
+        ),
+        FallbackOn::Timeout => (
+            "timeout",
+            "the timeouts of a `#[timeout]` below `#[fallback]`",
+            &[Timeout],
+            "a `#[timeout(..)]`",
+        ),
+        FallbackOn::Any | FallbackOn::When(_) => return None,
+    };
+    let below = layers.get(at + 1..).unwrap_or_default();
+    if below.iter().any(|l| raisers.contains(&l.kind)) {
+        return None;
+    }
+    let above: Vec<Kind> = layers[..at]
+        .iter()
+        .map(|l| l.kind)
+        .filter(|k| raisers.contains(k))
+        .collect();
+    let names = |kinds: &[Kind]| {
+        kinds
+            .iter()
+            .map(|k| format!("`#[{}]`", k.attr_name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let fn_name = &func.sig.ident;
+    let (why, fix) = if let Some(first) = above.first() {
+        let (wrap, its) = if above.len() == 1 {
+            ("wraps", "its")
+        } else {
+            ("wrap", "their")
+        };
+        (
+            format!(
+                " ({} above it {wrap} the fallback, so none of {its} errors reach it)",
+                names(&above)
+            ),
+            format!(
+                "move `#[fallback(..)]` above `#[{}(..)]`",
+                first.attr_name()
+            ),
+        )
+    } else {
+        let why = if matches!(f.on, FallbackOn::Resilience)
+            && below.iter().any(|l| l.kind == Kind::Hedging)
+        {
+            " (`#[hedged]` raises no error of its own: when every attempt fails, the last failure passes as it was)"
+        } else if matches!(f.on, FallbackOn::Timeout) && below.iter().any(|l| l.kind == Retry) {
+            " (a retry's own `timeout` key gives up with `RetryExhausted`, which `on = resilience` answers)"
+        } else {
+            ""
+        };
+        (
+            why.to_owned(),
+            format!("put `#[fallback(..)]` above {such_as}"),
+        )
+    };
+    let message = format!(
+        "`on = {on}` answers only {takes}, and `{fn_name}` has none below it{why}: this fallback can never be taken; {fix}, or remove `on = {on}` to answer every failure"
+    );
+    Some(match &f.on_written {
+        Some(written) => syn::Error::new_spanned(written, message),
+        None => syn::Error::new(f.method.span(), message),
+    })
+}
+
 /// Checks that the fn can carry `layers`, reporting every problem at once.
 pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
     let Some(first) = layers.first() else {
@@ -105,15 +188,32 @@ pub(crate) fn check(func: &Func, layers: &[Layer]) -> syn::Result<()> {
     };
     let name = first.kind.attr_name();
     let sig = &func.sig;
+    // Before the other checks: a `const fn` would be taken for a blocking
+    // fn, and every call the chain makes reported as one a `const fn`
+    // cannot make.
+    if let Some(constness) = sig.constness {
+        return Err(syn::Error::new(
+            constness.span,
+            format!(
+                "`#[{name}]` does not go on a `const fn`: a resilience mechanism acts when the fn is called at run time (it reads the clock and the registry, and waits), which a `const fn` cannot do; \
+                 it takes an `async fn`, a blocking fn (a plain `fn` returning `Result<T, E>`) or a fn that returns a stream: remove `const`, \
+                 or keep `{}` a `const fn` and annotate a fn that calls it",
+                sig.ident
+            ),
+        ));
+    }
     if sig.asyncness.is_none() {
         if let Some(e) = rewritten_above(func, name) {
             return Err(e);
         }
     }
     let mut errors = Errors::default();
-    for layer in layers {
+    for (at, layer) in layers.iter().enumerate() {
         if let LayerArgs::Fallback(f) = &layer.args {
             check_fallback(func, f, &mut errors);
+            if let Some(e) = never_taken(func, layers, at, f) {
+                errors.push(e);
+            }
         }
     }
     // A plain fn is a blocking fn: its waits block the thread. What cannot
@@ -622,7 +722,7 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
     }
     if func.sig.asyncness.is_none() {
         if let Some(shape) = stream_shape(&ret) {
-            return expand_stream(&func, layers, markers, body, &rebind, &shape);
+            return expand_stream(&func, &ret, layers, markers, body, &rebind, &shape);
         }
     }
     // The return type, for the layers' bounds (errors about it point at it).
@@ -732,6 +832,7 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
 /// error type for resilience errors. `check` has passed.
 fn expand_stream(
     func: &Func,
+    ret: &Type,
     layers: &[Layer],
     markers: TokenStream,
     body: TokenStream,
@@ -744,8 +845,31 @@ fn expand_stream(
     let mut block = Group::new(proc_macro2::Delimiter::Brace, body);
     block.set_span(body_span);
     // A closure of its own, so that the body's `return` gives the body's
-    // stream.
-    let body = quote_spanned!(body_span=> #p::stream_lift::<#item, _, _, _>(#p::call_once(move || #block)));
+    // stream. Its stream is checked against the fn's return type so that
+    // a type error in the body reads as without the attributes: a boxed
+    // stream's type is named, so the closure returns it (a mismatch is
+    // reported at the `return` or the tail, as in the fn); an `impl Stream`
+    // cannot be named there, so the stream is cast to `&dyn Stream<Item =
+    // ..>` at the return type, where rustc reports a mismatch without the
+    // attributes, and once: the same failure of the fn's own return type,
+    // at the same place, is not reported again.
+    let body = if shape.boxed {
+        let ret = static_object(ret);
+        quote_spanned!(body_span=> #p::stream_lift(#p::call_once(move || -> #ret #block)))
+    } else {
+        let mut spans = ret.to_token_stream().into_iter().map(|t| t.span());
+        let first = spans.next().unwrap_or_else(Span::call_site);
+        let last = spans.last().unwrap_or(first);
+        let and = quote_spanned!(first=> &);
+        let stream = Ident::new("__resilient_stream", last);
+        quote_spanned! {body_span=>
+            {
+                let __resilient_stream = #p::call_once(move || #block);
+                let _: &dyn #p::Stream<Item = #item> = #and #stream;
+                #p::stream_lift(__resilient_stream)
+            }
+        }
+    };
     let again = layers.iter().any(|l| l.kind.calls_again());
     let cx = context(func, item.clone(), again, false);
     let chain = layers.iter().rev().fold(body, |inner, layer| {
@@ -769,6 +893,40 @@ fn expand_stream(
         let __resilient_wrap = #wrap;
         #stream
     })
+}
+
+/// `ty` with `+ 'static` on the `dyn` of `Pin<Box<dyn ..>>` if it names
+/// no lifetime: what the elided bound means in the fn's signature, written
+/// out for a closure's return type, where it would be inferred instead (and
+/// a mismatch would then name another type than without the attributes).
+fn static_object(ty: &Type) -> Type {
+    fn visit(ty: &mut Type) {
+        match ty {
+            Type::Group(g) => visit(&mut g.elem),
+            Type::Paren(p) => visit(&mut p.elem),
+            // `Pin<..>`, then `Box<..>`: the first argument of each.
+            Type::Path(p) => {
+                let args = p.path.segments.last_mut().map(|s| &mut s.arguments);
+                if let Some(syn::PathArguments::AngleBracketed(args)) = args {
+                    if let Some(syn::GenericArgument::Type(t)) = args.args.first_mut() {
+                        visit(t);
+                    }
+                }
+            }
+            Type::TraitObject(o)
+                if !o
+                    .bounds
+                    .iter()
+                    .any(|b| matches!(b, syn::TypeParamBound::Lifetime(_))) =>
+            {
+                o.bounds.push(syn::parse_quote!('static));
+            }
+            _ => {}
+        }
+    }
+    let mut ty = ty.clone();
+    visit(&mut ty);
+    ty
 }
 
 /// What the layers need to know of `func`, whose output (a stream fn's:

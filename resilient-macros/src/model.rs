@@ -151,6 +151,19 @@ impl Kind {
         )
     }
 
+    /// What one instance of a keyed attribute's spec is called, as in
+    /// "one breaker per host".
+    pub(crate) fn instance_name(self) -> &'static str {
+        match self {
+            Kind::CircuitBreaker => "breaker",
+            Kind::ConcurrencyLimit => "concurrency limit",
+            Kind::RateLimiter => "rate limiter",
+            Kind::Retry | Kind::Timeout | Kind::Fallback | Kind::Chaos | Kind::Hedging => {
+                "instance"
+            }
+        }
+    }
+
     /// Whether the layer may run what is inside it more than once, so that the
     /// body must be callable again with fresh arguments.
     pub(crate) fn calls_again(self) -> bool {
@@ -222,6 +235,8 @@ pub(crate) struct FallbackArgs {
     pub(crate) args: Vec<syn::Ident>,
     /// Which failures it handles.
     pub(crate) on: FallbackOn,
+    /// `on = ..` as written, for spans; `None` without it.
+    pub(crate) on_written: Option<TokenStream>,
 }
 
 /// Which failures a fallback handles.

@@ -64,6 +64,14 @@
 //! none with the spec) is never handled, so a missing setup shows. A retry
 //! with `exhausted = last_failure`, or whose budget is empty, gives up with the
 //! body's own error, which `on = resilience` does not handle.
+//!
+//! An `on` that no attribute below the fallback can answer is a compile
+//! error at `on = ..`, since that fallback could never be taken:
+//! `on = resilience` with no resilience attribute below it (or only
+//! `#[hedged]`, which raises no error of its own), `on = rejection` with no
+//! `#[circuit_breakable]`, `#[rate_limited]` or `#[concurrency_limit]` below
+//! it, `on = timeout` with no `#[timeout]` below it. An attribute above the
+//! fallback wraps it: none of its errors reach it.
 
 use std::future::{Future, Pending};
 use std::marker::PhantomData;

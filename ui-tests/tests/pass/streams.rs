@@ -1,11 +1,11 @@
 //! Fns that return streams under every attribute a stream can carry (all
 //! six on one; a fallback never answers `NotConfigured`): an
 //! `impl Stream` (with a lifetime, borrowing `&self`), a boxed stream, a
-//! `BoxStream` alias, a keyed breaker, a retry over an owned argument that
-//! is cloned per attempt, a method taking `self` by value, a body with an
-//! early `return`; every stream is `Send`; no warning in the user's code;
-//! with no registry a stream yields one `NotConfigured` error and its body
-//! makes nothing.
+//! `BoxStream` alias, both boxed forms borrowing `&self`, a keyed breaker,
+//! a retry over an owned argument that is cloned per attempt, a method
+//! taking `self` by value, a body with an early `return`; every stream is
+//! `Send`; no warning in the user's code; with no registry a stream yields
+//! one `NotConfigured` error and its body makes nothing.
 #![deny(warnings)]
 
 use std::pin::Pin;
@@ -86,6 +86,20 @@ impl Feed {
         stream::iter(self.items.iter().take(0).map(|&i| Ok(i)))
     }
 
+    /// Boxed streams that borrow `&self`: the body's closure is typed as
+    /// the fn's return type, lifetimes and all.
+    #[retryable(UiRetry)]
+    pub fn boxed_borrowed(&self) -> BoxStream<'_, Result<u64, UiError>> {
+        MADE.fetch_add(1, Ordering::SeqCst);
+        stream::iter(self.items.iter().map(|&i| Ok(i))).boxed()
+    }
+
+    #[circuit_breakable(FeedBreaker)]
+    pub fn pinned_borrowed(&self) -> Pin<Box<dyn Stream<Item = Result<u64, UiError>> + Send + '_>> {
+        MADE.fetch_add(1, Ordering::SeqCst);
+        Box::pin(stream::iter(self.items.iter().map(|&i| Ok(i))))
+    }
+
     #[retryable(UiRetry)]
     pub fn owned(self) -> impl Stream<Item = Result<u64, UiError>> + Send {
         MADE.fetch_add(1, Ordering::SeqCst);
@@ -117,6 +131,8 @@ fn main() {
         not_configured(boxed(1)).await;
         not_configured(aliased(1)).await;
         not_configured(assert_send(feed.borrowed())).await;
+        not_configured(feed.boxed_borrowed()).await;
+        not_configured(feed.pinned_borrowed()).await;
         not_configured(feed.clone().owned()).await;
     });
     assert_eq!(MADE.load(Ordering::SeqCst), 0, "no body made a stream");
