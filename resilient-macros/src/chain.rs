@@ -11,7 +11,7 @@ use syn::spanned::Spanned;
 use syn::Meta;
 
 use crate::diag::{self, Errors};
-use crate::model::{Kind, Layer, LayerArgs};
+use crate::model::{Func, Kind, Layer, LayerArgs};
 use crate::{args, expand};
 
 fn parse_args(kind: Kind, tokens: TokenStream, span: Span) -> syn::Result<LayerArgs> {
@@ -123,7 +123,69 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
         };
         return diag::with_item(func.with_body(body), e);
     }
-    expand::expand(func, &layers, quote::quote!(#(#markers)*))
+    let uses = uses(&func, &layers);
+    expand::expand(func, &layers, quote::quote!(#(#markers)* #uses))
+}
+
+/// A record of each spec the fn uses, and how, for the startup check of
+/// settings that no fn using a spec can make act (`registry::uses`).
+///
+/// A record is an item inside the body, which cannot name the generic
+/// parameters of the fn or of its impl: a spec named by `Self` or by one of
+/// the fn's generic parameters is not recorded, nor one whose name is
+/// written as a generic parameter usually is (one or two characters,
+/// `S`, `R2`), which may be the impl's.
+fn uses(func: &Func, layers: &[Layer]) -> TokenStream {
+    let p = quote::quote!(::resilient_core::__private);
+    let blocking = func.sig.asyncness.is_none();
+    let shape = match &func.sig.output {
+        syn::ReturnType::Type(_, ty) if blocking && expand::stream_shape(&**ty).is_some() => {
+            quote::quote!(Stream)
+        }
+        _ if blocking => quote::quote!(Blocking),
+        _ => quote::quote!(Async),
+    };
+    let generic = |spec: &syn::Path| {
+        let Some(first) = spec.segments.first() else {
+            return true;
+        };
+        let name = first.ident.to_string();
+        name == "Self"
+            || (spec.segments.len() == 1 && name.chars().count() <= 2)
+            || func.sig.generics.params.iter().any(|g| match g {
+                syn::GenericParam::Type(t) => t.ident == first.ident,
+                _ => false,
+            })
+    };
+    let name = func.sig.ident.to_string();
+    let records = layers.iter().filter_map(|layer| {
+        let spec = layer.spec().filter(|s| !generic(s))?;
+        let keyed = layer.key().is_some();
+        let outcome = matches!(
+            &layer.args,
+            LayerArgs::Chaos {
+                outcome: Some(_),
+                ..
+            }
+        );
+        Some(quote::quote! {
+            #p::inventory::submit! {
+                #p::FnUse {
+                    spec: ::core::any::TypeId::of::<#spec>,
+                    module: ::core::module_path!(),
+                    name: #name,
+                    keyed: #keyed,
+                    shape: #p::FnShape::#shape,
+                    outcome: #outcome,
+                }
+            }
+        })
+    });
+    let records: Vec<TokenStream> = records.collect();
+    if records.is_empty() {
+        return TokenStream::new();
+    }
+    quote::quote!(const _: () = { #(#records)* };)
 }
 
 /// Whether the attribute's arguments are the marker [`DONE`].

@@ -34,6 +34,7 @@ mod mechanism;
 mod shared;
 mod snapshot;
 mod unread;
+pub(crate) mod uses;
 mod versions;
 
 use std::any::{Any, TypeId};
@@ -490,7 +491,7 @@ impl RegistryBuilder {
             .enumerate()
             .map(|(i, h)| ((h.entry.type_id)(), i))
             .collect();
-        Ok(Registry {
+        let registry = Registry {
             inner: Arc::new(Inner {
                 specs,
                 by_type,
@@ -501,7 +502,9 @@ impl RegistryBuilder {
                 context,
                 whole,
             }),
-        })
+        };
+        registry.warn_no_effect();
+        Ok(registry)
     }
 }
 
@@ -919,7 +922,23 @@ impl Registry {
         if global.metrics {
             metrics::counter!("resilient_reloads_total", "result" => "applied").increment(1);
         }
+        self.warn_no_effect();
         Ok(reloaded)
+    }
+
+    /// Logs at WARN each setting that none of the annotated fns using its
+    /// spec can make act (see `uses`): valid, so not a problem, but most
+    /// likely not what its author meant.
+    fn warn_no_effect(&self) {
+        let held: Vec<_> = self
+            .inner
+            .specs
+            .iter()
+            .map(|h| (h, h.section.lock().unwrap_or_else(PoisonError::into_inner)))
+            .collect();
+        for line in uses::no_effect(held.iter().map(|(h, read)| (&h.entry, &read.raw))) {
+            tracing::warn!(target: "resilient::registry", "{line}");
+        }
     }
 
     /// Tells of a reload that found `problems`: nothing was applied.
