@@ -408,6 +408,12 @@ impl<'a> Permit<'a> {
         self.end(End::Neither);
     }
 
+    /// Whether the permit is a half-open probe's.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn probe(&self) -> bool {
+        matches!(self.taken, Taken::Probe(_))
+    }
+
     /// How long the call took, if it is timed.
     fn took(&self) -> Option<Duration> {
         (self.started != UNTIMED)
