@@ -165,7 +165,7 @@ fn a_reload_that_changes_the_redis_section_is_refused() {
     let rt = two_workers();
     let out = rt.block_on(r.scope(async { A::get()?.acquire().await }));
     assert!(
-        matches!(out, Err(Error::RateLimitExceeded { .. })),
+        matches!(out, Err(Error::BackendUnavailable { .. })),
         "still the dead server, `deny`: {out:?}"
     );
 }

@@ -119,6 +119,19 @@ fn an_outage_is_logged_once_and_counted_always() {
         errors[0].message
     );
     assert_eq!(unavailable(&meters), Some(21));
+    // The refusals' summary says why: the backend, not a limit nobody
+    // reached.
+    let warns = capture.at("resilient::rate_limiter", tracing::Level::WARN);
+    println!("{warns:#?}");
+    assert!(!warns.is_empty());
+    for line in warns {
+        assert!(
+            line.message.contains("Redis backend is unavailable")
+                && !line.message.contains("more than"),
+            "{}",
+            line.message
+        );
+    }
 }
 
 #[derive(RateLimiterSpec)]

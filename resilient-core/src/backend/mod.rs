@@ -70,8 +70,12 @@ pub enum Backend {
     serde(tag = "policy", rename_all = "snake_case")
 )]
 pub enum OnBackendFailure {
-    /// The call is refused, as by a limit with no permit left (Kora's
-    /// behaviour).
+    /// The call is refused with
+    /// [`Error::BackendUnavailable`](crate::Error::BackendUnavailable), not
+    /// a rate limit (Kora's behaviour): the safe choice for a limit that
+    /// protects a dependency or a paid quota. An inbound limit usually
+    /// wants `Local` (its share) or `Allow`, so that an outage of the
+    /// backend is no outage of the service.
     #[default]
     Deny,
     /// The call goes ahead unlimited.

@@ -580,7 +580,8 @@ fn on_resilience(error: &Error) -> Verdict {
         Error::NotConfigured { .. }
         | Error::CallNotPermitted { .. }
         | Error::RateLimitExceeded { .. }
-        | Error::ConcurrencyLimitReached { .. } => Verdict::Ignore,
+        | Error::ConcurrencyLimitReached { .. }
+        | Error::BackendUnavailable { .. } => Verdict::Ignore,
         // Retry gave up on the dependency, or it was too slow: one failure.
         Error::RetryExhausted(_) | Error::Timeout { .. } => Verdict::Failure,
         // An injected fault stands for the dependency failing: the point of
