@@ -743,13 +743,11 @@ pub(crate) struct BudgetAnswer {
     pub(crate) tokens: u64,
 }
 
-/// The backend made no decision: down, slow, or its breaker open.
+/// The backend made no decision: down, slow, or its breaker open. It says
+/// no more: when the backend answers again is not known (a call refused
+/// for it has no `retry_after` to promise).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Unavailable {
-    /// How long until it is tried again (its breaker's wait), or its
-    /// `timeout`.
-    pub(crate) retry_after: Duration,
-}
+pub(crate) struct Unavailable;
 
 /// Where one limiter's state lives in the backend: a key per algorithm and
 /// parameters, so that a reload that changes them starts afresh there (as a
@@ -1067,9 +1065,7 @@ impl Remote {
         }
         #[cfg(not(feature = "redis"))]
         {
-            Unavailable {
-                retry_after: Duration::ZERO,
-            }
+            Unavailable
         }
     }
 }

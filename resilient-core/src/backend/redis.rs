@@ -664,7 +664,8 @@ impl RedisBackend {
                 permit.failure();
                 let unavailable = self.failed(&failure);
                 if probe {
-                    let (elapsed, next) = (started.elapsed(), unavailable.retry_after);
+                    let elapsed = started.elapsed();
+                    let next = self.breaker.until_half_open().unwrap_or_default();
                     tracing::warn!(
                         target: "resilient::backend",
                         url = %self.shown,
@@ -680,12 +681,7 @@ impl RedisBackend {
     }
 
     pub(crate) fn unavailable(&self) -> Unavailable {
-        Unavailable {
-            retry_after: self
-                .breaker
-                .until_half_open()
-                .unwrap_or(self.settings.timeout),
-        }
+        Unavailable
     }
 
     /// `text` without the secrets of the URL (a client's error may quote

@@ -232,9 +232,7 @@ enum Refused {
 
 /// A backend named and not attached: never once the registry is built (it
 /// checks), answered as a backend making no decision.
-const NO_BACKEND: Unavailable = Unavailable {
-    retry_after: Duration::ZERO,
-};
+const NO_BACKEND: Unavailable = Unavailable;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 
 impl RateLimiterSettings {

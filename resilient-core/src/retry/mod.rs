@@ -497,9 +497,7 @@ impl Retry {
                 .withdraw(shared.version)
                 .map(|granted| granted.then(|| budget::Withdrawal::shared(remote, shared.version))),
             // Never once the registry is built: it checks.
-            None => Err(crate::backend::Unavailable {
-                retry_after: Duration::ZERO,
-            }),
+            None => Err(crate::backend::Unavailable),
         };
         match answer {
             Ok(granted) => granted.map(Some).ok_or(StoppedBy::Budget),
