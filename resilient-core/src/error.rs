@@ -82,6 +82,19 @@ pub enum Error {
         retry_after: std::time::Duration,
     },
 
+    /// A spec whose state lives in a shared backend (a rate limiter with
+    /// `backend = "redis"`) refused the call because the backend made no
+    /// decision (down, slower than its `timeout`, or its breaker open) and
+    /// the spec's `on_backend_failure` is `deny`. No limit was reached, and
+    /// nothing says when the backend answers again.
+    #[error("`{spec}` refused the call: its {backend} backend is unavailable, and its `on_backend_failure` is \"deny\"")]
+    BackendUnavailable {
+        /// The spec's name.
+        spec: &'static str,
+        /// The backend, `"redis"`.
+        backend: &'static str,
+    },
+
     /// Every place of a concurrency limit was taken (and, with
     /// `policy = "block"`, none came free within `max_wait`).
     #[error("`{spec}` concurrency limit of {limit} reached")]

@@ -197,6 +197,7 @@ impl HttpResponse for ::reqwest012::Response {
 /// | [`RateLimitExceeded`](Error::RateLimitExceeded) | 429 Too Many Requests | until a permit is free |
 /// | [`CallNotPermitted`](Error::CallNotPermitted) (a breaker open, or half-open and full) | 503 Service Unavailable | the rest of the open wait, when open |
 /// | [`ConcurrencyLimitReached`](Error::ConcurrencyLimitReached) | 503 Service Unavailable | (not known) |
+/// | [`BackendUnavailable`](Error::BackendUnavailable) (a shared limit whose backend is down, `on_backend_failure = "deny"`) | 503 Service Unavailable | (not known: no limit was reached, and nothing says when the backend answers) |
 /// | [`Timeout`](Error::Timeout) | 504 Gateway Timeout | |
 /// | [`RetryExhausted`](Error::RetryExhausted), [`Injected`](Error::Injected) (the dependency failed) | 502 Bad Gateway | |
 /// | [`NotConfigured`](Error::NotConfigured) | 500 Internal Server Error | |
@@ -213,7 +214,7 @@ pub fn rejection_status(error: &Error) -> (u16, Option<Duration>) {
     match error {
         Error::RateLimitExceeded { retry_after, .. } => (429, Some(*retry_after)),
         Error::CallNotPermitted { retry_after, .. } => (503, *retry_after),
-        Error::ConcurrencyLimitReached { .. } => (503, None),
+        Error::ConcurrencyLimitReached { .. } | Error::BackendUnavailable { .. } => (503, None),
         Error::Timeout { .. } => (504, None),
         Error::RetryExhausted(_) | Error::Injected { .. } => (502, None),
         Error::NotConfigured { .. } => (500, None),

@@ -508,7 +508,7 @@ fn a_retry_the_policy_answers_is_counted() {
     assert_eq!(
         meters.counter(
             "resilient_retry_exhausted_total",
-            &[labels[0], labels[1], ("reason", "budget")],
+            &[labels[0], labels[1], ("reason", "budget_unavailable")],
         ),
         Some(5)
     );
@@ -1355,4 +1355,53 @@ mod reloads {
         assert_eq!(hits.load(Ordering::SeqCst) - before, 2, "one retry");
         assert_eq!(tokens_in(&t.url, &key(&t.prefix, 10, 0)), Some(0));
     }
+}
+
+/// A shared budget whose Redis is down, `on_backend_failure` at its
+/// default `deny`: retry gives up saying the budget's backend is
+/// unavailable (it said "retry budget empty", as if the replicas had spent
+/// it), in its event and in the metric's `reason`.
+#[test]
+fn a_budget_refused_for_its_backend_says_so() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| format!("redis://127.0.0.1:{}", a.port()))
+        .unwrap();
+    let meters = support::capture::Meters::default();
+    // Built under the recorder: the spec's counters register then.
+    let r = metrics::with_local_recorder(&meters, || {
+        on::<SharedRetry>(
+            metered(retry(3, budget(10, 10, 0.1))),
+            &dead,
+            &server::prefix("budget_unavailable"),
+        )
+    });
+    let reasons = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&reasons);
+    let _subscription = r.subscribe(move |e| {
+        if let resilient_core::telemetry::Event::RetryExhausted { reason, .. } = e {
+            seen.lock().unwrap().push(reason.to_string());
+        }
+    });
+    let hits = Arc::new(AtomicU64::new(0));
+    let out = metrics::with_local_recorder(&meters, || {
+        two_workers().block_on(r.scope(call(Arc::clone(&hits), false)))
+    });
+    assert!(out.is_err());
+    let reasons = reasons.lock().unwrap().clone();
+    println!("{reasons:?} {:?}", meters.series());
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "no retry without a token");
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(reasons[0].contains("backend is unavailable"), "{reasons:?}");
+    let exhausted = |reason| {
+        meters.counter(
+            "resilient_retry_exhausted_total",
+            &[
+                ("spec", "SharedRetry"),
+                ("path", "redis_budget.shared"),
+                ("reason", reason),
+            ],
+        )
+    };
+    assert_eq!(exhausted("budget_unavailable"), Some(1));
 }

@@ -60,7 +60,9 @@ async fn round(r: &Registry) -> ([(u32, u32); 3], Duration) {
             longest = longest.max(started.elapsed());
             match out {
                 Ok(()) => count.0 += 1,
-                Err(Error::RateLimitExceeded { .. }) => count.1 += 1,
+                // `deny` refuses for the backend, `local` for its share.
+                Err(Error::BackendUnavailable { .. }) if i == 0 => count.1 += 1,
+                Err(Error::RateLimitExceeded { .. }) if i == 2 => count.1 += 1,
                 Err(e) => panic!("{e}"),
             }
         }
@@ -274,7 +276,7 @@ fn an_unreachable_redis_never_holds_a_call() {
                     let started = Instant::now();
                     let out = r.scope(async { Deny::get()?.acquire().await }).await;
                     assert!(
-                        matches!(out, Err(Error::RateLimitExceeded { .. })),
+                        matches!(out, Err(Error::BackendUnavailable { .. })),
                         "{out:?}"
                     );
                     calls.fetch_add(1, Ordering::Relaxed);
@@ -288,4 +290,54 @@ fn an_unreachable_redis_never_holds_a_call() {
         }
     });
     assert_eq!(calls.load(Ordering::Relaxed), 64);
+}
+
+/// Redis down, `on_backend_failure` at its default `deny`: 50 calls through
+/// each way in (`acquire().await`, a handle's `try_acquire`, a blocking
+/// fn) are refused for the backend, not for a limit: the error says the
+/// backend is unavailable, and an HTTP server answers 503 without a
+/// `Retry-After` that would promise what it cannot know (it answered 429
+/// with `Retry-After: 1`, "rate limit exceeded").
+#[test]
+fn deny_says_the_backend_is_unavailable() {
+    let r = build(
+        Registry::builder().spec::<Deny>(),
+        vec![
+            (Deny::PATH, limit("deny")),
+            ("resilient.redis", server::section(&dead_url(), "p")),
+        ],
+    );
+    let rt = two_workers();
+    let mut errors = Vec::new();
+    for i in 0..50 {
+        let out = match i % 3 {
+            0 => rt.block_on(r.scope(async { Deny::get()?.acquire().await })),
+            1 => r.sync_scope(|| Deny::get()?.try_acquire()),
+            _ => r.sync_scope(|| deny_blocking(&AtomicU64::new(0))),
+        };
+        errors.push(out.expect_err("refused"));
+    }
+    let said: Vec<(String, (u16, Option<Duration>))> = errors
+        .iter()
+        .map(|e| (e.to_string(), resilient_core::http::rejection_status(e)))
+        .collect();
+    println!("{:?}", &said[..3]);
+    let unavailable = said
+        .iter()
+        .filter(|(text, status)| text.contains("backend is unavailable") && *status == (503, None))
+        .count();
+    assert_eq!(unavailable, 50, "{said:#?}");
+    assert!(errors.iter().all(|e| matches!(
+        e,
+        Error::BackendUnavailable {
+            spec: "Deny",
+            backend: "redis"
+        }
+    )));
+}
+
+#[resilient_core::rate_limited(Deny)]
+fn deny_blocking(runs: &AtomicU64) -> Result<(), Error> {
+    runs.fetch_add(1, Ordering::SeqCst);
+    Ok(())
 }

@@ -298,9 +298,7 @@ impl Inner {
         #[cfg(not(feature = "redis"))]
         {
             let _ = (ask, shape);
-            Err(Unavailable {
-                retry_after: Duration::ZERO,
-            })
+            Err(Unavailable)
         }
     }
 
@@ -372,9 +370,7 @@ impl Inner {
         #[cfg(not(feature = "redis"))]
         {
             let _ = (ask, shape);
-            Err(Unavailable {
-                retry_after: Duration::ZERO,
-            })
+            Err(Unavailable)
         }
     }
 }

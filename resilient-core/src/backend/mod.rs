@@ -70,8 +70,12 @@ pub enum Backend {
     serde(tag = "policy", rename_all = "snake_case")
 )]
 pub enum OnBackendFailure {
-    /// The call is refused, as by a limit with no permit left (Kora's
-    /// behaviour).
+    /// The call is refused with
+    /// [`Error::BackendUnavailable`](crate::Error::BackendUnavailable), not
+    /// a rate limit (Kora's behaviour): the safe choice for a limit that
+    /// protects a dependency or a paid quota. An inbound limit usually
+    /// wants `Local` (its share) or `Allow`, so that an outage of the
+    /// backend is no outage of the service.
     #[default]
     Deny,
     /// The call goes ahead unlimited.
@@ -189,8 +193,8 @@ pub(crate) fn read_backend(
 /// | key | default | rule |
 /// |---|---|---|
 /// | `url` | required | `redis://[user:password@]host[:port][/db]` or `unix:///path` |
-/// | `timeout` | `"50ms"` | duration in [1ms, 1h]: how long one decision may take before `on_backend_failure` applies |
-/// | `connect_timeout` | `"1s"` | duration in [1ms, 1h]: how long a connection may take to open |
+/// | `timeout` | `"50ms"` | duration in [1ms, 1h]: how long one decision may take once it has a connection (its script, loaded again if Redis lost it) before `on_backend_failure` applies |
+/// | `connect_timeout` | `"1s"` | duration in [1ms, 1h]: how long a connection may take to open, the client's setup commands (`AUTH`, `SELECT`) included; a decision that must open one has this, then `timeout` |
 /// | `key_prefix` | `"resilient"` | text without `{`, `}` or spaces: the first part of every key (two services share a limit when prefix and spec path agree) |
 /// | `require_at_startup` | `false` | `true`: the registry is not built while Redis does not answer a `PING` |
 ///
@@ -198,10 +202,15 @@ pub(crate) fn read_backend(
 /// the last 10 decisions, opens at 50% failures after 5, open for 1 s, then
 /// one probe): while it is open, a decision costs one atomic load and the
 /// policy applies at once.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its `Debug` and its serialized form show the URL without its password
+/// (see [`shown_url`](Self::shown_url)).
+#[derive(Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RedisSettings {
-    /// Where Redis listens.
+    /// Where Redis listens. It may hold a password: show
+    /// [`shown_url`](Self::shown_url) instead.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_shown"))]
     pub url: String,
     /// How long a decision may take.
     #[cfg_attr(
@@ -245,7 +254,9 @@ impl RedisSettings {
             Some(url) => match check_url(&url) {
                 Ok(()) => Some(url),
                 Err(rule) => {
-                    s.invalid("url", rule);
+                    // Shown without its password, as everywhere.
+                    let found = Value::Str(shown(&url));
+                    s.problem("url", scrub(&rule, &url), Some(&found));
                     None
                 }
             },
@@ -278,23 +289,232 @@ fn bounded(s: &mut Section<'_>, key: &'static str, default: Duration) -> Option<
     }
 }
 
-/// `url` without its password.
-fn shown(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let user = &url[scheme + 3..at];
-            let user = user.split(':').next().unwrap_or("");
-            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_owned(),
+impl std::fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("url", &self.shown_url())
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("key_prefix", &self.key_prefix)
+            .field("require_at_startup", &self.require_at_startup)
+            .finish()
     }
+}
+
+#[cfg(feature = "serde")]
+fn ser_shown<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&shown(url))
+}
+
+/// The parts of a URL a password can hide in: where the part after the
+/// scheme starts, and the user info before its host (`user:password`).
+struct UrlParts<'a> {
+    scheme: &'a str,
+    /// After `://`, up to the path, query or fragment.
+    authority: &'a str,
+    /// The path, query and fragment.
+    rest: &'a str,
+    /// `user:password`, before the last `@` of the authority.
+    userinfo: Option<&'a str>,
+    /// `host[:port]`.
+    host_port: &'a str,
+}
+
+fn parts(url: &str) -> Option<UrlParts<'_>> {
+    let (scheme, after) = url.split_once("://")?;
+    let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+    let (authority, rest) = after.split_at(end);
+    let (userinfo, host_port) = match authority.rfind('@') {
+        Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
+        None => (None, authority),
+    };
+    Some(UrlParts {
+        scheme,
+        authority,
+        rest,
+        userinfo,
+        host_port,
+    })
+}
+
+/// The query keys whose values are secrets (`unix:///path?pass=..`).
+const SECRET_QUERY_KEYS: [&str; 3] = ["pass", "password", "token"];
+
+/// The secrets `url` holds: the password of its user info and the values
+/// of its `pass`, `password` and `token` query parts, each as written and
+/// percent-decoded.
+fn secrets(url: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Some(p) = parts(url) else {
+        return found;
+    };
+    if let Some((_, password)) = p.userinfo.and_then(|u| u.split_once(':')) {
+        found.push(password.to_owned());
+    }
+    let query = p.rest.split_once('?').map_or("", |(_, q)| q);
+    let query = query.split('#').next().unwrap_or("");
+    for pair in query.split('&') {
+        if let Some((key, value)) = pair.split_once('=') {
+            if SECRET_QUERY_KEYS.contains(&key) {
+                found.push(value.to_owned());
+            }
+        }
+    }
+    let decoded: Vec<String> = found.iter().map(|s| percent_decoded(s)).collect();
+    found.extend(decoded);
+    found.retain(|s| !s.is_empty());
+    // The longest first: a secret that contains another is hidden whole.
+    found.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    found.dedup();
+    found
+}
+
+/// `s` with its `%XX` escapes decoded (and `+` kept as written).
+fn percent_decoded(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                let v = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
+                out.push(u8::try_from(v).unwrap_or(b'?'));
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `text` with every secret of `url` replaced by `***`: what a message
+/// that quotes a client's error shows.
+pub(crate) fn scrub(text: &str, url: &str) -> String {
+    secrets(url).iter().fold(text.to_owned(), |t, secret| {
+        t.replace(secret.as_str(), "***")
+    })
+}
+
+/// `url` without its password: `redis://app:***@cache:6379`, and `***`
+/// for the values of `pass`, `password` and `token` query parts.
+fn shown(url: &str) -> String {
+    let Some(p) = parts(url) else {
+        return scrub(url, url);
+    };
+    let authority = match p.userinfo {
+        Some(userinfo) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{}", p.host_port),
+            None => p.authority.to_owned(),
+        },
+        None => p.authority.to_owned(),
+    };
+    let rest = match p.rest.split_once('?') {
+        Some((path, query)) => {
+            let (query, fragment) = match query.split_once('#') {
+                Some((q, f)) => (q, Some(f)),
+                None => (query, None),
+            };
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) if SECRET_QUERY_KEYS.contains(&key) => format!("{key}=***"),
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            let fragment = fragment.map_or(String::new(), |f| format!("#{f}"));
+            format!("{path}?{}{fragment}", query.join("&"))
+        }
+        None => p.rest.to_owned(),
+    };
+    scrub(&format!("{}://{authority}{rest}", p.scheme), url)
+}
+
+/// What is wrong with a `redis://` URL, said by its part, never echoing
+/// its user info; `None` when its parts look right (the client has the
+/// last word).
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+fn wrong_part(url: &str) -> Option<String> {
+    let Some(p) = parts(url) else {
+        return Some("has no scheme: write it `redis://host:port` (or `unix:///path`)".into());
+    };
+    let scheme = p.scheme;
+    if ![
+        "redis",
+        "rediss",
+        "valkey",
+        "valkeys",
+        "unix",
+        "redis+unix",
+        "valkey+unix",
+    ]
+    .contains(&scheme)
+    {
+        return Some(format!(
+            "has the scheme `{scheme}`: it must be `redis://` (or `rediss://`, `unix://`)"
+        ));
+    }
+    if scheme.ends_with("unix") {
+        return None;
+    }
+    let host_port = p.host_port;
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((host, rest)) => (host, rest.strip_prefix(':')),
+            None => return Some("has an IPv6 host without its closing `]`".into()),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Some("has no host: write it `redis://host:port`".into());
+    }
+    if let Some(port) = port {
+        if port.is_empty()
+            || !port.bytes().all(|b| b.is_ascii_digit())
+            || port.parse::<u16>().is_err()
+        {
+            let at = if p.userinfo.is_some() {
+                " (after the `@`)"
+            } else {
+                ""
+            };
+            return Some(format!(
+                "has a port{at} that is not a number in 0..=65535: `{port}`"
+            ));
+        }
+    }
+    let path = p
+        .rest
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .trim_matches('/');
+    if !path.is_empty() && path.parse::<i64>().is_err() {
+        return Some(format!(
+            "has a path that is not a database number: `/{path}` (write `/0`..`/15`, or nothing)"
+        ));
+    }
+    None
 }
 
 #[cfg(feature = "redis")]
 fn check_url(url: &str) -> Result<(), String> {
+    const SHAPE: &str = "must be a Redis URL, `redis://[user:password@]host[:port][/db]`";
+    if let Some(wrong) = wrong_part(url) {
+        return Err(format!("{SHAPE}; this one {wrong}"));
+    }
+    // The client's words name the part it refused; a secret it quoted is
+    // hidden.
     ::redis::Client::open(url)
         .map(drop)
-        .map_err(|e| format!("must be a Redis URL (`redis://host:port`): {e}"))
+        .map_err(|e| scrub(&format!("{SHAPE}: {e}"), url))
 }
 
 #[cfg(not(feature = "redis"))]
@@ -331,12 +551,17 @@ fn build_redis(
     listeners: &Arc<Listeners>,
     switches: Switches,
 ) -> Option<Arc<dyn Any + Send + Sync>> {
+    let before = problems.len();
     let mut section = Section::optional("Redis backend", RedisSettings::PATH, root, problems);
     if !section.exists() {
+        hide_secrets(root, &mut problems[before..]);
         return None;
     }
     let settings = RedisSettings::read(&mut section);
     section.finish();
+    // A URL under another key, or the section written as a URL: whatever
+    // a problem echoes, no password of it.
+    hide_secrets(root, &mut problems[before..]);
     let settings = settings?;
     let shown = settings.shown_url();
     #[cfg(feature = "redis")]
@@ -374,6 +599,29 @@ fn build_redis(
             shown,
             unreachable: None,
         }))
+    }
+}
+
+/// Hides in `problems` the secrets of every text written in the section
+/// `resilient.redis` of `root`.
+fn hide_secrets(root: &Value, problems: &mut [Problem]) {
+    fn texts<'v>(v: &'v Value, out: &mut Vec<&'v str>) {
+        match v {
+            Value::Str(s) => out.push(s),
+            Value::List(l) => l.iter().for_each(|v| texts(v, out)),
+            Value::Table(t) => t.values().for_each(|v| texts(v, out)),
+            _ => {}
+        }
+    }
+    let mut written = Vec::new();
+    if let Some(section) = crate::settings::at(root, RedisSettings::PATH) {
+        texts(section, &mut written);
+    }
+    for p in problems {
+        for url in &written {
+            p.rule = scrub(&p.rule, url);
+            p.found = p.found.as_deref().map(|f| scrub(f, url));
+        }
     }
 }
 
@@ -495,13 +743,11 @@ pub(crate) struct BudgetAnswer {
     pub(crate) tokens: u64,
 }
 
-/// The backend made no decision: down, slow, or its breaker open.
+/// The backend made no decision: down, slow, or its breaker open. It says
+/// no more: when the backend answers again is not known (a call refused
+/// for it has no `retry_after` to promise).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Unavailable {
-    /// How long until it is tried again (its breaker's wait), or its
-    /// `timeout`.
-    pub(crate) retry_after: Duration,
-}
+pub(crate) struct Unavailable;
 
 /// Where one limiter's state lives in the backend: a key per algorithm and
 /// parameters, so that a reload that changes them starts afresh there (as a
@@ -819,9 +1065,7 @@ impl Remote {
         }
         #[cfg(not(feature = "redis"))]
         {
-            Unavailable {
-                retry_after: Duration::ZERO,
-            }
+            Unavailable
         }
     }
 }

@@ -3,8 +3,8 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 
@@ -165,18 +165,84 @@ pub(crate) struct RedisBackend {
     generation: Arc<AtomicU64>,
     /// One caller connects at a time; the others wait for its connection.
     connecting: tokio::sync::Mutex<()>,
+    /// Connection attempts begun: a caller that waited for another's
+    /// attempt takes its failure instead of beginning one more, so that no
+    /// caller waits for two.
+    attempts: AtomicU64,
     /// Idle connections of blocking decisions (a handle's `try_acquire`, a
     /// blocking fn), which need no runtime: a decision takes one, or opens
     /// one, and puts it back after (up to [`IDLE_BLOCKING`] are kept), so
-    /// that threads never wait for each other's round trips.
-    blocking: Mutex<Vec<redis::Connection>>,
+    /// that threads never wait for each other's round trips. Shared with
+    /// the threads that open them: one that opens after its caller stopped
+    /// waiting leaves it here.
+    blocking: Arc<Mutex<Vec<redis::Connection>>>,
     /// The backend's own failures: while open, a decision is not tried.
     breaker: Breaker,
     /// An outage was logged, and its end is not yet.
     down: AtomicBool,
-    fixed_window: redis::Script,
-    token_bucket: redis::Script,
-    budget: redis::Script,
+    fixed_window: Script,
+    token_bucket: Script,
+    budget: Script,
+}
+
+/// A script and its source: run by its hash (`EVALSHA`), or by its source
+/// (`EVAL`, which also loads it) when the server does not have it.
+struct Script {
+    hash: redis::Script,
+    source: &'static str,
+}
+
+impl Script {
+    fn new(source: &'static str) -> Self {
+        Self {
+            hash: redis::Script::new(source),
+            source,
+        }
+    }
+
+    /// A run of this script on `key` with `args`.
+    fn run(&self, key: String, args: Vec<u64>) -> Run<'_> {
+        Run {
+            script: self,
+            key,
+            args,
+        }
+    }
+}
+
+/// One run of a script: at most two round trips (`EVALSHA`, then `EVAL`
+/// after a `NOSCRIPT`), each within what is left of the decision's
+/// `timeout` (the client's own `invoke` makes three, each with a timeout of
+/// its own).
+struct Run<'a> {
+    script: &'a Script,
+    key: String,
+    args: Vec<u64>,
+}
+
+impl Run<'_> {
+    fn command(&self, name: &str, script: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd(name);
+        cmd.arg(script).arg(1).arg(&self.key);
+        for a in &self.args {
+            cmd.arg(*a);
+        }
+        cmd
+    }
+
+    fn evalsha(&self) -> redis::Cmd {
+        self.command("EVALSHA", self.script.hash.get_hash())
+    }
+
+    fn eval(&self) -> redis::Cmd {
+        self.command("EVAL", self.script.source)
+    }
+}
+
+/// Whether the server answered that it does not have the script (a
+/// restarted or flushed Redis).
+fn no_script(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -280,8 +346,12 @@ impl RedisBackend {
         listeners: &Arc<Listeners>,
         switches: Switches,
     ) -> Result<Self, String> {
-        let client = redis::Client::open(settings.url.as_str())
-            .map_err(|e| format!("must be a Redis URL (`redis://host:port`): {e}"))?;
+        let client = redis::Client::open(settings.url.as_str()).map_err(|e| {
+            super::scrub(
+                &format!("must be a Redis URL (`redis://host:port`): {e}"),
+                &settings.url,
+            )
+        })?;
         let telemetry = Telemetry::new(
             "RedisBackend",
             RedisSettings::PATH,
@@ -297,12 +367,13 @@ impl RedisBackend {
             conn: Arc::default(),
             generation: Arc::default(),
             connecting: tokio::sync::Mutex::new(()),
-            blocking: Mutex::new(Vec::new()),
+            attempts: AtomicU64::new(0),
+            blocking: Arc::default(),
             breaker: <Breaker as Mechanism>::build(breaker_settings(), telemetry),
             down: AtomicBool::new(false),
-            fixed_window: redis::Script::new(FIXED_WINDOW),
-            token_bucket: redis::Script::new(TOKEN_BUCKET),
-            budget: redis::Script::new(BUDGET),
+            fixed_window: Script::new(FIXED_WINDOW),
+            token_bucket: Script::new(TOKEN_BUCKET),
+            budget: Script::new(BUDGET),
         })
     }
 
@@ -311,37 +382,99 @@ impl RedisBackend {
     }
 
     /// Connects and sends `PING`, blocking the thread, within
-    /// `connect_timeout` and `timeout`: the startup check. `Err` says what
-    /// was tried and what happened.
+    /// `connect_timeout` and then `timeout`: the startup check. `Err` says
+    /// what was tried and what happened.
     pub(crate) fn ping_blocking(&self) -> Result<(), String> {
         let tried = format!(
             "connected with `connect_timeout` = {:?} and sent PING with `timeout` = {:?}",
             self.settings.connect_timeout, self.settings.timeout
         );
-        let mut conn = self
-            .client
-            .get_connection_with_timeout(self.settings.connect_timeout)
-            .map_err(|e| format!("{tried}: {e}"))?;
-        conn.set_read_timeout(Some(self.settings.timeout))
-            .and_then(|()| redis::cmd("PING").query::<String>(&mut conn))
+        let said = |e: &dyn std::fmt::Display| self.scrub(&format!("{tried}: {e}"));
+        // Opened with `timeout` for each read and write.
+        let mut conn = self.connect_blocking().map_err(|e| said(&e))?;
+        redis::cmd("PING")
+            .query::<String>(&mut conn)
             .map(drop)
-            .map_err(|e| format!("{tried}: {e}"))
+            .map_err(|e| said(&e))
     }
 
-    /// The connection in use, made now if there is none. The connection is
-    /// made by a task of its own, bounded by `connect_timeout` alone: a
-    /// caller that stops waiting (its decision's `timeout`) leaves it to
-    /// finish for the calls that follow.
+    /// A blocking connection, open within `connect_timeout` whatever it
+    /// takes: the client's own setup (`AUTH`, `SELECT`, two `CLIENT
+    /// SETINFO`) waits up to `connect_timeout` for each reply in turn, so
+    /// a stalled server would hold the caller for several. The connection
+    /// is opened on a thread of its own, bounded by the client alone; one
+    /// that opens after its caller stopped waiting is kept among the idle
+    /// ones, for the calls that follow.
+    fn connect_blocking(&self) -> Result<redis::Connection, Failure> {
+        let limit = self.settings.connect_timeout;
+        let timeout = self.settings.timeout;
+        let (client, idle) = (self.client.clone(), Arc::clone(&self.blocking));
+        let (sent, opened) = mpsc::sync_channel(1);
+        let spawned = std::thread::Builder::new()
+            .name("resilient-redis-connect".into())
+            .spawn(move || {
+                let conn = client.get_connection_with_timeout(limit).and_then(|conn| {
+                    conn.set_read_timeout(Some(timeout))?;
+                    conn.set_write_timeout(Some(timeout))?;
+                    Ok(conn)
+                });
+                if let Err(mpsc::SendError(Ok(conn))) = sent.send(conn) {
+                    let mut idle = idle.lock().unwrap_or_else(PoisonError::into_inner);
+                    if idle.len() < IDLE_BLOCKING {
+                        idle.push(conn);
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            return Err(Failure::Connect(format!("no thread to connect on: {e}")));
+        }
+        match opened.recv_timeout(limit) {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(Failure::Connect(e.to_string())),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Failure::Connect(format!(
+                "no connection within `connect_timeout` ({limit:?})"
+            ))),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Failure::Connect(
+                "the thread that connected ended without a connection".into(),
+            )),
+        }
+    }
+
+    /// The connection in use, made now if there is none, within
+    /// `connect_timeout` from the call (its wait for another caller's
+    /// attempt included). The connection is made by a task of its own,
+    /// bounded by `connect_timeout` too: a caller that stops waiting leaves
+    /// it to finish for the calls that follow. A caller that waited for
+    /// another's attempt, which failed, takes that failure rather than
+    /// making one more.
     async fn connection(&self) -> Result<(u64, MultiplexedConnection), Failure> {
         if let Some(c) = self.current() {
             return Ok(c);
         }
-        let _one = self.connecting.lock().await;
+        let limit = self.settings.connect_timeout;
+        let late = || {
+            Failure::Connect(format!(
+                "no connection within `connect_timeout` ({limit:?})"
+            ))
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        let attempts = self.attempts.load(Ordering::Acquire);
+        let turn = catch_unwind(AssertUnwindSafe(|| {
+            tokio::time::timeout_at(deadline, self.connecting.lock())
+        }))
+        .map_err(|_| Failure::Runtime(NO_TIMERS))?;
+        let _one = turn.await.map_err(|_| late())?;
         if let Some(c) = self.current() {
             return Ok(c);
         }
+        if self.attempts.load(Ordering::Acquire) != attempts {
+            return Err(Failure::Connect(
+                "the connection attempt this call waited for failed".into(),
+            ));
+        }
+        self.attempts.fetch_add(1, Ordering::AcqRel);
         let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.settings.connect_timeout))
+            .set_connection_timeout(Some(limit))
             .set_response_timeout(Some(self.settings.timeout));
         let (client, slot, generation) = (
             self.client.clone(),
@@ -360,14 +493,11 @@ impl RedisBackend {
             Ok::<_, redis::RedisError>((g, conn))
         });
         let waited = catch_unwind(AssertUnwindSafe(|| {
-            tokio::time::timeout(self.settings.connect_timeout, connect)
+            tokio::time::timeout_at(deadline, connect)
         }))
         .map_err(|_| Failure::Runtime(NO_TIMERS))?;
         match waited.await {
-            Err(_) => Err(Failure::Connect(format!(
-                "no connection within `connect_timeout` ({:?})",
-                self.settings.connect_timeout
-            ))),
+            Err(_) => Err(late()),
             Ok(Err(e)) if e.is_panic() => Err(Failure::Runtime(
                 "the tokio runtime has no IO driver: build it with `enable_all()` (or `enable_io()`)",
             )),
@@ -394,42 +524,31 @@ impl RedisBackend {
     }
 
     /// The script run that asks `ask` of `keys`.
-    fn invocation(
-        &self,
-        keys: &Keys,
-        ask: Ask,
-        max_wait: Duration,
-        want: u64,
-    ) -> redis::ScriptInvocation<'_> {
+    fn invocation(&self, keys: &Keys, ask: Ask, max_wait: Duration, want: u64) -> Run<'_> {
         let key = keys.of(&ask);
-        let mut i = match ask {
-            Ask::FixedWindow { limit, period_us } => {
-                let mut i = self.fixed_window.key(key);
-                i.arg(limit).arg(period_us);
-                i
-            }
+        let (script, mut args) = match ask {
+            Ask::FixedWindow { limit, period_us } => (&self.fixed_window, vec![limit, period_us]),
             Ask::TokenBucket {
                 interval_us,
                 tolerance_us,
-            } => {
-                let mut i = self.token_bucket.key(key);
-                i.arg(interval_us).arg(tolerance_us);
-                i
-            }
+            } => (&self.token_bucket, vec![interval_us, tolerance_us]),
         };
-        i.arg(super::micros(max_wait)).arg(want.clamp(1, MAX_ARG));
-        i
+        args.extend([super::micros(max_wait), want.clamp(1, MAX_ARG)]);
+        script.run(key, args)
     }
 
     /// The script run that asks a retry budget at `key` for `ask`.
-    fn budget_invocation(&self, key: &str, ask: &BudgetAsk) -> redis::ScriptInvocation<'_> {
-        let mut i = self.budget.key(key);
-        i.arg(ask.max.min(MAX_ARG))
-            .arg(ask.initial.min(ask.max).min(MAX_ARG))
-            .arg(ask.per_second.min(MAX_ARG))
-            .arg(ask.deposit.min(ask.max).min(MAX_ARG))
-            .arg(u8::from(ask.want));
-        i
+    fn budget_invocation(&self, key: &str, ask: &BudgetAsk) -> Run<'_> {
+        self.budget.run(
+            key.to_owned(),
+            vec![
+                ask.max.min(MAX_ARG),
+                ask.initial.min(ask.max).min(MAX_ARG),
+                ask.per_second.min(MAX_ARG),
+                ask.deposit.min(ask.max).min(MAX_ARG),
+                u64::from(ask.want),
+            ],
+        )
     }
 
     /// Asks Redis for one permit of the limiter whose keys are `keys`, due
@@ -484,11 +603,12 @@ impl RedisBackend {
         })
     }
 
-    /// Runs `invocation` within `timeout`, through the breaker, and reads
-    /// its reply with `read`.
+    /// Runs `run` through the breaker, and reads its reply with `read`:
+    /// within `connect_timeout` for a connection if one must be opened,
+    /// then `timeout` for the script.
     async fn asked<T>(
         &self,
-        invocation: redis::ScriptInvocation<'_>,
+        run: Run<'_>,
         read: impl FnOnce(&[i64]) -> Result<T, Failure>,
     ) -> Result<T, Unavailable> {
         if tokio::runtime::Handle::try_current().is_err() {
@@ -499,34 +619,34 @@ impl RedisBackend {
         let Ok(permit) = Permit::new(&self.breaker) else {
             return Err(self.unavailable());
         };
-        let outcome = match catch_unwind(AssertUnwindSafe(|| {
-            tokio::time::timeout(self.settings.timeout, self.run(invocation, read))
-        })) {
-            Err(_) => Err(Failure::Runtime(NO_TIMERS)),
-            Ok(run) => match run.await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(Failure::Timeout),
-            },
-        };
-        self.ended(permit, outcome)
+        let started = Instant::now();
+        let outcome = self.run(run, read).await;
+        self.ended(permit, started, outcome)
     }
 
     /// [`asked`](Self::asked) on a connection of its own that needs no
     /// runtime, blocking the thread for the round trip.
     fn asked_blocking<T>(
         &self,
-        invocation: redis::ScriptInvocation<'_>,
+        run: Run<'_>,
         read: impl FnOnce(&[i64]) -> Result<T, Failure>,
     ) -> Result<T, Unavailable> {
         let Ok(permit) = Permit::new(&self.breaker) else {
             return Err(self.unavailable());
         };
-        let outcome = self.run_blocking(invocation, read);
-        self.ended(permit, outcome)
+        let started = Instant::now();
+        let outcome = self.run_blocking(run, read);
+        self.ended(permit, started, outcome)
     }
 
-    /// Records the outcome of a decision with the breaker and the log.
-    fn ended<T>(&self, permit: Permit<'_>, outcome: Result<T, Failure>) -> Result<T, Unavailable> {
+    /// Records the outcome of a decision begun at `started` with the
+    /// breaker and the log: a probe of the breaker that failed says why.
+    fn ended<T>(
+        &self,
+        permit: Permit<'_>,
+        started: Instant,
+        outcome: Result<T, Failure>,
+    ) -> Result<T, Unavailable> {
         match outcome {
             Ok(decision) => {
                 permit.success();
@@ -540,19 +660,34 @@ impl RedisBackend {
                 Ok(decision)
             }
             Err(failure) => {
+                let probe = permit.probe();
                 permit.failure();
-                Err(self.failed(&failure))
+                let unavailable = self.failed(&failure);
+                if probe {
+                    let elapsed = started.elapsed();
+                    let next = self.breaker.until_half_open().unwrap_or_default();
+                    tracing::warn!(
+                        target: "resilient::backend",
+                        url = %self.shown,
+                        reason = failure.reason(),
+                        ?elapsed,
+                        "the Redis backend's probe failed after {elapsed:?}: {}; specs that use it keep their `on_backend_failure`, the next probe in {next:?}",
+                        self.scrub(&failure.to_string())
+                    );
+                }
+                Err(unavailable)
             }
         }
     }
 
     pub(crate) fn unavailable(&self) -> Unavailable {
-        Unavailable {
-            retry_after: self
-                .breaker
-                .until_half_open()
-                .unwrap_or(self.settings.timeout),
-        }
+        Unavailable
+    }
+
+    /// `text` without the secrets of the URL (a client's error may quote
+    /// what it was given).
+    fn scrub(&self, text: &str) -> String {
+        super::scrub(text, &self.settings.url)
     }
 
     /// Counts and, once per outage, logs `failure`.
@@ -568,22 +703,31 @@ impl RedisBackend {
                 target: "resilient::backend",
                 url = %self.shown,
                 reason = failure.reason(),
-                "the Redis backend failed: {failure}; specs that use it apply their `on_backend_failure` until it answers again"
+                "the Redis backend failed: {}; specs that use it apply their `on_backend_failure` until it answers again",
+                self.scrub(&failure.to_string())
             );
         }
         self.unavailable()
     }
 
+    /// One decision on the multiplexed connection: its `timeout` starts
+    /// once it has the connection (one that had to be opened had
+    /// `connect_timeout` for that).
     async fn run<T>(
         &self,
-        invocation: redis::ScriptInvocation<'_>,
+        run: Run<'_>,
         read: impl FnOnce(&[i64]) -> Result<T, Failure>,
     ) -> Result<T, Failure> {
         let (generation, mut conn) = self.connection().await?;
-        let reply: Result<Vec<i64>, redis::RedisError> = invocation.invoke_async(&mut conn).await;
-        match reply {
-            Ok(reply) => read(&reply),
-            Err(e) => {
+        let query = Self::query(&mut conn, &run);
+        let asked = catch_unwind(AssertUnwindSafe(move || {
+            tokio::time::timeout(self.settings.timeout, query)
+        }))
+        .map_err(|_| Failure::Runtime(NO_TIMERS))?;
+        match asked.await {
+            Err(_) => Err(Failure::Timeout),
+            Ok(Ok(reply)) => read(&reply),
+            Ok(Err(e)) => {
                 if breaks(&e) {
                     self.broken(generation);
                 }
@@ -592,9 +736,25 @@ impl RedisBackend {
         }
     }
 
+    /// `run`'s reply: by its hash, or by its source if the server does
+    /// not have it.
+    async fn query(
+        conn: &mut MultiplexedConnection,
+        run: &Run<'_>,
+    ) -> redis::RedisResult<Vec<i64>> {
+        match run.evalsha().query_async(conn).await {
+            Err(e) if no_script(&e) => run.eval().query_async(conn).await,
+            reply => reply,
+        }
+    }
+
+    /// One decision on a blocking connection: an idle one, or one opened
+    /// within `connect_timeout`; then `timeout` for the script, both of
+    /// its round trips (`EVALSHA`, and `EVAL` after a `NOSCRIPT`) within
+    /// it.
     fn run_blocking<T>(
         &self,
-        invocation: redis::ScriptInvocation<'_>,
+        run: Run<'_>,
         read: impl FnOnce(&[i64]) -> Result<T, Failure>,
     ) -> Result<T, Failure> {
         let idle = self
@@ -604,18 +764,13 @@ impl RedisBackend {
             .pop();
         let mut conn = match idle {
             Some(conn) => conn,
-            None => {
-                let conn = self
-                    .client
-                    .get_connection_with_timeout(self.settings.connect_timeout)
-                    .map_err(|e| Failure::Connect(e.to_string()))?;
-                conn.set_read_timeout(Some(self.settings.timeout))
-                    .and_then(|()| conn.set_write_timeout(Some(self.settings.timeout)))
-                    .map_err(|e| Failure::Connect(e.to_string()))?;
-                conn
-            }
+            None => self.connect_blocking()?,
         };
-        let reply: Result<Vec<i64>, redis::RedisError> = invocation.invoke(&mut conn);
+        let deadline = Instant::now() + self.settings.timeout;
+        let reply = match within(&mut conn, &run.evalsha(), deadline) {
+            Err(e) if no_script(&e) => within(&mut conn, &run.eval(), deadline),
+            reply => reply,
+        };
         match reply {
             Ok(reply) => {
                 let mut idle = self.blocking.lock().unwrap_or_else(PoisonError::into_inner);
@@ -629,6 +784,21 @@ impl RedisBackend {
             Err(e) => Err(failure(e)),
         }
     }
+}
+
+/// `cmd`'s reply on the blocking `conn`, by `deadline`.
+fn within(
+    conn: &mut redis::Connection,
+    cmd: &redis::Cmd,
+    deadline: Instant,
+) -> redis::RedisResult<Vec<i64>> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no time left").into());
+    }
+    conn.set_read_timeout(Some(left))?;
+    conn.set_write_timeout(Some(left))?;
+    cmd.query(conn)
 }
 
 /// Idle blocking connections kept per backend.

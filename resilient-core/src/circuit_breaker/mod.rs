@@ -408,6 +408,12 @@ impl<'a> Permit<'a> {
         self.end(End::Neither);
     }
 
+    /// Whether the permit is a half-open probe's.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn probe(&self) -> bool {
+        matches!(self.taken, Taken::Probe(_))
+    }
+
     /// How long the call took, if it is timed.
     fn took(&self) -> Option<Duration> {
         (self.started != UNTIMED)
@@ -574,7 +580,8 @@ fn on_resilience(error: &Error) -> Verdict {
         Error::NotConfigured { .. }
         | Error::CallNotPermitted { .. }
         | Error::RateLimitExceeded { .. }
-        | Error::ConcurrencyLimitReached { .. } => Verdict::Ignore,
+        | Error::ConcurrencyLimitReached { .. }
+        | Error::BackendUnavailable { .. } => Verdict::Ignore,
         // Retry gave up on the dependency, or it was too slow: one failure.
         Error::RetryExhausted(_) | Error::Timeout { .. } => Verdict::Failure,
         // An injected fault stands for the dependency failing: the point of

@@ -55,7 +55,7 @@
 //! |---|---|
 //! | (none), or `on = any` | every failure |
 //! | `on = resilience` | failures raised by a resilience attribute inside it (rejections, timeouts, `RetryExhausted`) |
-//! | `on = rejection` | a circuit breaker's, rate limiter's or concurrency limit's rejection |
+//! | `on = rejection` | a circuit breaker's, rate limiter's (its backend's too) or concurrency limit's rejection |
 //! | `on = timeout` | a timeout |
 //! | `when = path::to::predicate` | the body's errors for which `fn(&E) -> bool` says `true` |
 //!
@@ -87,7 +87,8 @@ pub enum FallbackOn<E> {
     Any,
     /// Failures raised by a resilience attribute inside the fallback.
     Resilience,
-    /// Rejections: open breaker, rate limit, concurrency limit.
+    /// Rejections: open breaker, rate limit (or its backend unavailable),
+    /// concurrency limit.
     Rejection,
     /// Timeouts.
     Timeout,
@@ -500,6 +501,7 @@ fn handles<E>(on: &FallbackOn<E>, fail: &Fail<E>) -> bool {
             Error::CallNotPermitted { .. }
                 | Error::RateLimitExceeded { .. }
                 | Error::ConcurrencyLimitReached { .. }
+                | Error::BackendUnavailable { .. }
         ),
         (FallbackOn::Timeout, Fail::Resilience(e)) => matches!(e, Error::Timeout { .. }),
     }

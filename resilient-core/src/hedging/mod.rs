@@ -499,7 +499,8 @@ fn on_resilience(error: &Error) -> (Verdict, bool) {
         Error::NotConfigured { .. } => (Verdict::Ignore, false),
         Error::CallNotPermitted { .. }
         | Error::RateLimitExceeded { .. }
-        | Error::ConcurrencyLimitReached { .. } => (Verdict::Failure, false),
+        | Error::ConcurrencyLimitReached { .. }
+        | Error::BackendUnavailable { .. } => (Verdict::Failure, false),
         _ => (Verdict::Failure, true),
     }
 }

@@ -17,7 +17,8 @@ use crate::http::rejection_response;
 /// HTTP service, so that a request they refuse is answered with the
 /// response a client expects instead of an error: 429 with `Retry-After`
 /// for a rate limit, 503 for an open breaker (with `Retry-After` while it
-/// is open) or a full limit, 504 for a timeout (see
+/// is open), a full limit or a shared limit whose backend is down, 504 for
+/// a timeout (see
 /// [`rejection_status`](crate::http::rejection_status)). The service keeps
 /// its own error type, so an axum route (whose error is `Infallible`) takes
 /// it with `route_layer`:

@@ -221,11 +221,18 @@ pub struct RateLimiterSettings {
 
 const COUNT_BITS: u32 = 20;
 
+/// Why a call got no permit.
+#[derive(Debug, Clone, Copy)]
+enum Refused {
+    /// The limit: a permit would be free after this long.
+    Limit(Duration),
+    /// The backend made no decision, and `on_backend_failure` is `deny`.
+    Unavailable,
+}
+
 /// A backend named and not attached: never once the registry is built (it
 /// checks), answered as a backend making no decision.
-const NO_BACKEND: Unavailable = Unavailable {
-    retry_after: Duration::ZERO,
-};
+const NO_BACKEND: Unavailable = Unavailable;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 
 impl RateLimiterSettings {
@@ -659,11 +666,11 @@ impl RateLimiter {
     /// handle's `try_acquire` (no reservation to describe, a token bucket's
     /// decision inline).
     #[inline(always)]
-    fn take_now(&self, c: &Config) -> Result<(), Duration> {
+    fn take_now(&self, c: &Config) -> Result<(), Refused> {
         if c.unusual {
             return self.take_now_unusual(c);
         }
-        self.take_now_usual(c)
+        self.take_now_usual(c).map_err(Refused::Limit)
     }
 
     /// [`take_now`](Self::take_now) of a limiter that is enabled and kept
@@ -741,7 +748,7 @@ impl RateLimiter {
     /// has no future to wait in).
     #[cold]
     #[inline(never)]
-    fn take_now_unusual(&self, c: &Config) -> Result<(), Duration> {
+    fn take_now_unusual(&self, c: &Config) -> Result<(), Refused> {
         let Some((rc, remote)) = self.backend_of(c) else {
             return Ok(());
         };
@@ -755,24 +762,25 @@ impl RateLimiter {
         match self.answered(c, rc, answer, Duration::ZERO) {
             Ok(wait) if wait.is_zero() => Ok(()),
             // Not given with no `max_wait`; refused if it were.
-            Ok(wait) | Err(wait) => Err(wait),
+            Ok(wait) => Err(Refused::Limit(wait)),
+            Err(refused) => Err(refused),
         }
     }
 
     /// What a call gets from a backend's `answer` (or its absence, by
     /// `on_backend_failure`): `Ok` with the wait until its permit is due,
-    /// or `Err` with how long until one would be free.
+    /// or why it has none.
     fn answered(
         &self,
         c: &Config,
         rc: &RemoteConfig,
         answer: Result<Answer, Unavailable>,
         max_wait: Duration,
-    ) -> Result<Duration, Duration> {
+    ) -> Result<Duration, Refused> {
         match answer {
             Ok(Answer::Admitted(wait)) => Ok(wait),
-            Ok(Answer::Refused(retry_after)) => Err(retry_after),
-            Err(unavailable) => {
+            Ok(Answer::Refused(retry_after)) => Err(Refused::Limit(retry_after)),
+            Err(_) => {
                 let policy = match c.settings.on_backend_failure {
                     OnBackendFailure::Deny => "deny",
                     OnBackendFailure::Allow => "allow",
@@ -788,10 +796,13 @@ impl RateLimiter {
                 }
                 match (c.settings.on_backend_failure, &rc.local) {
                     (OnBackendFailure::Allow, _) => Ok(Duration::ZERO),
-                    (OnBackendFailure::Local { .. }, Some(local)) => {
-                        self.take(local, max_wait).map(|t| t.wait)
-                    }
-                    _ => Err(unavailable.retry_after),
+                    // This process's share: a refusal of it is its limit's.
+                    (OnBackendFailure::Local { .. }, Some(local)) => self
+                        .take(local, max_wait)
+                        .map(|t| t.wait)
+                        .map_err(Refused::Limit),
+                    // No limit was reached: the backend could not say.
+                    _ => Err(Refused::Unavailable),
                 }
             }
         }
@@ -811,12 +822,38 @@ impl RateLimiter {
         &self,
         c: &Config,
         spec: &'static str,
-        outcome: Result<Duration, Duration>,
+        outcome: Result<Duration, Refused>,
     ) -> Result<Duration, Error> {
-        outcome.map_err(|retry_after| {
-            self.rejected(c, retry_after);
-            self.exceeded(spec, retry_after)
+        outcome.map_err(|refused| match refused {
+            Refused::Limit(retry_after) => {
+                self.rejected(c, retry_after);
+                self.exceeded(spec, retry_after)
+            }
+            Refused::Unavailable => {
+                crate::telemetry::log_rejection!(
+                    "resilient::rate_limiter",
+                    &self.telemetry,
+                    None,
+                    "its Redis backend is unavailable, and its `on_backend_failure` is \"deny\""
+                );
+                Error::BackendUnavailable {
+                    spec,
+                    backend: "redis",
+                }
+            }
         })
+    }
+
+    /// The error of a handle's `try_acquire` refused for `refused`.
+    #[cold]
+    fn refused(&self, spec: &'static str, refused: Refused) -> Error {
+        match refused {
+            Refused::Limit(retry_after) => self.exceeded(spec, retry_after),
+            Refused::Unavailable => Error::BackendUnavailable {
+                spec,
+                backend: "redis",
+            },
+        }
     }
 
     /// Asks the backend for the permit of a call (a [`Taken::ASK`]), and
@@ -836,7 +873,10 @@ impl RateLimiter {
                 self.answered(c, rc, answer, max_wait)
             }
             // Reloaded meanwhile: the settings now in force decide.
-            None => self.take(c, max_wait).map(|t| t.wait),
+            None => self
+                .take(c, max_wait)
+                .map(|t| t.wait)
+                .map_err(Refused::Limit),
         };
         let wait = self.settled(c, spec, outcome)?;
         if !wait.is_zero() {
@@ -858,7 +898,10 @@ impl RateLimiter {
                 };
                 self.answered(c, rc, answer, max_wait)
             }
-            None => self.take(c, max_wait).map(|t| t.wait),
+            None => self
+                .take(c, max_wait)
+                .map(|t| t.wait)
+                .map_err(Refused::Limit),
         };
         crate::blocking::sleep(self.settled(c, spec, outcome)?);
         Ok(())
@@ -1102,7 +1145,7 @@ impl<S: RateLimiterSpec> RateLimiterHandle<S> {
         let c = self.inner.config.get();
         self.inner
             .take_now(c)
-            .map_err(|retry_after| self.inner.exceeded(S::NAME, retry_after))
+            .map_err(|refused| self.inner.refused(S::NAME, refused))
     }
 
     /// Takes a permit, reserving one due within `max_wait` and waiting until

@@ -249,7 +249,7 @@ impl Tag for RetryConfig {
 #[derive(Debug)]
 struct RetryMeters {
     retries: Counter,
-    exhausted: [Counter; 3],
+    exhausted: [Counter; 4],
 }
 
 /// A retry spec's budget, in its part of the
@@ -432,7 +432,13 @@ impl Retry {
         if self.telemetry.metrics_on() {
             self.meters.get_or_init(|| RetryMeters {
                 retries: self.telemetry.counter("resilient_retries_total", &[]),
-                exhausted: [StoppedBy::Attempts, StoppedBy::Timeout, StoppedBy::Budget].map(|r| {
+                exhausted: [
+                    StoppedBy::Attempts,
+                    StoppedBy::Timeout,
+                    StoppedBy::Budget,
+                    StoppedBy::BudgetUnavailable,
+                ]
+                .map(|r| {
                     self.telemetry
                         .counter("resilient_retry_exhausted_total", &[("reason", r.label())])
                 }),
@@ -469,13 +475,21 @@ impl Retry {
         }
     }
 
-    /// Takes a token for a retry from the budget of `config`; `None` when
-    /// there is none for it.
-    fn withdraw<'r>(&'r self, config: &RetryConfig) -> Option<Option<budget::Withdrawal<'r>>> {
+    /// Takes a token for a retry from the budget of `config`; `Err` with
+    /// why there is none for it: the budget is empty, or its backend is
+    /// unavailable and its `on_backend_failure` is `deny`.
+    fn withdraw<'r>(
+        &'r self,
+        config: &RetryConfig,
+    ) -> Result<Option<budget::Withdrawal<'r>>, StoppedBy> {
         let Some(shared) = &config.shared else {
             return match &config.budget {
-                None => Some(None),
-                Some(p) => self.budget.try_withdraw(p).map(Some),
+                None => Ok(None),
+                Some(p) => self
+                    .budget
+                    .try_withdraw(p)
+                    .map(Some)
+                    .ok_or(StoppedBy::Budget),
             };
         };
         let answer = match self.shared.get() {
@@ -483,12 +497,10 @@ impl Retry {
                 .withdraw(shared.version)
                 .map(|granted| granted.then(|| budget::Withdrawal::shared(remote, shared.version))),
             // Never once the registry is built: it checks.
-            None => Err(crate::backend::Unavailable {
-                retry_after: Duration::ZERO,
-            }),
+            None => Err(crate::backend::Unavailable),
         };
         match answer {
-            Ok(granted) => granted.map(Some),
+            Ok(granted) => granted.map(Some).ok_or(StoppedBy::Budget),
             Err(_) => {
                 let policy = match shared.on_failure {
                     OnBudgetBackendFailure::Deny => "deny",
@@ -504,11 +516,14 @@ impl Retry {
                         .increment(1);
                 }
                 match (shared.on_failure, &config.budget) {
-                    (OnBudgetBackendFailure::Allow, _) => Some(None),
-                    (OnBudgetBackendFailure::Local { .. }, Some(p)) => {
-                        self.budget.try_withdraw(p).map(Some)
-                    }
-                    _ => None,
+                    (OnBudgetBackendFailure::Allow, _) => Ok(None),
+                    // This process's bucket: empty is empty.
+                    (OnBudgetBackendFailure::Local { .. }, Some(p)) => self
+                        .budget
+                        .try_withdraw(p)
+                        .map(Some)
+                        .ok_or(StoppedBy::Budget),
+                    _ => Err(StoppedBy::BudgetUnavailable),
                 }
             }
         }
@@ -755,6 +770,8 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
         Error::RateLimitExceeded { retry_after, .. } => Verdict::RetryAfter(*retry_after),
         // A place may be free after the wait.
         Error::ConcurrencyLimitReached { .. } => Verdict::Failure,
+        // A shared limit's backend may answer after the wait.
+        Error::BackendUnavailable { .. } => Verdict::Failure,
     }
 }
 
@@ -1015,10 +1032,13 @@ where
         }
         // Held across the wait: a call dropped before its retry starts gives
         // the token back.
-        let Some(withdrawal) = retry.withdraw(config) else {
-            stopped(retry, calls, StoppedBy::Budget, &outcome, status);
-            Self::ended(&mut self.timed, retry, Outcome::Failure);
-            return Step::Done(outcome);
+        let withdrawal = match retry.withdraw(config) {
+            Ok(withdrawal) => withdrawal,
+            Err(by) => {
+                stopped(retry, calls, by, &outcome, status);
+                Self::ended(&mut self.timed, retry, Outcome::Failure);
+                return Step::Done(outcome);
+            }
         };
         let wait = Wait {
             retry: calls,

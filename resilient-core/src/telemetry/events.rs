@@ -134,6 +134,10 @@ pub enum StoppedBy {
     Timeout,
     /// The retry budget was empty.
     Budget,
+    /// The retry budget's shared backend made no decision (down, slower
+    /// than its `timeout`, or its breaker open), and the budget's
+    /// `on_backend_failure` is `deny`: no token was known to be left.
+    BudgetUnavailable,
 }
 
 impl StoppedBy {
@@ -142,6 +146,7 @@ impl StoppedBy {
             StoppedBy::Attempts => "attempts",
             StoppedBy::Timeout => "timeout",
             StoppedBy::Budget => "budget",
+            StoppedBy::BudgetUnavailable => "budget_unavailable",
         }
     }
 }
@@ -152,6 +157,9 @@ impl fmt::Display for StoppedBy {
             StoppedBy::Attempts => "attempts used up",
             StoppedBy::Timeout => "the next wait would cross the overall timeout",
             StoppedBy::Budget => "retry budget empty",
+            StoppedBy::BudgetUnavailable => {
+                "the retry budget's Redis backend is unavailable, and its `on_backend_failure` is \"deny\""
+            }
         })
     }
 }

@@ -10,7 +10,7 @@
 //! | target | level | when |
 //! |---|---|---|
 //! | `resilient::retry` | INFO | a retry is scheduled: the failure (its `Display`), the wait, where the wait came from (`wait_from` = `backoff`, `retry_after` for a delay hint such as HTTP's `Retry-After`, `rate_limiter` or `circuit_breaker` for a rejection inside the retry), and a failed value's `status` (the HTTP status with `classify = http`) |
-//! | `resilient::retry` | WARN | retry gives up (attempts used up, overall timeout, empty budget), with the cause (and its `status`) |
+//! | `resilient::retry` | WARN | retry gives up (attempts used up, overall timeout, empty budget, a shared budget's backend unavailable), with the cause (and its `status`) |
 //! | `resilient::circuit_breaker` | WARN | the breaker opens (or is forced open) |
 //! | `resilient::circuit_breaker` | INFO | it moves to half-open, closes, or is disabled |
 //! | `resilient::circuit_breaker`, `resilient::rate_limiter`, `resilient::concurrency` | DEBUG | each rejected call |
@@ -40,7 +40,7 @@
 //! | `resilient_calls_total` | counter | `kind`, `outcome` = `success`, `failure`, `ignored`, `rejected`, `timed_out`, `cancelled` | each call through the spec ends: exactly one outcome per call (`cancelled`: dropped before it ended, as by a timeout outside the spec) |
 //! | `resilient_call_duration_seconds` | histogram | `kind` | each call that ran (not rejected), from entering the spec to its outcome |
 //! | `resilient_retries_total` | counter | | each retry scheduled |
-//! | `resilient_retry_exhausted_total` | counter | `reason` = `attempts`, `timeout`, `budget` | retry gives up |
+//! | `resilient_retry_exhausted_total` | counter | `reason` = `attempts`, `timeout`, `budget`, `budget_unavailable` | retry gives up |
 //! | `resilient_circuit_breaker_transitions_total` | counter | `to` = `closed`, `open`, `half_open`, `forced_open`, `disabled` | each state change |
 //! | `resilient_circuit_breaker_state` | gauge | | 0 closed, 1 half-open, 2 open, 3 forced open, 4 disabled |
 //! | `resilient_concurrency_in_use` | gauge | | places held now |

@@ -244,6 +244,18 @@ impl Meters {
             .map(|h| h.0.lock().unwrap_or_else(PoisonError::into_inner).clone())
     }
 
+    /// Every series registered, as `name{label=value,..}`.
+    pub fn series(&self) -> Vec<String> {
+        let r = self.lock();
+        let keys = r
+            .counters
+            .keys()
+            .chain(r.gauges.keys())
+            .chain(r.histograms.keys());
+        keys.map(|(name, labels)| format!("{name}{labels:?}"))
+            .collect()
+    }
+
     /// How many series were registered in all.
     pub fn registered(&self) -> usize {
         let r = self.lock();

@@ -8,9 +8,11 @@
 
 #![allow(dead_code, unreachable_pub, clippy::expect_used)] // a broken test setup panics, saying what broke
 
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use resilient_core::settings::Value;
@@ -113,6 +115,27 @@ impl Server {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Stops the server's process (SIGSTOP) without closing its socket:
+    /// the kernel still accepts connections, and nothing answers on them
+    /// (a server stalled by a long command, swapping, or a host frozen).
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused server go on (SIGCONT): it answers what waited.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("a running server").id();
+        let ok = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {signal} {pid}");
     }
 
     /// Starts the server again on its port, empty; whether it answers.
@@ -321,5 +344,86 @@ pub fn wait_for_budget(url: &str, key: &str, micro: u64) -> Option<u64> {
             return now;
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A TCP proxy in front of Redis: `freeze` stops forwarding on the
+/// connections open now without closing them (a host gone, a network
+/// partition, a NAT entry dropped); new connections go through.
+/// `first_delay_ms` delays the first answer of each new connection (a slow
+/// handshake: TLS, AUTH, DNS).
+pub struct Proxy {
+    pub port: u16,
+    frozen_below: Arc<AtomicU64>,
+    next_id: Arc<AtomicU64>,
+    pub first_delay_ms: Arc<AtomicU64>,
+}
+
+impl Proxy {
+    pub fn start(upstream: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let port = listener.local_addr().expect("its address").port();
+        let frozen_below = Arc::new(AtomicU64::new(0));
+        let next_id = Arc::new(AtomicU64::new(1));
+        let first_delay_ms = Arc::new(AtomicU64::new(0));
+        let (f, n, d) = (
+            Arc::clone(&frozen_below),
+            Arc::clone(&next_id),
+            Arc::clone(&first_delay_ms),
+        );
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let id = n.fetch_add(1, Ordering::SeqCst);
+                let delay = d.load(Ordering::SeqCst);
+                let pump = |mut from: TcpStream, mut to: TcpStream, delay: u64| {
+                    let f = Arc::clone(&f);
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 65536];
+                        let mut first = true;
+                        loop {
+                            let Ok(k) = from.read(&mut buf) else { return };
+                            if k == 0 {
+                                return;
+                            }
+                            if first && delay > 0 {
+                                std::thread::sleep(Duration::from_millis(delay));
+                            }
+                            first = false;
+                            while id < f.load(Ordering::SeqCst) {
+                                std::thread::sleep(Duration::from_millis(10));
+                            }
+                            if to.write_all(&buf[..k]).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                };
+                pump(
+                    client.try_clone().expect("a second handle"),
+                    server.try_clone().expect("a second handle"),
+                    0,
+                );
+                pump(server, client, delay);
+            }
+        });
+        Proxy {
+            port,
+            frozen_below,
+            next_id,
+            first_delay_ms,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn freeze_open_connections(&self) {
+        self.frozen_below
+            .store(self.next_id.load(Ordering::SeqCst), Ordering::SeqCst);
     }
 }
