@@ -429,3 +429,46 @@ fn a_token_bucket_burst_is_whole_in_redis() {
         "one round trip for the burst, one for the refusal"
     );
 }
+
+// ---------------------------------------------------------------- sections
+
+/// `[resilient.redis]` while no spec of the registry says `backend =
+/// "redis"`: nothing connects, and the registry says so at WARN, once at
+/// the build; with a spec on Redis, nothing is said.
+#[test]
+fn a_redis_section_no_spec_uses_is_a_warning() {
+    let capture = support::capture::Capture::default();
+    let _subscriber = tracing::subscriber::set_default(capture.clone());
+    let local = table([
+        ("limit_for_period", int(10)),
+        ("limit_refresh_period", s("1s")),
+    ]);
+    let section = server::section("redis://127.0.0.1:6399", "unused");
+    let r = build(
+        Registry::builder().spec::<A>(),
+        vec![(A::PATH, local), ("resilient.redis", section.clone())],
+    );
+    let warned: Vec<String> = capture
+        .at("resilient::registry", tracing::Level::WARN)
+        .into_iter()
+        .map(|l| l.message)
+        .collect();
+    assert_eq!(
+        warned,
+        ["`resilient.redis` has no effect: no spec says `backend = \"redis\"` (a rate limiter's, or a retry spec's `retry_budget.backend`), so every limit and budget is kept in this process; set `backend = \"redis\"` on the specs replicas must share, or remove the section"]
+    );
+    drop(r);
+    let before = capture.lines().len();
+    let _r = build(
+        Registry::builder().spec::<A>(),
+        vec![
+            (A::PATH, limit("fixed_window", 10, "1s")),
+            ("resilient.redis", section),
+        ],
+    );
+    let after: Vec<_> = capture.lines().into_iter().skip(before).collect();
+    assert!(
+        after.iter().all(|l| l.level != tracing::Level::WARN),
+        "{after:#?}"
+    );
+}

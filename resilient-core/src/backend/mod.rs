@@ -634,10 +634,16 @@ pub(crate) fn check_redis(context: &Context) -> Option<(&'static str, String)> {
         None if context.present(RedisSettings::PATH) => None,
         None => Some((
             "backend",
-            format!(
-                "is \"redis\", and the configuration has no `[{}]` section: add one with the server's `url` (the registry connects once for every spec that uses it)",
-                RedisSettings::PATH
-            ),
+            match context.near(RedisSettings::PATH) {
+                Some(near) => format!(
+                    "is \"redis\", and the configuration has no `[{path}]` section; did you mean `[{near}]`? (the section must be at `{path}`)",
+                    path = RedisSettings::PATH
+                ),
+                None => format!(
+                    "is \"redis\", and the configuration has no `[{}]` section: add one with the server's `url` (the registry connects once for every spec that uses it)",
+                    RedisSettings::PATH
+                ),
+            },
         )),
         Some(part) => part.unreachable.as_ref().map(|tried| {
             (
@@ -650,6 +656,26 @@ pub(crate) fn check_redis(context: &Context) -> Option<(&'static str, String)> {
             )
         }),
     }
+}
+
+/// The WARN of a Redis section that no spec uses (none of `sections` says
+/// `backend = "redis"`, nor `retry_budget.backend = "redis"`): harmless,
+/// since nothing connects, but most likely a backend meant and not set.
+pub(crate) fn unused_redis<'a>(
+    context: &Context,
+    mut sections: impl Iterator<Item = &'a Value>,
+) -> Option<String> {
+    let redis = |v: Option<&Value>| matches!(v, Some(Value::Str(s)) if s == "redis");
+    let used = sections.any(|raw| {
+        redis(crate::settings::at(raw, "backend"))
+            || redis(crate::settings::at(raw, "retry_budget.backend"))
+    });
+    (context.present(RedisSettings::PATH) && !used).then(|| {
+        format!(
+            "`{}` has no effect: no spec says `backend = \"redis\"` (a rate limiter's, or a retry spec's `retry_budget.backend`), so every limit and budget is kept in this process; set `backend = \"redis\"` on the specs replicas must share, or remove the section",
+            RedisSettings::PATH
+        )
+    })
 }
 
 /// One decision a rate limiter asks of a backend, in whole µs.

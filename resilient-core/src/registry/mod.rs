@@ -449,6 +449,7 @@ impl RegistryBuilder {
             &mut problems,
         );
         check_all(&entries, &read, &context, &mut problems);
+        context.dedupe_near(&mut problems);
         let Some(global) = global.filter(|_| problems.is_empty()) else {
             return Err(sorted(problems));
         };
@@ -936,7 +937,12 @@ impl Registry {
             .iter()
             .map(|h| (h, h.section.lock().unwrap_or_else(PoisonError::into_inner)))
             .collect();
-        for line in uses::no_effect(held.iter().map(|(h, read)| (&h.entry, &read.raw))) {
+        let redis = crate::backend::unused_redis(
+            &self.inner.context,
+            held.iter().map(|(_, read)| &read.raw),
+        );
+        let lines = uses::no_effect(held.iter().map(|(h, read)| (&h.entry, &read.raw)));
+        for line in lines.into_iter().chain(redis) {
             tracing::warn!(target: "resilient::registry", "{line}");
         }
     }

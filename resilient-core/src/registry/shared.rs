@@ -62,6 +62,9 @@ pub struct Context {
     /// Each section as it was when built (name, path, value), for a
     /// reload to tell that one changed.
     read: Vec<(&'static str, &'static str, Option<Value>)>,
+    /// The near miss of each absent section (`resilient.rediss` for
+    /// `resilient.redis`), for a spec that needs the section to name it.
+    near: Vec<(&'static str, String)>,
 }
 
 impl std::fmt::Debug for Context {
@@ -91,10 +94,43 @@ impl Context {
         let read = SectionEntry::all()
             .map(|e| (e.name, e.path, crate::settings::at(root, e.path).cloned()))
             .collect();
+        let near = SectionEntry::all()
+            .filter(|e| crate::settings::at(root, e.path).is_none())
+            .filter_map(|e| Some((e.path, crate::settings::nearest_section(root, e.path)?)))
+            .collect();
         Self {
             parts,
             present,
             read,
+            near,
+        }
+    }
+
+    /// The near miss of the absent section at `path`, if there is one.
+    pub(crate) fn near(&self, path: &str) -> Option<&str> {
+        self.near
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, near)| near.as_str())
+    }
+
+    /// Drops the problem of a near miss of a section ("read by no spec")
+    /// when a spec's problem already names it as the section it needs:
+    /// one mistake, one problem.
+    pub(crate) fn dedupe_near(&self, problems: &mut Vec<Problem>) {
+        for (_, near) in &self.near {
+            let named = format!("did you mean `[{near}]`?");
+            if problems
+                .iter()
+                .any(|p| !p.spec.is_empty() && p.rule.contains(&named))
+            {
+                problems.retain(|p| {
+                    !(p.spec.is_empty()
+                        && p.key.len() + 1 + p.path.len() == near.len()
+                        && near.starts_with(p.path)
+                        && near.ends_with(p.key.as_str()))
+                });
+            }
         }
     }
 
