@@ -139,7 +139,7 @@ fn uses(func: &Func, layers: &[Layer]) -> TokenStream {
     let p = quote::quote!(::resilient_core::__private);
     let blocking = func.sig.asyncness.is_none();
     let shape = match &func.sig.output {
-        syn::ReturnType::Type(_, ty) if blocking && expand::stream_shape(&**ty).is_some() => {
+        syn::ReturnType::Type(_, ty) if blocking && expand::stream_shape(ty).is_some() => {
             quote::quote!(Stream)
         }
         _ if blocking => quote::quote!(Blocking),
