@@ -540,6 +540,7 @@ inventory::submit! {
         name: "Redis backend",
         path: RedisSettings::PATH,
         build: build_redis,
+        unused: unused_redis,
     }
 }
 
@@ -661,16 +662,13 @@ pub(crate) fn check_redis(context: &Context) -> Option<(&'static str, String)> {
 /// The WARN of a Redis section that no spec uses (none of `sections` says
 /// `backend = "redis"`, nor `retry_budget.backend = "redis"`): harmless,
 /// since nothing connects, but most likely a backend meant and not set.
-pub(crate) fn unused_redis<'a>(
-    context: &Context,
-    mut sections: impl Iterator<Item = &'a Value>,
-) -> Option<String> {
+fn unused_redis(sections: &[&Value]) -> Option<String> {
     let redis = |v: Option<&Value>| matches!(v, Some(Value::Str(s)) if s == "redis");
-    let used = sections.any(|raw| {
+    let used = sections.iter().any(|raw| {
         redis(crate::settings::at(raw, "backend"))
             || redis(crate::settings::at(raw, "retry_budget.backend"))
     });
-    (context.present(RedisSettings::PATH) && !used).then(|| {
+    (!used).then(|| {
         format!(
             "`{}` has no effect: no spec says `backend = \"redis\"` (a rate limiter's, or a retry spec's `retry_budget.backend`), so every limit and budget is kept in this process; set `backend = \"redis\"` on the specs replicas must share, or remove the section",
             RedisSettings::PATH

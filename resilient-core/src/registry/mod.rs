@@ -937,12 +937,10 @@ impl Registry {
             .iter()
             .map(|h| (h, h.section.lock().unwrap_or_else(PoisonError::into_inner)))
             .collect();
-        let redis = crate::backend::unused_redis(
-            &self.inner.context,
-            held.iter().map(|(_, read)| &read.raw),
-        );
+        let raws: Vec<&Value> = held.iter().map(|(_, read)| &read.raw).collect();
+        let sections = self.inner.context.unused(&raws);
         let lines = uses::no_effect(held.iter().map(|(h, read)| (&h.entry, &read.raw)));
-        for line in lines.into_iter().chain(redis) {
+        for line in lines.into_iter().chain(sections) {
             tracing::warn!(target: "resilient::registry", "{line}");
         }
     }

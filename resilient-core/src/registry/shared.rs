@@ -20,6 +20,9 @@ pub(crate) struct SectionEntry {
     /// then), recording every problem; builds what it describes, its
     /// telemetry reporting to `listeners` with the global `switches`.
     pub(crate) build: BuildSection,
+    /// The WARN of the section present while none of the specs' sections
+    /// (as read) would use it, if it can have no effect then.
+    pub(crate) unused: fn(sections: &[&Value]) -> Option<String>,
 }
 
 /// What a registry-level section built, by its type.
@@ -104,6 +107,15 @@ impl Context {
             read,
             near,
         }
+    }
+
+    /// The WARN of each section present that none of `sections` (the
+    /// specs' sections as read) uses.
+    pub(crate) fn unused(&self, sections: &[&Value]) -> Vec<String> {
+        SectionEntry::all()
+            .filter(|e| self.present(e.path))
+            .filter_map(|e| (e.unused)(sections))
+            .collect()
     }
 
     /// The near miss of the absent section at `path`, if there is one.
