@@ -261,6 +261,12 @@ pub fn rejection_response<B: Default>(error: &Error) -> ::http::Response<B> {
 /// A handler's error answers as [`rejection_response`]: a handler that
 /// returns `Result<_, E>` where `E`'s `IntoResponse` hands a resilience
 /// error to this one answers 429, 503 or 504 with `Retry-After` when known.
+///
+/// A rejection by a spec's reqwest-middleware middleware reaches a handler
+/// inside a `reqwest_middleware::Error`; `Error::try_from` takes it out
+/// (feature `reqwest-middleware`, see `resilient_core::layer::middleware`),
+/// so that `E` keeps it as its resilience error and answers it here,
+/// rather than as a failed upstream.
 #[cfg(feature = "axum")]
 impl axum_core::response::IntoResponse for Error {
     fn into_response(self) -> axum_core::response::Response {
