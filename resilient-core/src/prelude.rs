@@ -41,9 +41,8 @@
 //! - traits whose only use is their methods on spec types, imported
 //!   anonymously (`as _`), so that they take no name in your module:
 //!   [`Spec`](crate::Spec) (`PetRetry::NAME`, `PetRetry::PATH`), and with
-//!   the `tower` feature [`Layered`](crate::layer::Layered)
-//!   (`PetBreaker::layer()`), with the `reqwest-middleware` feature
-//!   [`Middlewares`](crate::layer::middleware::Middlewares)
+//!   the `tower` feature `layer::Layered` (`PetBreaker::layer()`), with
+//!   the `reqwest-middleware` feature `layer::middleware::Middlewares`
 //!   (`PetBreaker::middleware()`).
 //!
 //! No types: `Error`, `Registry` or `Verdict` under a glob would take

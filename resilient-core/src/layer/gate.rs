@@ -48,7 +48,7 @@ spec_layer! {
     /// [`Error::Injected`] without calling it. Counted when drawn (an error
     /// drawn with a latency when delivered), so a response future dropped
     /// unpolled still counts its draw. A disabled spec lets every request
-    /// through with one branch. See [`crate::chaos`].
+    /// through with one branch. See [`chaos`](mod@crate::chaos).
     ChaosLayer => ChaosService
     where
         S: ChaosSpec,
