@@ -256,7 +256,8 @@ impl HasLayer for crate::retry::Retry {
     message = "`{Self}` is not an error a resilient layer can answer with",
     label = "this service's error type must implement `resilient_core::layer::LayerError`",
     note = "a layer answers a request it refuses through the service's own error type, so that type must take a `resilient_core::Error` (through `From`) and show the one it carries",
-    note = "`resilient_core::BoxError` does: map the service's errors to it with `.map_err(BoxError::from)` as the last layer, right above `.service(..)`; an error type of your own does once it implements `LayerError` (see its docs)"
+    note = "`resilient_core::BoxError` does: map the service's errors to it with `.map_err(BoxError::from)` as the last layer, right above `.service(..)`; an error type of your own does once it implements `LayerError` (see its docs)",
+    note = "on an axum route (whose error is `Infallible`), wrap the layers in `resilient_core::layer::RespondLayer`: it answers their rejections as responses (429, 503, 504)"
 )]
 pub trait LayerError: From<Error> + 'static {
     /// The resilience error this error carries, if it is one.
