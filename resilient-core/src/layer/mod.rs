@@ -58,7 +58,9 @@
 //! a request a retry cannot copy) is a compile error at
 //! `ServiceBuilder::service` or axum's `layer`/`route_layer`, the line that
 //! applies the layer, rather than at the first method called on the
-//! layered service. A layered service serves that one request type.
+//! layered service. A layered service serves that one request type, and a
+//! layer kept apart from the service it wraps (a fn that returns it, a
+//! struct field) names it: `PetBreaker::layer::<http::Request<Body>>()`.
 //!
 //! `poll_ready` is the inner service's, and no layer waits there: a place or
 //! a permit is taken in `call`, so an axum router (always ready) and a
@@ -142,14 +144,21 @@ use crate::registry::Spec;
 ///
 /// ```
 /// use resilient_core::layer::Layered;
-/// use resilient_core::RateLimiterSpec;
+/// use resilient_core::{BoxError, RateLimiterSpec};
+/// use tower::{service_fn, ServiceBuilder};
 ///
 /// #[derive(RateLimiterSpec)]
 /// #[spec("resilient.ratelimiter.search")]
 /// pub struct SearchRate;
 ///
-/// let layer = SearchRate::layer();
-/// # let _ = layer;
+/// // The request type is inferred from the service the layer wraps.
+/// let search = ServiceBuilder::new()
+///     .layer(SearchRate::layer())
+///     .service(service_fn(|query: String| async move { Ok::<_, BoxError>(query) }));
+///
+/// // A layer kept apart from that service (a fn's result, a field) names it.
+/// let layer = SearchRate::layer::<http::Request<String>>();
+/// # let _ = (search, layer);
 /// ```
 pub trait Layered: Spec {
     /// The spec's layer type, for services of requests `Req`.
@@ -157,8 +166,9 @@ pub trait Layered: Spec {
 
     /// The spec's layer, for `ServiceBuilder::layer` or axum's `layer` and
     /// `route_layer`; the request type is inferred from the service it is
-    /// applied to. Free to make and to copy: the state is the spec's
-    /// instance, found per request.
+    /// applied to, in the same fn (`layer::<Req>()` names it otherwise).
+    /// Free to make and to copy: the state is the spec's instance, found
+    /// per request.
     fn layer<Req>() -> Self::Layer<Req> {
         Self::Layer::default()
     }
