@@ -25,11 +25,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
-use resilient_core::layer::{Layered, RespondLayer};
-use resilient_core::{
-    circuit_breakable, fallback, retryable, timeout, CircuitBreakerSpec, ConcurrencyLimitSpec,
-    Registry, RetrySpec, TimeoutSpec,
-};
+use resilient_core::layer::RespondLayer;
+use resilient_core::prelude::*;
+use resilient_core::Registry;
 use serde::{Deserialize, Serialize};
 
 use crate::http::{Reply, Server};

@@ -1,7 +1,9 @@
 //! Specs as reqwest-middleware middleware, against a loopback server whose
 //! hits are counted: a retry and a breaker with `classify = http`, a rate
-//! limiter, a timeout, and a request whose body a retry cannot copy. Run
-//! with `--features reqwest-middleware` (`.ci/run` does).
+//! limiter, a timeout, and a request whose body a retry cannot copy; and
+//! an axum handler that answers a rejection from its client as the
+//! rejection itself. Run with `--features reqwest-middleware` (`.ci/run`
+//! does).
 
 #![cfg(feature = "reqwest-middleware")]
 #![allow(clippy::expect_used)] // a test that panics on an unexpected outcome is the point
@@ -75,10 +77,7 @@ fn registry() -> Result<Registry, Box<dyn std::error::Error>> {
 
 /// The resilience error a middleware error holds.
 fn resilience(e: &reqwest_middleware::Error) -> Option<&Error> {
-    match e {
-        reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<Error>(),
-        reqwest_middleware::Error::Reqwest(_) => None,
-    }
+    Error::from_middleware(e)
 }
 
 #[tokio::test]
@@ -195,5 +194,169 @@ async fn a_retry_refuses_a_request_whose_body_it_cannot_copy(
         "{e}"
     );
     assert_eq!(server.hits(), 0, "refused before it was sent");
+    Ok(())
+}
+
+/// A handler's error: its upstream's failure, or a rejection by a spec's
+/// middleware on the way there, taken out of reqwest-middleware's error.
+#[derive(Debug, thiserror::Error)]
+enum ApiError {
+    #[error("the upstream failed: {0}")]
+    Upstream(reqwest_middleware::Error),
+    #[error(transparent)]
+    Resilience(#[from] Error),
+}
+
+impl From<reqwest_middleware::Error> for ApiError {
+    fn from(e: reqwest_middleware::Error) -> Self {
+        match Error::try_from(e) {
+            Ok(rejected) => ApiError::Resilience(rejected),
+            Err(e) => ApiError::Upstream(e),
+        }
+    }
+}
+
+impl axum::response::IntoResponse for ApiError {
+    fn into_response(self) -> axum::response::Response {
+        match self {
+            ApiError::Upstream(e) => {
+                (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response()
+            }
+            ApiError::Resilience(e) => e.into_response(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Proxy {
+    client: reqwest_middleware::ClientWithMiddleware,
+    upstream: String,
+}
+
+async fn proxy(
+    axum::extract::State(proxy): axum::extract::State<Proxy>,
+) -> Result<String, ApiError> {
+    Ok(proxy
+        .client
+        .get(&proxy.upstream)
+        .send()
+        .await?
+        .text()
+        .await
+        .map_err(reqwest_middleware::Error::from)?)
+}
+
+/// Serves `proxy` on a loopback port and asks it once: the answer's
+/// status and `Retry-After`.
+async fn ask(state: Proxy) -> Result<(u16, Option<String>), Box<dyn std::error::Error>> {
+    use std::future::IntoFuture;
+    let router = axum::Router::new()
+        .route("/", axum::routing::get(proxy))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let server = tokio::spawn(axum::serve(listener, router).into_future());
+    let response = examples::http::get_response(addr, "/").await?;
+    server.abort();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    Ok((response.status().as_u16(), retry_after))
+}
+
+#[tokio::test]
+async fn a_handler_answers_its_clients_open_breaker_with_503_and_its_upstreams_failure_with_502(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let r = registry()?;
+    let _registry = r.set_default();
+    let breaker = r.sync_scope(UpstreamBreaker::get)?;
+    let down = Server::start(|_| (503, "down".to_owned())).await?;
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(UpstreamBreaker::middleware())
+        .build();
+    let upstream = format!("http://{}/", down.addr());
+    // Four 503s fill the window: the breaker opens for a minute.
+    for _ in 0..4 {
+        assert_eq!(client.get(&upstream).send().await?.status(), 503);
+    }
+    assert_eq!(breaker.metrics().opened, 1);
+
+    let (status, retry_after) = ask(Proxy {
+        client: client.clone(),
+        upstream,
+    })
+    .await?;
+    assert_eq!(
+        status, 503,
+        "the open breaker's answer, not a failed upstream's"
+    );
+    let wait: u64 = retry_after.as_deref().unwrap_or("none").parse()?;
+    assert!((1..=60).contains(&wait), "Retry-After: {wait}");
+    assert_eq!(down.hits(), 4, "refused without a request");
+    assert_eq!(breaker.metrics().rejected, 1);
+
+    // An upstream that cannot be reached fails as reqwest's error, which
+    // `try_from` gives back unchanged: 502, and the breaker was not asked.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let unreachable = format!("http://{}/", closed.local_addr()?);
+    drop(closed);
+    let plain = reqwest_middleware::ClientBuilder::new(reqwest::Client::new()).build();
+    let (status, retry_after) = ask(Proxy {
+        client: plain,
+        upstream: unreachable,
+    })
+    .await?;
+    assert_eq!((status, retry_after), (502, None));
+    Ok(())
+}
+
+#[tokio::test]
+async fn try_from_takes_a_rejection_out_and_gives_any_other_error_back_unchanged(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let r = registry()?;
+    let _registry = r.set_default();
+    let server = Server::failing_first(0, "ok").await?;
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(UpstreamRate::middleware())
+        .with(UpstreamRetry::middleware())
+        .build();
+    let url = format!("http://{}/", server.addr());
+    assert_eq!(client.get(&url).send().await?.status(), 200);
+    let limited = client.get(&url).send().await.expect_err("refused");
+    assert!(matches!(
+        Error::from_middleware(&limited),
+        Some(Error::RateLimitExceeded { .. })
+    ));
+    assert!(matches!(
+        Error::try_from(limited),
+        Ok(Error::RateLimitExceeded { spec, .. }) if spec == UpstreamRate::NAME
+    ));
+
+    // Another middleware's error (the retry's refusal of a body it cannot
+    // copy) is no resilience error, and comes back as it was.
+    let chunks: Vec<Result<&'static str, std::io::Error>> = vec![Ok("a")];
+    let body = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
+    let streaming = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(UpstreamRetry::middleware())
+        .build();
+    let refused = streaming
+        .post(&url)
+        .body(body)
+        .send()
+        .await
+        .expect_err("refused");
+    assert!(Error::from_middleware(&refused).is_none());
+    let back = Error::try_from(refused).expect_err("not a resilience error");
+    assert!(
+        matches!(&back, reqwest_middleware::Error::Middleware(e) if e.is::<NotRetryable>()),
+        "{back}"
+    );
+    assert_eq!(
+        server.hits(),
+        1,
+        "the refused and the limited were not sent"
+    );
     Ok(())
 }

@@ -225,7 +225,8 @@ pub fn rejection_status(error: &Error) -> (u16, Option<Duration>) {
 /// refused: the status and `Retry-After` (in whole seconds, rounded up) of
 /// [`rejection_status`], and an empty body. What the tower layers'
 /// [`RespondLayer`](crate::layer::RespondLayer) and, with the `axum`
-/// feature, `Error`'s `IntoResponse` answer.
+/// feature, `Error`'s `IntoResponse` answer (the latter with a body for
+/// [`NotConfigured`](Error::NotConfigured) that says what is missing).
 ///
 /// ```
 /// use resilient_core::http::rejection_response;
@@ -262,10 +263,33 @@ pub fn rejection_response<B: Default>(error: &Error) -> ::http::Response<B> {
 /// A handler's error answers as [`rejection_response`]: a handler that
 /// returns `Result<_, E>` where `E`'s `IntoResponse` hands a resilience
 /// error to this one answers 429, 503 or 504 with `Retry-After` when known.
+///
+/// [`Error::NotConfigured`] is the application's own mistake, not the
+/// client's or a dependency's: its 500 says in a `text/plain` body what
+/// is missing (the error's message: the spec's type and config path, and
+/// whether to call `resilient_config::init` or to build the registry with
+/// the spec), so that the first request after a deploy that forgot it
+/// tells what to fix. Both names come from the code, never from the
+/// configuration, so the body holds no setting's value. The other answers
+/// keep an empty body.
+///
+/// A rejection by a spec's reqwest-middleware middleware reaches a handler
+/// inside a `reqwest_middleware::Error`; `Error::try_from` takes it out
+/// (feature `reqwest-middleware`, see `resilient_core::layer::middleware`),
+/// so that `E` keeps it as its resilience error and answers it here,
+/// rather than as a failed upstream.
 #[cfg(feature = "axum")]
 impl axum_core::response::IntoResponse for Error {
     fn into_response(self) -> axum_core::response::Response {
-        rejection_response(&self)
+        let mut response = rejection_response(&self);
+        if let Error::NotConfigured { .. } = self {
+            response.headers_mut().insert(
+                ::http::header::CONTENT_TYPE,
+                ::http::HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            *response.body_mut() = axum_core::body::Body::from(self.to_string());
+        }
+        response
     }
 }
 

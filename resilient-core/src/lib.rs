@@ -20,7 +20,7 @@
 //! last two on a fn that returns a stream of results (see [`stream`]).
 //!
 //! ```
-//! use resilient_core::{retryable, RetrySpec};
+//! use resilient_core::prelude::*; // the derives, their traits, the attributes
 //!
 //! #[derive(RetrySpec)]
 //! #[spec("resilient.retry.pet")]
@@ -187,6 +187,7 @@ pub mod keyed;
 #[cfg(feature = "tower")]
 pub mod layer;
 mod outcome;
+pub mod prelude;
 pub mod rate_limiter;
 pub mod registry;
 pub mod retry;

@@ -152,9 +152,12 @@ fn resilient_core_reads_from_the_bottom_up() {
             // mechanism's guard, kept as plain data beside its instance.
             ("stream", 8),
             ("layer", 8),
-            // What generated code names, and the crate root.
+            // What generated code names, what a user's glob import brings
+            // (the crate root's derives and attributes, the layers' traits),
+            // and the crate root.
             ("private", 9),
             ("__private", 9),
+            ("prelude", 9),
             ("lib", 10),
         ],
     );

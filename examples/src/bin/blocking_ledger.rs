@@ -12,10 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use resilient_core::{
-    circuit_breakable, concurrency_limit, fallback, retryable, CircuitBreakerSpec,
-    ConcurrencyLimitSpec, Registry, RetrySpec,
-};
+use resilient_core::prelude::*;
+use resilient_core::Registry;
 
 /// The ledger's retry: two retries, 5 ms apart (the thread sleeps).
 #[derive(RetrySpec)]

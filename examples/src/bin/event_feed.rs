@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use resilient_core::prelude::*;
 use resilient_core::stream::Stream;
-use resilient_core::{fallback, retryable, timeout, Registry, RetrySpec, TimeoutSpec};
+use resilient_core::Registry;
 
 /// Subscribes again after a failure before the first event.
 #[derive(RetrySpec)]

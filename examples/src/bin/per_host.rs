@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use resilient_core::circuit_breaker::Metrics;
-use resilient_core::{circuit_breakable, CircuitBreakerSpec, Registry};
+use resilient_core::prelude::*;
+use resilient_core::Registry;
 
 /// One breaker per value of `key = host` below, each with these settings.
 #[derive(CircuitBreakerSpec)]

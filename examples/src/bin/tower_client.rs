@@ -9,11 +9,8 @@
 use std::net::SocketAddr;
 
 use examples::http::Server;
-use resilient_core::layer::Layered;
-use resilient_core::{
-    circuit_breakable, BoxError, CircuitBreakerSpec, ConcurrencyLimitSpec, Error, Registry,
-    RetrySpec, TimeoutSpec,
-};
+use resilient_core::prelude::*;
+use resilient_core::{BoxError, Error, Registry};
 use tower::{ServiceBuilder, ServiceExt};
 
 /// A 503 is a failure (`classify = http`): retried, and counted.

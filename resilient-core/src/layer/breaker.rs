@@ -20,9 +20,12 @@ spec_layer! {
     /// [`Error::CallNotPermitted`](crate::Error::CallNotPermitted)), and its
     /// response counts as the spec classifies it. See [`crate::layer`].
     CircuitBreakerLayer => CircuitBreakerService
+    where
+        S: CircuitBreakerSpec,
+        S::Classifier: Classify<Svc::Response, Svc::Error>,
 }
 
-impl<S, Svc, Req> Service<Req> for CircuitBreakerService<S, Svc>
+impl<S, Svc, Req> Service<Req> for CircuitBreakerService<S, Svc, Req>
 where
     S: CircuitBreakerSpec,
     Svc: Service<Req>,

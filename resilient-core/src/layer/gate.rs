@@ -25,6 +25,9 @@ spec_layer! {
     /// or (its `block` policy) waits inside the response future, up to
     /// `max_wait`. See [`crate::layer`].
     ConcurrencyLimitLayer => ConcurrencyLimitService
+    where
+        S: ConcurrencyLimitSpec,
+        Svc: Clone,
 }
 
 spec_layer! {
@@ -33,6 +36,9 @@ spec_layer! {
     /// [`Error::RateLimitExceeded`], or waits inside the response future for
     /// one reserved within `max_wait`. See [`crate::layer`].
     RateLimitLayer => RateLimitService
+    where
+        S: RateLimiterSpec,
+        Svc: Clone,
 }
 
 spec_layer! {
@@ -42,8 +48,11 @@ spec_layer! {
     /// [`Error::Injected`] without calling it. Counted when drawn (an error
     /// drawn with a latency when delivered), so a response future dropped
     /// unpolled still counts its draw. A disabled spec lets every request
-    /// through with one branch. See [`crate::chaos`].
+    /// through with one branch. See [`chaos`](mod@crate::chaos).
     ChaosLayer => ChaosService
+    where
+        S: ChaosSpec,
+        Svc: Clone,
 }
 
 /// The response future of a [`ChaosService`].
@@ -60,7 +69,7 @@ pub type RateLimitFuture<Svc, Req> = GateFuture<RateCall, Svc, Req>;
 /// and the instance in use) and lets the request in through [`enter`].
 macro_rules! gate_service {
     ($service:ident, $spec:ident, $future:ident, |$key:ident| $gate:expr) => {
-        impl<S, Svc, Req> Service<Req> for $service<S, Svc>
+        impl<S, Svc, Req> Service<Req> for $service<S, Svc, Req>
         where
             S: $spec,
             Svc: Service<Req> + Clone,

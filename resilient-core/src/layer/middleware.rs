@@ -28,12 +28,37 @@
 //! ```
 //!
 //! The errors are reqwest-middleware's: a rejection is its
-//! `Error::Middleware` holding a [`resilient_core::Error`](Error) (find it
-//! with `error.downcast_ref::<resilient_core::Error>()` on the `anyhow`
-//! error), and the middleware inside one another see it, as the attributes
-//! do (a breaker ignores a limit's rejection; a retry passes an open
-//! breaker's on). A failure is what the spec's classification says
-//! (`classify = http`: a 503 response is one).
+//! `Error::Middleware` holding a [`resilient_core::Error`](Error), and the
+//! middleware inside one another see it, as the attributes do (a breaker
+//! ignores a limit's rejection; a retry passes an open breaker's on). A
+//! failure is what the spec's classification says (`classify = http`: a
+//! 503 response is one).
+//!
+//! [`Error::from_middleware`] finds the rejection in a
+//! `reqwest_middleware::Error`, and `resilient_core::Error::try_from(e)`
+//! takes it out (giving back any other error unchanged), so that an
+//! application's error keeps it as its resilience error and answers it as
+//! one, 503 for an open breaker rather than the 502 of a failed upstream
+//! (with the `axum` feature, through [`Error`]'s `IntoResponse`):
+//!
+//! ```
+//! #[derive(Debug, thiserror::Error)]
+//! pub enum ApiError {
+//!     #[error("the upstream failed: {0}")]
+//!     Upstream(reqwest_middleware::Error),
+//!     #[error(transparent)]
+//!     Resilience(#[from] resilient_core::Error),
+//! }
+//!
+//! impl From<reqwest_middleware::Error> for ApiError {
+//!     fn from(e: reqwest_middleware::Error) -> Self {
+//!         match resilient_core::Error::try_from(e) {
+//!             Ok(rejected) => ApiError::Resilience(rejected),
+//!             Err(e) => ApiError::Upstream(e),
+//!         }
+//!     }
+//! }
+//! ```
 //!
 //! A retry sends a copy of the request per attempt (`Request::try_clone`);
 //! a request whose body is a stream cannot be copied, and a retry that
@@ -72,9 +97,46 @@ impl From<Error> for reqwest_middleware::Error {
 
 impl LayerError for reqwest_middleware::Error {
     fn resilience(&self) -> Option<&Error> {
-        match self {
+        Error::from_middleware(self)
+    }
+}
+
+impl Error {
+    /// The resilience error a reqwest-middleware error holds: a rejection
+    /// by a spec's middleware (an open breaker, a rate limit, a timeout,
+    /// a retry that gave up), found in its `Error::Middleware`. `None` for
+    /// reqwest's own errors and other middleware's.
+    ///
+    /// ```
+    /// use resilient_core::Error;
+    ///
+    /// let limited = Error::RateLimitExceeded {
+    ///     spec: "PaymentsRate",
+    ///     retry_after: std::time::Duration::from_secs(1),
+    /// };
+    /// let e = reqwest_middleware::Error::from(limited);
+    /// assert!(matches!(Error::from_middleware(&e), Some(Error::RateLimitExceeded { .. })));
+    /// ```
+    pub fn from_middleware(error: &reqwest_middleware::Error) -> Option<&Error> {
+        match error {
             reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<Error>(),
             reqwest_middleware::Error::Reqwest(_) => None,
+        }
+    }
+}
+
+/// The resilience error a reqwest-middleware error holds, taken out of it
+/// (see [`Error::from_middleware`]); any other error is given back
+/// unchanged, as `Err`.
+impl TryFrom<reqwest_middleware::Error> for Error {
+    type Error = reqwest_middleware::Error;
+
+    fn try_from(error: reqwest_middleware::Error) -> Result<Self, Self::Error> {
+        match error {
+            reqwest_middleware::Error::Middleware(e) => e
+                .downcast::<Error>()
+                .map_err(reqwest_middleware::Error::Middleware),
+            reqwest => Err(reqwest),
         }
     }
 }

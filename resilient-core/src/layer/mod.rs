@@ -48,7 +48,19 @@
 //!
 //! A hedging spec is not a layer: its attempts run side by side, each with
 //! a copy of the request and of the service. Use `#[hedged]` on the fn that
-//! sends the request, or tower's own `hedge` middleware.
+//! sends the request, or tower's own `hedge` middleware; `PetHedging::layer()`
+//! is a compile error that says so.
+//!
+//! A layer's type names the request type of the service it layers
+//! (`CircuitBreakerLayer<PetBreaker, Req>`), inferred where it is applied,
+//! so that everything the layered service needs is checked there: an inner
+//! service that does not fit (an error type that cannot carry a rejection,
+//! a request a retry cannot copy) is a compile error at
+//! `ServiceBuilder::service` or axum's `layer`/`route_layer`, the line that
+//! applies the layer, rather than at the first method called on the
+//! layered service. A layered service serves that one request type, and a
+//! layer kept apart from the service it wraps (a fn that returns it, a
+//! struct field) names it: `PetBreaker::layer::<http::Request<Body>>()`.
 //!
 //! `poll_ready` is the inner service's, and no layer waits there: a place or
 //! a permit is taken in `call`, so an axum router (always ready) and a
@@ -65,7 +77,8 @@
 //! carries. [`BoxError`] does (tower's convention: find the rejection with
 //! `error.downcast_ref::<Error>()`); an error type of yours implements it
 //! in four lines (see [`LayerError`]). A service with another error
-//! (`hyper::Error`) is mapped first:
+//! (`hyper::Error`, `std::io::Error`) is refused where the layer is applied,
+//! with a message that says so; map its errors first, as the last layer:
 //! `ServiceBuilder::new().layer(PetBreaker::layer()).map_err(BoxError::from)`.
 //!
 //! On an HTTP server, [`RespondLayer`] (with the `http` feature) answers
@@ -126,67 +139,99 @@ use crate::error::{BoxError, Error};
 use crate::registry::Spec;
 
 /// A spec as a tower layer: implemented for every retry, circuit breaker,
-/// concurrency limit, rate limiter, timeout and chaos spec.
+/// concurrency limit, rate limiter, timeout and chaos spec (a hedging
+/// spec's `layer()` is a compile error that says what to use instead).
 ///
 /// ```
 /// use resilient_core::layer::Layered;
-/// use resilient_core::RateLimiterSpec;
+/// use resilient_core::{BoxError, RateLimiterSpec};
+/// use tower::{service_fn, ServiceBuilder};
 ///
 /// #[derive(RateLimiterSpec)]
 /// #[spec("resilient.ratelimiter.search")]
 /// pub struct SearchRate;
 ///
-/// let layer = SearchRate::layer();
-/// # let _ = layer;
+/// // The request type is inferred from the service the layer wraps.
+/// let search = ServiceBuilder::new()
+///     .layer(SearchRate::layer())
+///     .service(service_fn(|query: String| async move { Ok::<_, BoxError>(query) }));
+///
+/// // A layer kept apart from that service (a fn's result, a field) names it.
+/// let layer = SearchRate::layer::<http::Request<String>>();
+/// # let _ = (search, layer);
 /// ```
 pub trait Layered: Spec {
-    /// The spec's layer type.
-    type Layer: Default + Clone + Copy;
+    /// The spec's layer type, for services of requests `Req`.
+    type Layer<Req>: Default + Clone + Copy;
 
     /// The spec's layer, for `ServiceBuilder::layer` or axum's `layer` and
-    /// `route_layer`. Free to make and to copy: the state is the spec's
-    /// instance, found per request.
-    fn layer() -> Self::Layer {
+    /// `route_layer`; the request type is inferred from the service it is
+    /// applied to, in the same fn (`layer::<Req>()` names it otherwise).
+    /// Free to make and to copy: the state is the spec's instance, found
+    /// per request.
+    fn layer<Req>() -> Self::Layer<Req> {
         Self::Layer::default()
     }
 }
 
-impl<S: Spec> Layered for S
+impl<S: LayerSpec> Layered for S {
+    type Layer<Req> = <S as LayerSpec>::Layer<Req>;
+}
+
+/// A spec with a layer. Not a public API.
+///
+/// It stands between [`Layered`] and [`HasLayer`] for its message: in
+/// `PetHedging::layer()`, rustc makes the message of an unmet bound on the
+/// spec's own type (this one) the error itself, where a bound on the
+/// mechanism (`HasLayer`) would leave a list of unmet bounds naming
+/// hidden types.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no tower layer",
+    label = "`layer()` is there for retry, circuit breaker, concurrency limit, rate limiter, timeout and chaos specs",
+    note = "a hedging spec's attempts run side by side, each with its own copy of the request and of the service, which a layer cannot give them: put `#[hedged({Self})]` on the fn that sends the request, or use tower's own `hedge` middleware"
+)]
+pub trait LayerSpec: Spec {
+    /// The spec's layer type, for services of requests `Req`.
+    type Layer<Req>: Default + Clone + Copy;
+}
+
+impl<S: Spec> LayerSpec for S
 where
     S::Mechanism: HasLayer,
 {
-    type Layer = <S::Mechanism as HasLayer>::Layer<S>;
+    type Layer<Req> = <S::Mechanism as HasLayer>::Layer<S, Req>;
 }
 
 /// A mechanism with a layer. Not a public API.
 #[doc(hidden)]
 pub trait HasLayer {
-    /// The layer of a spec `S` of this mechanism.
-    type Layer<S: 'static>: Default + Clone + Copy;
+    /// The layer of a spec `S` of this mechanism, for requests `Req`.
+    type Layer<S: 'static, Req>: Default + Clone + Copy;
 }
 
 impl HasLayer for crate::circuit_breaker::Breaker {
-    type Layer<S: 'static> = CircuitBreakerLayer<S>;
+    type Layer<S: 'static, Req> = CircuitBreakerLayer<S, Req>;
 }
 
 impl HasLayer for crate::concurrency::Limiter {
-    type Layer<S: 'static> = ConcurrencyLimitLayer<S>;
+    type Layer<S: 'static, Req> = ConcurrencyLimitLayer<S, Req>;
 }
 
 impl HasLayer for crate::rate_limiter::RateLimiter {
-    type Layer<S: 'static> = RateLimitLayer<S>;
+    type Layer<S: 'static, Req> = RateLimitLayer<S, Req>;
 }
 
 impl HasLayer for crate::timeout::Timeout {
-    type Layer<S: 'static> = TimeoutLayer<S>;
+    type Layer<S: 'static, Req> = TimeoutLayer<S, Req>;
 }
 
 impl HasLayer for crate::chaos::Chaos {
-    type Layer<S: 'static> = ChaosLayer<S>;
+    type Layer<S: 'static, Req> = ChaosLayer<S, Req>;
 }
 
 impl HasLayer for crate::retry::Retry {
-    type Layer<S: 'static> = RetryLayer<S>;
+    type Layer<S: 'static, Req> = RetryLayer<S, Req>;
 }
 
 /// The error of a service under this crate's layers: it takes a
@@ -219,8 +264,10 @@ impl HasLayer for crate::retry::Retry {
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an error a resilient layer can answer with",
-    label = "the service's error type must implement `resilient_core::layer::LayerError`",
-    note = "map the service's errors into `resilient_core::BoxError` first (`ServiceBuilder::new().layer(..).map_err(BoxError::from)`), or implement `LayerError` for `{Self}`: it takes a `resilient_core::Error` through `From` and shows the one it carries"
+    label = "this service's error type must implement `resilient_core::layer::LayerError`",
+    note = "a layer answers a request it refuses through the service's own error type, so that type must take a `resilient_core::Error` (through `From`) and show the one it carries",
+    note = "`resilient_core::BoxError` does: map the service's errors to it with `.map_err(BoxError::from)` as the last layer, right above `.service(..)`; an error type of your own does once it implements `LayerError` (see its docs)",
+    note = "on an axum route (whose error is `Infallible`), wrap the layers in `resilient_core::layer::RespondLayer`: it answers their rejections as responses (429, 503, 504)"
 )]
 pub trait LayerError: From<Error> + 'static {
     /// The resilience error this error carries, if it is one.
@@ -241,40 +288,55 @@ impl LayerError for BoxError {
     }
 }
 
-/// A layer's type: zero-sized, `Copy`, one per spec; what the services it
-/// makes need is the spec's instance, found per request.
+/// A layer's type: zero-sized, `Copy`, one per spec and request type;
+/// what the services it makes need is the spec's instance, found per
+/// request.
+///
+/// The request type is the layer's so that `Layer::layer` can require
+/// everything the layered service's `Service` impl needs (after `where`:
+/// the needs of one mechanism, beside the error every layer needs): an
+/// inner service whose error cannot carry a rejection is refused where the
+/// layer is applied (`ServiceBuilder::service`, axum's `route_layer`), with
+/// [`LayerError`]'s message, instead of at the first method called on the
+/// layered service (`oneshot`, `ready`), where rustc can only say that the
+/// layered service is no `Service`.
 macro_rules! spec_layer {
-    ($(#[$doc:meta])* $layer:ident => $service:ident) => {
+    ($(#[$doc:meta])* $layer:ident => $service:ident $(where $($bound:tt)+)?) => {
         $(#[$doc])*
-        pub struct $layer<S> {
+        ///
+        /// `Req` is the request type of the services it layers, inferred
+        /// where the layer is applied.
+        pub struct $layer<S, Req> {
             _spec: std::marker::PhantomData<fn() -> S>,
+            _request: std::marker::PhantomData<fn(Req)>,
         }
 
-        impl<S> $layer<S> {
+        impl<S, Req> $layer<S, Req> {
             /// The layer of spec `S` (also `S::layer()`, see
             /// [`Layered`](crate::layer::Layered)).
             pub const fn new() -> Self {
                 Self {
                     _spec: std::marker::PhantomData,
+                    _request: std::marker::PhantomData,
                 }
             }
         }
 
-        impl<S> Default for $layer<S> {
+        impl<S, Req> Default for $layer<S, Req> {
             fn default() -> Self {
                 Self::new()
             }
         }
 
-        impl<S> Clone for $layer<S> {
+        impl<S, Req> Clone for $layer<S, Req> {
             fn clone(&self) -> Self {
                 *self
             }
         }
 
-        impl<S> Copy for $layer<S> {}
+        impl<S, Req> Copy for $layer<S, Req> {}
 
-        impl<S> std::fmt::Debug for $layer<S> {
+        impl<S, Req> std::fmt::Debug for $layer<S, Req> {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.debug_tuple(stringify!($layer))
                     .field(&std::any::type_name::<S>())
@@ -282,26 +344,34 @@ macro_rules! spec_layer {
             }
         }
 
-        impl<S, Svc> tower_layer::Layer<Svc> for $layer<S> {
-            type Service = $service<S, Svc>;
+        impl<S, Req, Svc> tower_layer::Layer<Svc> for $layer<S, Req>
+        where
+            Svc: tower_service::Service<Req>,
+            Svc::Error: $crate::layer::LayerError,
+            $($($bound)+)?
+        {
+            type Service = $service<S, Svc, Req>;
 
             fn layer(&self, inner: Svc) -> Self::Service {
                 $service::new(inner)
             }
         }
 
-        /// The service a layer of spec `S` makes around `Svc`.
-        pub struct $service<S, Svc> {
+        /// The service a layer of spec `S` makes around `Svc`, for requests
+        /// `Req`.
+        pub struct $service<S, Svc, Req> {
             inner: Svc,
             _spec: std::marker::PhantomData<fn() -> S>,
+            _request: std::marker::PhantomData<fn(Req)>,
         }
 
-        impl<S, Svc> $service<S, Svc> {
+        impl<S, Svc, Req> $service<S, Svc, Req> {
             /// `inner` under spec `S`.
             pub const fn new(inner: Svc) -> Self {
                 Self {
                     inner,
                     _spec: std::marker::PhantomData,
+                    _request: std::marker::PhantomData,
                 }
             }
 
@@ -321,13 +391,13 @@ macro_rules! spec_layer {
             }
         }
 
-        impl<S, Svc: Clone> Clone for $service<S, Svc> {
+        impl<S, Svc: Clone, Req> Clone for $service<S, Svc, Req> {
             fn clone(&self) -> Self {
                 Self::new(self.inner.clone())
             }
         }
 
-        impl<S, Svc: std::fmt::Debug> std::fmt::Debug for $service<S, Svc> {
+        impl<S, Svc: std::fmt::Debug, Req> std::fmt::Debug for $service<S, Svc, Req> {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.debug_struct(stringify!($service))
                     .field("spec", &std::any::type_name::<S>())

@@ -24,8 +24,11 @@ use crate::http::rejection_response;
 /// it with `route_layer`:
 ///
 /// ```
+/// use std::convert::Infallible;
+///
 /// use resilient_core::layer::{Layered, RespondLayer};
 /// use resilient_core::{ConcurrencyLimitSpec, TimeoutSpec};
+/// use tower::{service_fn, Layer};
 ///
 /// #[derive(ConcurrencyLimitSpec)]
 /// #[spec("resilient.concurrency.search")]
@@ -41,7 +44,10 @@ use crate::http::rejection_response;
 ///         .layer(SearchLimit::layer())
 ///         .layer(SearchTimeout::layer()),
 /// );
-/// # let _ = layer;
+/// let search = layer.layer(service_fn(|_: http::Request<String>| async {
+///     Ok::<_, Infallible>(http::Response::new("results".to_owned()))
+/// }));
+/// # let _ = search;
 /// ```
 ///
 /// Inside, the layers see the service's errors as a

@@ -25,6 +25,12 @@ spec_layer! {
     /// service (each request takes a clone, made ready before each retry),
     /// as with tower's own retry. See [`crate::layer`].
     RetryLayer => RetryService
+    where
+        S: RetrySpec,
+        Svc: Clone,
+        Req: Clone,
+        Svc::Error: Exhaustion<S::Exhausted>,
+        S::Classifier: Classify<Svc::Response, Svc::Error>,
 }
 
 /// How a layer's retry judges an attempt: by the spec's classification,
@@ -73,7 +79,7 @@ type Call<S, Svc, Req> = RetryCall<
 /// What a retry of spec `S` keeps of earlier failures of `E`.
 type Trail<S, E> = <E as Exhaustion<<S as RetrySpec>::Exhausted>>::Trail;
 
-impl<S, Svc, Req> Service<Req> for RetryService<S, Svc>
+impl<S, Svc, Req> Service<Req> for RetryService<S, Svc, Req>
 where
     S: RetrySpec,
     Svc: Service<Req> + Clone,

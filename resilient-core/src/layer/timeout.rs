@@ -20,9 +20,11 @@ spec_layer! {
     /// future dropped. The timer starts at the future's first wait, so a
     /// response ready at once reads no clock. See [`crate::layer`].
     TimeoutLayer => TimeoutService
+    where
+        S: TimeoutSpec,
 }
 
-impl<S, Svc, Req> Service<Req> for TimeoutService<S, Svc>
+impl<S, Svc, Req> Service<Req> for TimeoutService<S, Svc, Req>
 where
     S: TimeoutSpec,
     Svc: Service<Req>,
