@@ -815,7 +815,14 @@ mod tests {
         use crate::keyed::{KeyRef, KeySettings};
         let base = Arc::new(breaker(Duration::from_secs(30)));
         let settings = base.settings().clone();
-        let keyed = crate::registry::Keyed::new(base, settings, KeySettings::default());
+        let keyed = Arc::new_cyclic(|this| {
+            crate::registry::Keyed::new(
+                std::sync::Weak::clone(this),
+                base,
+                settings,
+                KeySettings::default(),
+            )
+        });
         let (host, other) = (
             keyed.get(KeyRef::Text("host")),
             keyed.get(KeyRef::Text("other")),

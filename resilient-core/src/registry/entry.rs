@@ -6,7 +6,7 @@
 use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use super::keyed::Keyed;
 use super::mechanism::Mechanism;
@@ -184,7 +184,9 @@ fn build_keyed<M: Mechanism>(
 ) -> Option<Arc<dyn KeyedInstances>> {
     let base = Arc::clone(base).downcast::<M>().ok()?;
     let settings = base.settings().clone();
-    Some(Arc::new(Keyed::new(base, settings, keys)))
+    Some(Arc::new_cyclic(|this| {
+        Keyed::new(Weak::clone(this), base, settings, keys)
+    }))
 }
 
 fn install_keyed<S: Spec>(keyed: &'static dyn KeyedInstances) {
