@@ -5,6 +5,7 @@ use std::future::IntoFuture;
 use examples::http::{get, Server};
 use examples::petstore::PetClient;
 use resilient_core::Registry;
+use serde_json::json;
 
 fn registry() -> Result<Registry, Box<dyn std::error::Error>> {
     let toml = "[resilient.retry.pet]
@@ -61,6 +62,16 @@ async fn health_lists_every_spec_and_shows_an_open_breaker(
 
     let after: serde_json::Value = serde_json::from_str(&get(addr, "/health").await?.body)?;
     assert_eq!(after["specs"][0]["status"]["state"], "open");
+    // Its window is empty now; what opened it is kept beside it.
+    assert_eq!(after["specs"][0]["status"]["window"]["total"], 0);
+    assert_eq!(
+        after["specs"][0]["status"]["opened_by"],
+        json!({
+            "window": { "total": 1, "failures": 1, "slow": 0 },
+            "failure_rate": 100,
+            "slow_rate": 0
+        })
+    );
     assert_eq!(get(addr, "/other").await?.status, 404);
     assert_eq!(
         get(addr, "/metrics").await?.status,
