@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use resilient_core::circuit_breaker::{Metrics, State};
+use resilient_core::circuit_breaker::{CircuitBreakerSettings, Metrics, State};
 use resilient_core::concurrency::Places;
-use resilient_core::keyed::DisplayKey;
+use resilient_core::keyed::{DisplayKey, KeySettings};
 use resilient_core::registry::KeysSnapshot;
 use resilient_core::settings::Value;
 use resilient_core::telemetry::Event;
@@ -548,6 +548,53 @@ async fn a_reload_applies_to_every_key_and_to_keys_to_come() {
     for h in more {
         assert!(h.await.expect("task").is_ok());
     }
+}
+
+/// The snapshot's settings of a spec that takes `key = ..` include its
+/// `keys` table, every key of it at its value in force (the defaults for
+/// those left out), whether or not a key was seen yet, and as a reload
+/// leaves it; a spec of another kind has none.
+#[test]
+fn the_snapshot_gives_a_keyed_spec_s_keys_table_as_running() {
+    let settings = |r: &Registry| {
+        let snapshot = r.snapshot();
+        snapshot.specs[0]
+            .settings::<KeySettings>()
+            .map(|k| (k.max, k.idle_timeout, k.label_metrics, k.max_open_percent))
+    };
+    let section = |keys: Value| host_section(keys);
+    let r = registry::<HostBreaker>(section(table([
+        ("max", int(5)),
+        ("max_open_percent", int(40)),
+    ])));
+    assert_eq!(
+        settings(&r),
+        Some((5, Duration::from_secs(600), false, 40)),
+        "no key yet"
+    );
+    assert!(
+        r.snapshot().specs[0]
+            .settings::<CircuitBreakerSettings>()
+            .is_some(),
+        "the breaker's own settings as before"
+    );
+    r.reload(&root(vec![(
+        HostBreaker::PATH,
+        section(table([
+            ("idle_timeout", s("1m")),
+            ("label_metrics", boolean(true)),
+        ])),
+    )]))
+    .expect("valid");
+    assert_eq!(
+        settings(&r),
+        Some((1000, Duration::from_secs(60), true, 100))
+    );
+    #[derive(resilient_core::RetrySpec)]
+    #[spec("test.keyed.retry")]
+    struct NoKeys;
+    let r = registry::<NoKeys>(table([("delay", s("1ms")), ("attempts", int(1))]));
+    assert_eq!(settings(&r), None, "a retry spec takes no key");
 }
 
 /// Two workers, 64 tasks, each call in its own task over 1000 keys with a

@@ -198,6 +198,8 @@ fn install_keyed<S: Spec>(keyed: &'static dyn KeyedInstances) {
 /// A spec's keyed instances without their type: what the registry holds.
 pub(crate) trait KeyedInstances: Send + Sync + 'static {
     fn snapshot(&self) -> KeysSnapshot;
+    /// The `keys` table running now.
+    fn settings(&self) -> KeySettings;
     /// Runs `settings` (of the mechanism) and `keys` from now on; the notes
     /// of what did not carry over.
     fn reconfigure(
@@ -213,6 +215,10 @@ pub(crate) trait KeyedInstances: Send + Sync + 'static {
 impl<M: Mechanism> KeyedInstances for Keyed<M> {
     fn snapshot(&self) -> KeysSnapshot {
         Keyed::snapshot(self)
+    }
+
+    fn settings(&self) -> KeySettings {
+        Keyed::key_settings(self)
     }
 
     fn reconfigure(

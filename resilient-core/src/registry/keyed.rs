@@ -536,6 +536,11 @@ impl<M: Mechanism> Keyed<M> {
         }
     }
 
+    /// The `keys` table running now.
+    pub(crate) fn key_settings(&self) -> KeySettings {
+        self.lock().keys
+    }
+
     /// Runs `settings` and `keys` from now on: every key's instance, and
     /// the keys to come. The notes of the first instance that has any.
     pub(crate) fn reconfigure(
