@@ -61,8 +61,16 @@
 //! keys = { max = 1000, idle_timeout = "10m" }
 //! ```
 //!
-//! - A key unused for `idle_timeout` is dropped when a new key arrives (or
-//!   a snapshot is taken) and starts afresh if it is seen again.
+//! - A key unused for `idle_timeout` is dropped at most an eighth of
+//!   `idle_timeout` later, and starts afresh if it is seen again. A task
+//!   on the tokio runtime looks for idle keys every eighth of
+//!   `idle_timeout` while the spec has keys (a new key looks too), and a
+//!   snapshot drops the keys idle past the timeout before it lists or
+//!   counts them: it shows no key unused for longer than `idle_timeout`
+//!   plus that eighth, whether or not anything looked in between. Keys
+//!   made where no tokio runtime (or no timer) is at hand are looked at
+//!   only by new keys and snapshots: a key's idleness then counts from the
+//!   first look that found it unused.
 //! - At `max` keys, a new key first evicts the least recently used keys
 //!   that can go (an eighth of `max` at a time, to spread the work).
 //! - A key is never evicted while a call or a handle holds its instance,
@@ -355,7 +363,7 @@ impl fmt::Write for Text {
 /// | key | default | rule |
 /// |---|---|---|
 /// | `keys.max` | `1000` | a whole number in 1..=1000000: the most keys with an instance at once |
-/// | `keys.idle_timeout` | `"10m"` | more than `0s`: a key unused this long is dropped when a new key arrives |
+/// | `keys.idle_timeout` | `"10m"` | more than `0s`: a key unused this long is dropped, at most an eighth of it later |
 /// | `keys.label_metrics` | `false` | `true` labels the instances' metrics with `key` (one series per key) |
 /// | `keys.max_open_percent` | `100` | a whole number in 1..=100, breakers only: the most keys whose breakers may be open at once, in percent of the keys (at least one); a breaker that would open past it stays closed |
 ///

@@ -581,6 +581,86 @@ async fn a_new_seed_starts_the_draws_at_call_0() -> TestResult {
     Ok(())
 }
 
+#[derive(ChaosSpec)]
+#[spec("chaos.revisited")]
+struct Revisited;
+
+#[chaos(Revisited)]
+async fn revisited() -> Result<(), TestError> {
+    Ok(())
+}
+
+/// `n` calls of `revisited`: for each, whether it got an injected error,
+/// with the index the error names checked against its place from `first`.
+async fn decisions(registry: &Registry, first: u64, n: u64) -> Result<Vec<bool>, String> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        match registry.scope(revisited()).await {
+            Ok(()) => out.push(false),
+            Err(TestError::Resilience(Error::Injected { call, .. })) => {
+                if call != first + i {
+                    return Err(format!("call {i} drew index {call}, not {}", first + i));
+                }
+                out.push(true);
+            }
+            Err(other) => return Err(format!("call {i}: {other:?}")),
+        }
+    }
+    Ok(out)
+}
+
+/// A reload back to a seed used before starts its draws at call 0 again,
+/// as for any changed seed: a staging run that returns to seed 11 repeats
+/// seed 11's injections exactly, also when it comes back disabled first
+/// and is enabled by a later reload.
+#[tokio::test]
+async fn a_seed_used_before_starts_again_at_call_0() -> TestResult {
+    let section = |seed: i128, enabled: bool| {
+        table([
+            ("enabled", boolean(enabled)),
+            ("error_rate", float(0.5)),
+            ("seed", int(seed)),
+        ])
+    };
+    let registry = registry::<Revisited>(section(11, true));
+    let reload = |seed, enabled| {
+        registry
+            .reload(&root(vec![("chaos.revisited", section(seed, enabled))]))
+            .map_err(|problems| format!("reload refused: {problems:?}"))
+    };
+    let first = decisions(&registry, 0, 100).await?;
+    let injected = first.iter().filter(|&&d| d).count();
+    // Binomial(100, 0.5): a sequence with both kinds of decision in it.
+    assert!((30..=70).contains(&injected), "{injected}");
+    assert_eq!(counts::<Revisited>(&registry)?.calls, 100);
+
+    reload(12, true)?;
+    let twelve = decisions(&registry, 0, 100).await?;
+    assert_ne!(twelve, first, "another seed, other decisions");
+
+    reload(11, true)?;
+    assert_eq!(counts::<Revisited>(&registry)?.calls, 0);
+    let again = decisions(&registry, 0, 100).await?;
+    assert_eq!(again, first);
+    let c = counts::<Revisited>(&registry)?;
+    assert_eq!(c.calls, 100);
+    assert_eq!(
+        c.errors_injected,
+        (2 * injected + twelve.iter().filter(|&&d| d).count()) as u64
+    );
+
+    // Back to 11 by way of 12 again, disabled on the way: the calls made
+    // while disabled draw nothing, and enabling starts at call 0.
+    reload(12, true)?;
+    decisions(&registry, 0, 10).await?;
+    reload(11, false)?;
+    assert_eq!(decisions(&registry, 0, 10).await?, vec![false; 10]);
+    reload(11, true)?;
+    assert_eq!(counts::<Revisited>(&registry)?.calls, 0);
+    assert_eq!(decisions(&registry, 0, 100).await?, first);
+    Ok(())
+}
+
 // ------------------------------------------------- a replaced outcome
 
 #[derive(RetrySpec)]

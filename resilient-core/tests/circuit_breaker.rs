@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use resilient_core::circuit_breaker::{Counts, State};
+use resilient_core::circuit_breaker::{Counts, Metrics, State};
 use resilient_core::settings::Value;
 use resilient_core::{
     circuit_breakable, retryable, CircuitBreakerHandle, CircuitBreakerSpec, Classify, Error,
@@ -389,6 +389,105 @@ async fn slow_calls_open_the_breaker_like_failures() {
     b.call(|| slow(500)).await.expect("slow success");
     // 2 slow of 4 = 50 %.
     assert_eq!(b.state(), State::Open);
+}
+
+// ---------------------------------------------------------------- what opened it
+
+/// An open breaker's window is empty (every transition starts a new
+/// period), so its status shows the window that opened it, as it was at
+/// that moment: through half-open and a reopening by a failed probe, until
+/// the breaker closes. The snapshot shows the same.
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_shows_the_window_that_opened_it_until_it_closes() {
+    let section = table([
+        ("failure_rate_threshold", int(60)),
+        ("minimum_required_calls", int(5)),
+        ("wait_duration_in_open_state", s("1s")),
+        ("permitted_calls_in_half_open_state", int(1)),
+        ("count_based", table([("window_size", int(10))])),
+        (
+            "slow_call",
+            table([
+                ("duration_threshold", s("100ms")),
+                ("rate_threshold", int(100)),
+            ]),
+        ),
+    ]);
+    let r = registry::<Breaker>(section);
+    let b = handle(&r);
+    let runs = AtomicU32::new(0);
+    let opened_by = |m: &Metrics| m.opened_by.map(|o| (o.window, o.failure_rate, o.slow_rate));
+    // A success, a slow success, then three failures: 3 of 5 = 60 %.
+    call(&b, &runs, false).await.expect("closed");
+    b.call(|| async {
+        runs.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        Ok::<(), TestError>(())
+    })
+    .await
+    .expect("slow success");
+    for _ in 0..3 {
+        let _ = call(&b, &runs, true).await;
+    }
+    let at_open = (
+        Counts {
+            total: 5,
+            failures: 3,
+            slow: 1,
+        },
+        60,
+        20,
+    );
+    let m = b.metrics();
+    assert_eq!((m.state, m.window), (State::Open, Counts::default()));
+    assert_eq!(opened_by(&m), Some(at_open));
+    let snapshot = r.snapshot();
+    let shown: &Metrics = snapshot.specs[0].status().expect("breaker metrics");
+    assert_eq!(*shown, m);
+
+    // Half-open, and a failed probe opens it again: what opened it first
+    // still stands.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _ = call(&b, &runs, true).await;
+    let m = b.metrics();
+    assert_eq!((m.state, m.opened, m.half_opened), (State::Open, 2, 1));
+    assert_eq!(opened_by(&m), Some(at_open));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(rejected_with(&call(&b, &runs, false).await).is_none());
+    let m = b.metrics();
+    assert_eq!(
+        (m.state, m.opened, m.half_opened, m.closed),
+        (State::Closed, 2, 2, 1)
+    );
+    assert_eq!(opened_by(&m), None, "closed: nothing opened it");
+    assert_eq!(runs.load(Ordering::SeqCst), 7);
+}
+
+/// Opened by hand, or by the window and then forced open or disabled, a
+/// breaker shows nothing the window did: it is the hand that holds it.
+#[tokio::test(start_paused = true)]
+async fn a_breaker_held_by_hand_shows_no_window_that_opened_it() {
+    let r = registry::<Breaker>(section("ring_buffer"));
+    let b = handle(&r);
+    let runs = AtomicU32::new(0);
+    b.force_open();
+    assert_eq!(b.metrics().opened_by, None);
+    b.reset();
+    for fail in [true, false, true, true] {
+        let _ = call(&b, &runs, fail).await;
+    }
+    let o = b.metrics().opened_by.expect("opened by its window");
+    assert_eq!(
+        (o.window.total, o.window.failures, o.failure_rate),
+        (4, 3, 75)
+    );
+    b.force_open();
+    assert_eq!(b.metrics().opened_by, None);
+    b.disable();
+    assert_eq!(b.metrics().opened_by, None);
+    b.reset();
+    assert_eq!(b.metrics().opened_by, None);
+    assert_eq!(runs.load(Ordering::SeqCst), 4);
 }
 
 // ---------------------------------------------------------------- max wait in half-open

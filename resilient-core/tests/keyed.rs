@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use resilient_core::circuit_breaker::{Metrics, State};
+use resilient_core::circuit_breaker::{CircuitBreakerSettings, Metrics, State};
 use resilient_core::concurrency::Places;
-use resilient_core::keyed::DisplayKey;
+use resilient_core::keyed::{DisplayKey, KeySettings};
 use resilient_core::registry::KeysSnapshot;
 use resilient_core::settings::Value;
 use resilient_core::telemetry::Event;
@@ -246,14 +246,13 @@ async fn a_key_idle_past_the_timeout_is_dropped_and_starts_afresh() {
     })
     .await;
     assert_eq!(failures(&keys::<HostBreaker>(&r), "a"), Some(3));
-    // Unused for 9 s: kept (a snapshot sweeps, as a new key does).
-    tokio::time::advance(Duration::from_secs(9)).await;
+    // Unused for 9 s, then for 10 s: kept.
+    tokio::time::sleep(Duration::from_secs(9)).await;
     assert_eq!(failures(&keys::<HostBreaker>(&r), "a"), Some(3));
-    // Its idleness is counted from the first sweep that found it unused
-    // (at 9 s): kept at 14 s, dropped at 19 s.
-    tokio::time::advance(Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(failures(&keys::<HostBreaker>(&r), "a"), Some(3));
-    tokio::time::advance(Duration::from_secs(5)).await;
+    // Unused for 10 s and an eighth of 10 s (the sweeps' step): gone.
+    tokio::time::sleep(Duration::from_millis(1250)).await;
     assert!(
         key_count::<HostBreaker>(&r) == 0,
         "dropped, and no keys left to show"
@@ -268,6 +267,112 @@ async fn a_key_idle_past_the_timeout_is_dropped_and_starts_afresh() {
     assert_eq!((k.count, failures(&k, "a")), (1, Some(1)));
     assert_eq!(states(&k), [("a".to_owned(), State::Closed)]);
     assert_eq!(hits.of("a"), 4);
+}
+
+/// Keys unused for longer than `idle_timeout` are gone from the snapshot
+/// and its count once that time has passed, whether a new key arrived
+/// meanwhile or not: ten keys idle for 1 s under `idle_timeout = 300ms`
+/// are not shown beside the key that came after them, nor in a snapshot
+/// that no new key preceded.
+#[tokio::test(start_paused = true)]
+async fn a_snapshot_after_the_idle_timeout_shows_no_key_idle_longer() {
+    let r = registry::<HostBreaker>(host_section(table([("idle_timeout", s("300ms"))])));
+    let hits = Hits::default();
+    let ten = || async {
+        for i in 0..10 {
+            let _ = fetch(&hits, &format!("idle-{i}"), false).await;
+        }
+    };
+    r.scope(ten()).await;
+    assert_eq!(key_count::<HostBreaker>(&r), 10);
+    // Time passes as it does for a server: tokio's paused clock moves on
+    // to each timer in turn.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    r.scope(async {
+        let _ = fetch(&hits, "fresh", false).await;
+    })
+    .await;
+    let k = keys::<HostBreaker>(&r);
+    assert_eq!(
+        states(&k),
+        [("fresh".to_owned(), State::Closed)],
+        "{} keys",
+        k.count
+    );
+    assert_eq!(k.count, 1);
+
+    // No new key this time: the snapshot alone.
+    r.scope(ten()).await;
+    assert_eq!(key_count::<HostBreaker>(&r), 11);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(key_count::<HostBreaker>(&r), 0);
+    assert_eq!(keys_of::<HostBreaker>(&r).map(|k| k.shown.len()), None);
+    // Every key was reached once per round, each time by its own call.
+    assert_eq!(
+        (hits.of("idle-0"), hits.of("idle-9"), hits.of("fresh")),
+        (2, 2, 1)
+    );
+}
+
+/// A key is dropped no sooner than `idle_timeout` after its last use, and
+/// gone from the snapshot an eighth of `idle_timeout` after that at the
+/// latest; a key used all along keeps its breaker (its window holds every
+/// call up to the window's size, never a fresh breaker's one).
+#[tokio::test(start_paused = true)]
+async fn an_idle_key_goes_between_the_timeout_and_an_eighth_more() {
+    let r = registry::<HostBreaker>(host_section(table([("idle_timeout", s("800ms"))])));
+    let hits = Hits::default();
+    let shown = |r: &Registry| -> Vec<(String, u64)> {
+        keys_of::<HostBreaker>(r).map_or_else(Vec::new, |k| {
+            k.shown
+                .iter()
+                .map(|s| {
+                    let m: &Metrics = s.status().expect("breaker metrics");
+                    (s.key.to_string(), m.window.total)
+                })
+                .collect()
+        })
+    };
+    r.scope(async {
+        let _ = fetch(&hits, "quiet", false).await;
+    })
+    .await;
+    let started = tokio::time::Instant::now();
+    let mut busy_calls: u64 = 0;
+    // Every 50 ms a call with the key "busy", and a look at the snapshot.
+    let mut quiet_last_seen = Duration::ZERO;
+    let mut quiet_gone_at = None;
+    while started.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        r.scope(async {
+            let _ = fetch(&hits, "busy", false).await;
+        })
+        .await;
+        busy_calls += 1;
+        let now = shown(&r);
+        assert!(
+            now.contains(&("busy".to_owned(), busy_calls.min(10))),
+            "{now:?} at {:?}",
+            started.elapsed()
+        );
+        if now.iter().any(|(key, _)| key == "quiet") {
+            assert!(quiet_gone_at.is_none(), "quiet came back: {now:?}");
+            quiet_last_seen = started.elapsed();
+        } else if quiet_gone_at.is_none() {
+            quiet_gone_at = Some(started.elapsed());
+        }
+    }
+    let gone = quiet_gone_at.expect("quiet dropped");
+    assert!(
+        quiet_last_seen >= Duration::from_millis(750),
+        "{quiet_last_seen:?}"
+    );
+    assert!(gone <= Duration::from_millis(900), "{gone:?}");
+    assert_eq!(
+        (u64::from(hits.of("busy")), hits.of("quiet")),
+        (busy_calls, 1)
+    );
+    assert_eq!(key_count::<HostBreaker>(&r), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -443,6 +548,53 @@ async fn a_reload_applies_to_every_key_and_to_keys_to_come() {
     for h in more {
         assert!(h.await.expect("task").is_ok());
     }
+}
+
+/// The snapshot's settings of a spec that takes `key = ..` include its
+/// `keys` table, every key of it at its value in force (the defaults for
+/// those left out), whether or not a key was seen yet, and as a reload
+/// leaves it; a spec of another kind has none.
+#[test]
+fn the_snapshot_gives_a_keyed_spec_s_keys_table_as_running() {
+    let settings = |r: &Registry| {
+        let snapshot = r.snapshot();
+        snapshot.specs[0]
+            .settings::<KeySettings>()
+            .map(|k| (k.max, k.idle_timeout, k.label_metrics, k.max_open_percent))
+    };
+    let section = |keys: Value| host_section(keys);
+    let r = registry::<HostBreaker>(section(table([
+        ("max", int(5)),
+        ("max_open_percent", int(40)),
+    ])));
+    assert_eq!(
+        settings(&r),
+        Some((5, Duration::from_secs(600), false, 40)),
+        "no key yet"
+    );
+    assert!(
+        r.snapshot().specs[0]
+            .settings::<CircuitBreakerSettings>()
+            .is_some(),
+        "the breaker's own settings as before"
+    );
+    r.reload(&root(vec![(
+        HostBreaker::PATH,
+        section(table([
+            ("idle_timeout", s("1m")),
+            ("label_metrics", boolean(true)),
+        ])),
+    )]))
+    .expect("valid");
+    assert_eq!(
+        settings(&r),
+        Some((1000, Duration::from_secs(60), true, 100))
+    );
+    #[derive(resilient_core::RetrySpec)]
+    #[spec("test.keyed.retry")]
+    struct NoKeys;
+    let r = registry::<NoKeys>(table([("delay", s("1ms")), ("attempts", int(1))]));
+    assert_eq!(settings(&r), None, "a retry spec takes no key");
 }
 
 /// Two workers, 64 tasks, each call in its own task over 1000 keys with a

@@ -71,12 +71,14 @@
 //! every run; without it, the seed is drawn once when the spec's instance is
 //! built. Under concurrency, which call gets which index is the order in
 //! which they entered. A reload that changes the seed starts the count
-//! again from 0.
+//! again from 0, also one back to a seed run before (11, 12, then 11 again
+//! repeats 11's injections from its first call); a reload that keeps the
+//! seed goes on from the index reached.
 
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use metrics::Counter;
@@ -207,8 +209,11 @@ impl ChaosSettings {
 /// The settings a chaos spec runs with, the seed its draws start from, and
 /// the index of the next call's draws. The index lives with the seed: a
 /// call draws its index and its seed from the same version, so a reload
-/// that changes the seed (and starts a new index at 0) can neither skip nor
-/// repeat an index of either seed; versions of one seed share one index.
+/// that changes the seed (and starts its index at 0) can neither skip nor
+/// repeat an index of either seed. Every version of one seed holds the
+/// seed's one counter (`Chaos::counters`): a version published again by
+/// a reload back to a seed used before has the counter that reload set to
+/// 0, not the index that seed had reached.
 #[derive(Debug)]
 struct ChaosConfig {
     settings: ChaosSettings,
@@ -257,6 +262,10 @@ struct ChaosMeters {
 #[derive(Debug)]
 pub struct Chaos {
     config: Versions<ChaosConfig>,
+    /// One draw counter per seed the spec has run with, shared by every
+    /// version of that seed; as bounded as the versions are (by the
+    /// distinct settings published). Read and written by reloads only.
+    counters: Mutex<Vec<(u64, Arc<AtomicU64>)>>,
     /// The seed used when the settings set none: drawn once, when built.
     drawn_seed: u64,
     latency_injected: AtomicU64,
@@ -281,12 +290,15 @@ impl Mechanism for Chaos {
 
     fn build(settings: ChaosSettings, telemetry: Telemetry) -> Self {
         let drawn_seed = fastrand::u64(..);
+        let seed = settings.seed.unwrap_or(drawn_seed);
+        let calls = Arc::new(AtomicU64::new(0));
         let chaos = Self {
             config: Versions::new(ChaosConfig {
-                seed: settings.seed.unwrap_or(drawn_seed),
+                seed,
                 settings,
-                calls: Arc::new(AtomicU64::new(0)),
+                calls: Arc::clone(&calls),
             }),
+            counters: Mutex::new(vec![(seed, calls)]),
             drawn_seed,
             latency_injected: AtomicU64::new(0),
             errors_injected: AtomicU64::new(0),
@@ -302,12 +314,21 @@ impl Mechanism for Chaos {
         let mut notes = Vec::new();
         let seed = settings.seed.unwrap_or(self.drawn_seed);
         let old = self.config.get();
-        let calls = if seed == old.seed {
-            Arc::clone(&old.calls)
-        } else {
-            notes.push("the chaos draws start again from call 0 with the new seed".to_owned());
-            Arc::new(AtomicU64::new(0))
+        let mut counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
+        let calls = match counters.iter().find(|(s, _)| *s == seed) {
+            Some((_, calls)) => Arc::clone(calls),
+            None => {
+                let calls = Arc::new(AtomicU64::new(0));
+                counters.push((seed, Arc::clone(&calls)));
+                calls
+            }
         };
+        if seed != old.seed {
+            // A seed run before starts again too: its versions, which the
+            // publish below may find, hold this counter.
+            calls.store(0, Ordering::Relaxed);
+            notes.push("the chaos draws start again from call 0 with the new seed".to_owned());
+        }
         self.config.publish(
             |c| c.settings == settings,
             || ChaosConfig {
@@ -316,6 +337,7 @@ impl Mechanism for Chaos {
                 calls,
             },
         );
+        drop(counters);
         notes
     }
 

@@ -19,7 +19,7 @@
 //! generation, so a late writer cannot overwrite a newer period's.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge};
@@ -27,7 +27,7 @@ use tokio::time::Instant;
 
 use super::settings::{CircuitBreakerSettings, WAIT_MAX};
 use super::window::{Counts, Record, Window};
-use super::Metrics;
+use super::{Metrics, Opening};
 use crate::error::State;
 use crate::registry::{KeyShare, Tag, Versions};
 use crate::telemetry::Telemetry;
@@ -81,6 +81,12 @@ fn until(deadline: u64, now: u64) -> u64 {
     } else {
         0
     }
+}
+/// Whether generation `a` came after `b` (both masked; modulo 2^30,
+/// within half the range).
+fn later(a: u64, b: u64) -> bool {
+    let ahead = a.wrapping_sub(b) & GEN_MASK;
+    ahead != 0 && ahead < 1 << 29
 }
 fn half_open(gen: u64, acquired: u64, successes: u64) -> u64 {
     (HALF_OPEN << TAG_SHIFT)
@@ -147,6 +153,23 @@ pub struct Breaker {
     share: OnceLock<Arc<KeyShare>>,
     /// Whether this breaker holds an ejection now.
     ejected: AtomicBool,
+    /// The window that opened the breaker, for its status until it closes:
+    /// written at the transitions, never by a call that changes no state.
+    opening: Mutex<Openings>,
+}
+
+/// What opened a breaker from closed, and when it last closed, in
+/// generations: the window shown is the one of the open period begun after
+/// the last close. A thread that opened the breaker and was descheduled
+/// before it wrote what opened it (meanwhile the breaker closed, and maybe
+/// opened again) finds a later close, or a later opening, and writes
+/// nothing.
+#[derive(Debug, Default)]
+struct Openings {
+    /// The generation of the open period the window began, and its counts.
+    by: Option<(u64, Counts)>,
+    /// The generation of the last closed period begun by a transition.
+    closed: u64,
 }
 
 /// The settings a breaker runs with, and their waits in its clock's units.
@@ -254,6 +277,7 @@ impl Breaker {
             meters: OnceLock::new(),
             share: OnceLock::new(),
             ejected: AtomicBool::new(false),
+            opening: Mutex::new(Openings::default()),
         };
         breaker.register_meters();
         breaker
@@ -385,7 +409,7 @@ impl Breaker {
                         continue;
                     }
                     if self.period_over(&self.half_open_since, gen, c.max_wait_us) {
-                        self.open_from(w, State::HalfOpen);
+                        self.open_from(w, State::HalfOpen, None);
                         continue;
                     }
                     return Err(self.reject(State::HalfOpen));
@@ -411,11 +435,16 @@ impl Breaker {
     }
 
     /// Moves the breaker from word `w` (in state `from`) to a new open
-    /// period; `false` if another thread changed the state first.
-    fn open_from(&self, w: u64, from: State) -> bool {
+    /// period; `false` if another thread changed the state first. `by`:
+    /// the window's counts that opened it from closed, kept for its status
+    /// until it closes (a probe that opens it again keeps them).
+    fn open_from(&self, w: u64, from: State, by: Option<Counts>) -> bool {
         let next = generation(w) + 1;
         if !self.cas(w, open(next)) {
             return false;
+        }
+        if let Some(counts) = by {
+            self.opened_by(next & GEN_MASK, counts);
         }
         self.stamp_period(&self.opened_at, next, self.config().wait_us);
         self.window.get().clear();
@@ -424,12 +453,13 @@ impl Breaker {
         true
     }
 
-    /// The window says open (the state word was `w`): opens, unless this is
-    /// a keyed breaker and `keys.max_open_percent` of its spec's keys are
-    /// open already, in which case it stays closed and keeps counting.
-    fn open_on_failures(&self, w: u64) {
+    /// The window says open (the state word was `w`, its counts `counts`):
+    /// opens, unless this is a keyed breaker and `keys.max_open_percent` of
+    /// its spec's keys are open already, in which case it stays closed and
+    /// keeps counting.
+    fn open_on_failures(&self, w: u64, counts: Counts) {
         let Some(share) = self.share.get() else {
-            self.open_from(w, State::Closed);
+            self.open_from(w, State::Closed, Some(counts));
             return;
         };
         if !share.try_eject() {
@@ -457,7 +487,9 @@ impl Breaker {
             share.release();
             return;
         }
-        if !self.open_from(w, State::Closed) && self.ejected.swap(false, Ordering::AcqRel) {
+        if !self.open_from(w, State::Closed, Some(counts))
+            && self.ejected.swap(false, Ordering::AcqRel)
+        {
             share.release();
         }
     }
@@ -561,7 +593,7 @@ impl Breaker {
                     };
                     if let Some(counts) = window.record(record, gen, now) {
                         if self.should_open(counts) {
-                            self.open_on_failures(w);
+                            self.open_on_failures(w, counts);
                         }
                     }
                     return;
@@ -569,7 +601,7 @@ impl Breaker {
                 HALF_OPEN => {
                     if record.is_bad() {
                         // Any failed (or slow) probe opens the breaker again.
-                        if self.open_from(w, State::HalfOpen) {
+                        if self.open_from(w, State::HalfOpen, None) {
                             return;
                         }
                         continue;
@@ -578,6 +610,7 @@ impl Breaker {
                     let permitted = self.config().settings.permitted_calls_in_half_open_state;
                     if done >= u64::from(permitted) {
                         if self.cas(w, closed(gen + 1)) {
+                            self.closed_at(gen + 1);
                             self.window.get().clear();
                             self.closed.fetch_add(1, Ordering::Relaxed);
                             self.transition(State::HalfOpen, State::Closed);
@@ -680,7 +713,40 @@ impl Breaker {
             half_opened: self.half_opened.load(Ordering::Relaxed),
             closed: self.closed.load(Ordering::Relaxed),
             rejected: self.rejected.load(Ordering::Relaxed),
+            opened_by: if tag(w) != CLOSED && self.mode.load(Ordering::Acquire) == NORMAL {
+                self.opening()
+            } else {
+                None
+            },
         }
+    }
+
+    /// Keeps `counts` as what opened the open period `gen` (masked), unless
+    /// the breaker closed or opened again since.
+    fn opened_by(&self, gen: u64, counts: Counts) {
+        let mut o = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        if later(gen, o.closed) && o.by.is_none_or(|(was, _)| later(gen, was)) {
+            o.by = Some((gen, counts));
+        }
+    }
+
+    /// The closed period `gen` began: what opened the breaker before is
+    /// no longer shown.
+    fn closed_at(&self, gen: u64) {
+        let mut o = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        o.closed = gen & GEN_MASK;
+    }
+
+    /// What opened the breaker, if it opened from closed since it last
+    /// closed.
+    fn opening(&self) -> Option<Opening> {
+        let o = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        let (gen, window) = o.by?;
+        later(gen, o.closed).then(|| Opening {
+            window,
+            failure_rate: Counts::percent(window.failures, window.total).min(100) as u8,
+            slow_rate: Counts::percent(window.slow, window.total).min(100) as u8,
+        })
     }
 
     /// Sets the mode, and tells of the transition if the state changed.
@@ -703,11 +769,14 @@ impl Breaker {
 
     pub(crate) fn reset(&self) {
         let from = self.state();
-        let _ = self
+        if let Ok(w) = self
             .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 Some(closed(generation(w) + 1))
-            });
+            })
+        {
+            self.closed_at(generation(w) + 1);
+        }
         self.window.get().clear();
         self.mode.store(NORMAL, Ordering::Release);
         self.transition(from, State::Closed);
@@ -804,6 +873,42 @@ mod tests {
         );
     }
 
+    /// Thread A opens the breaker and is descheduled before it writes the
+    /// window that opened it; meanwhile a reset closes it and a failure
+    /// opens it again. A's late write must not replace the newer opening,
+    /// nor show in an open period begun after a close without a window of
+    /// its own.
+    #[tokio::test(start_paused = true)]
+    async fn a_late_window_of_an_older_opening_is_not_shown() {
+        let b = breaker(Duration::from_secs(1));
+        let w = b.state.load(Ordering::Acquire);
+        let late = (generation(w) + 1) & GEN_MASK;
+        assert!(b.cas(w, open(late)), "A publishes its open period");
+        b.reset();
+        fail(&b);
+        let newer = b.metrics().opened_by;
+        assert_eq!(newer.map(|o| o.window.total), Some(1));
+        let stale = Counts {
+            total: 9,
+            failures: 9,
+            slow: 0,
+        };
+        b.opened_by(late, stale);
+        assert_eq!(b.metrics().opened_by, newer, "the newer opening stands");
+        b.reset();
+        let w = b.state.load(Ordering::Acquire);
+        assert!(
+            b.cas(w, open(generation(w) + 1)),
+            "opened, window not written yet"
+        );
+        b.opened_by(late, stale);
+        assert_eq!(
+            b.metrics().opened_by,
+            None,
+            "A's window is of a closed episode"
+        );
+    }
+
     /// Two calls fail at once on a keyed breaker's closed period: both load
     /// the same closed word, both find the window past its threshold, both
     /// take an ejection. The breaker holds one mark: the second call gives
@@ -815,14 +920,26 @@ mod tests {
         use crate::keyed::{KeyRef, KeySettings};
         let base = Arc::new(breaker(Duration::from_secs(30)));
         let settings = base.settings().clone();
-        let keyed = crate::registry::Keyed::new(base, settings, KeySettings::default());
+        let keyed = Arc::new_cyclic(|this| {
+            crate::registry::Keyed::new(
+                std::sync::Weak::clone(this),
+                base,
+                settings,
+                KeySettings::default(),
+            )
+        });
         let (host, other) = (
             keyed.get(KeyRef::Text("host")),
             keyed.get(KeyRef::Text("other")),
         );
         let w = host.state.load(Ordering::Acquire);
-        host.open_on_failures(w); // A
-        host.open_on_failures(w); // B, with the word it read before A's CAS
+        let counts = Counts {
+            total: 1,
+            failures: 1,
+            slow: 0,
+        };
+        host.open_on_failures(w, counts); // A
+        host.open_on_failures(w, counts); // B, with the word it read before A's CAS
         assert_eq!(host.state(), State::Open);
         host.reset();
         assert_eq!(keyed.snapshot().ejected, 0, "no key is open");

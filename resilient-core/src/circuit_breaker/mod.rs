@@ -239,7 +239,8 @@ pub struct Metrics {
     /// The state now.
     pub state: State,
     /// The window's counts (empty unless closed: every transition clears it,
-    /// and a forced-open or disabled breaker counts nothing).
+    /// and a forced-open or disabled breaker counts nothing; while open,
+    /// [`opened_by`](Self::opened_by) keeps the window that opened it).
     pub window: Counts,
     /// Failures in the window, in whole percent; `None` for an empty window.
     pub failure_rate: Option<u8>,
@@ -255,6 +256,30 @@ pub struct Metrics {
     pub closed: u64,
     /// Calls it rejected.
     pub rejected: u64,
+    /// What opened the breaker, while it is open or half-open: its window
+    /// as it was at the moment it opened from closed, kept through
+    /// half-open and any reopening by a probe until the breaker closes.
+    /// `None` while closed, and while forced open or disabled by hand (left
+    /// out of the serialized snapshot then). Recorded at the transition: a
+    /// call that changes no state does not pay for it.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub opened_by: Option<Opening>,
+}
+
+/// The window that opened a breaker, as it was then: in
+/// [`Metrics::opened_by`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Opening {
+    /// The window's counts when the failure (or slow call) that opened the
+    /// breaker was recorded, that call included.
+    pub window: Counts,
+    /// Failures among them, in whole percent (rounded down, as the
+    /// threshold is compared).
+    pub failure_rate: u8,
+    /// Slow calls among them, in whole percent (rounded down).
+    pub slow_rate: u8,
 }
 
 /// Access to a circuit breaker spec's shared breaker; cheap to clone.

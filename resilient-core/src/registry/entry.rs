@@ -6,7 +6,7 @@
 use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use super::keyed::Keyed;
 use super::mechanism::Mechanism;
@@ -184,7 +184,9 @@ fn build_keyed<M: Mechanism>(
 ) -> Option<Arc<dyn KeyedInstances>> {
     let base = Arc::clone(base).downcast::<M>().ok()?;
     let settings = base.settings().clone();
-    Some(Arc::new(Keyed::new(base, settings, keys)))
+    Some(Arc::new_cyclic(|this| {
+        Keyed::new(Weak::clone(this), base, settings, keys)
+    }))
 }
 
 fn install_keyed<S: Spec>(keyed: &'static dyn KeyedInstances) {
@@ -196,6 +198,8 @@ fn install_keyed<S: Spec>(keyed: &'static dyn KeyedInstances) {
 /// A spec's keyed instances without their type: what the registry holds.
 pub(crate) trait KeyedInstances: Send + Sync + 'static {
     fn snapshot(&self) -> KeysSnapshot;
+    /// The `keys` table running now.
+    fn settings(&self) -> KeySettings;
     /// Runs `settings` (of the mechanism) and `keys` from now on; the notes
     /// of what did not carry over.
     fn reconfigure(
@@ -211,6 +215,10 @@ pub(crate) trait KeyedInstances: Send + Sync + 'static {
 impl<M: Mechanism> KeyedInstances for Keyed<M> {
     fn snapshot(&self) -> KeysSnapshot {
         Keyed::snapshot(self)
+    }
+
+    fn settings(&self) -> KeySettings {
+        Keyed::key_settings(self)
     }
 
     fn reconfigure(

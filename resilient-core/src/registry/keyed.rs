@@ -9,15 +9,33 @@
 //!
 //! Recency is counted in epochs, not read from a clock per call. An epoch
 //! starts at each eviction at `max` (so that the keys used since are more
-//! recent than the ones not) and at each sweep for idle keys (at most every
-//! `idle_timeout / 2`, when a new key arrives or a snapshot is taken); the
-//! writers keep when each recent epoch started. A key last used in epoch
-//! `e` has been idle at least since epoch `e + 1` started.
+//! recent than the ones not) and at each sweep for idle keys; the writers
+//! keep when each recent epoch started. A key last used in epoch `e` has
+//! been idle at least since epoch `e + 1` started, and at most since epoch
+//! `e` did: what a sweep can tell of a key's idleness is as fine as the
+//! epochs are short.
+//!
+//! So that they are short whether or not calls come, a task on the tokio
+//! runtime (the [`Ticker`], one per spec with keys) sweeps every
+//! [`step`] (an eighth of `idle_timeout`) while the spec has keys: a key
+//! unused for `idle_timeout` goes at most a step after that, from the map,
+//! its count and the snapshot, which drops the keys idle past the timeout
+//! at its own moment before it lists them. A new key sweeps too, at most
+//! once a step. Where no tokio runtime (or no timer) is at hand when the
+//! keys come, the sweeps of new keys and snapshots are the only ones, and an
+//! epoch lasts until the next of them: a key's idleness then counts from
+//! the first sweep that found it unused. The same holds for time that
+//! jumps (tokio's `advance` on a paused clock), during which the task
+//! does not run.
 use std::collections::VecDeque;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::Poll;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::mechanism::{KeyShare, Mechanism};
@@ -60,6 +78,14 @@ fn after_clone_fence() {
 
 /// At most one WARN line about overflowing keys per this period.
 const OVERFLOW_LOG_MS: u64 = 10_000;
+
+/// How often idle keys are looked for, and so the longest an epoch lasts
+/// while the [`Ticker`] runs: an eighth of `idle_timeout`, at least 1 ms
+/// (the timer's resolution). A sweep reads every key: at most one per
+/// step, from the ticker and new keys together.
+fn step(keys: &KeySettings) -> Duration {
+    (keys.idle_timeout / 8).max(Duration::from_millis(1))
+}
 
 type Map<M> = papaya::HashMap<OwnedKey, Entry<M>, foldhash::fast::RandomState>;
 
@@ -128,6 +154,12 @@ struct Entry<M> {
 
 /// What the instances of one spec are built from.
 pub(crate) struct Keyed<M: Mechanism> {
+    /// Itself, for the [`Ticker`], which must not keep it alive.
+    this: Weak<Keyed<M>>,
+    /// Whether a [`Ticker`] runs (or a runtime without timers refused one).
+    ticking: AtomicBool,
+    /// Told by a reload, which may have changed the ticker's step.
+    rearm: Arc<Notify>,
     map: Map<M>,
     epoch: AtomicU64,
     /// The spec's own instance: where a call goes when `max` keys are all
@@ -149,7 +181,7 @@ struct Make<M: Mechanism> {
     count: usize,
     /// The latest epochs (at most [`EPOCHS`]) and when each started.
     epochs: VecDeque<(u64, Instant)>,
-    /// When idle keys were last looked for.
+    /// When idle keys were last looked for and an epoch started.
     swept_at: Instant,
     /// New keys to send to the spec's own instance without looking for a
     /// key to evict, and until when: set after a look at `max` keys found
@@ -194,11 +226,20 @@ impl<M: Mechanism> std::fmt::Debug for Keyed<M> {
 
 impl<M: Mechanism> Keyed<M> {
     /// No key yet; new keys' instances run `settings` with the spec's
-    /// telemetry (its own, `base`'s: names, switches, listeners).
-    pub(crate) fn new(base: Arc<M>, settings: M::Settings, keys: KeySettings) -> Self {
+    /// telemetry (its own, `base`'s: names, switches, listeners). `this`:
+    /// the `Arc` it is built into (see [`Arc::new_cyclic`]).
+    pub(crate) fn new(
+        this: Weak<Self>,
+        base: Arc<M>,
+        settings: M::Settings,
+        keys: KeySettings,
+    ) -> Self {
         let switches = base.telemetry().switches();
         let now = Instant::now();
         Self {
+            this,
+            ticking: AtomicBool::new(false),
+            rearm: Arc::new(Notify::new()),
             map: Map::with_hasher(foldhash::fast::RandomState::default()),
             epoch: AtomicU64::new(0),
             base,
@@ -305,7 +346,28 @@ impl<M: Mechanism> Keyed<M> {
         self.map.insert(OwnedKey::from(key), entry, &guard);
         make.count += 1;
         self.share.keys.store(make.count, Ordering::Relaxed);
+        self.tick_later(&make);
         instance
+    }
+
+    /// Starts the [`Ticker`] if the spec has keys and none runs, on this
+    /// thread's tokio runtime, if any. Called with the writers' lock held
+    /// (`make`), under which the ticker decides to stop: a key added just
+    /// as it stops finds it stopped, and starts another.
+    fn tick_later(&self, make: &Make<M>) {
+        if make.count == 0 || self.ticking.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        self.ticking.store(true, Ordering::Relaxed);
+        let ticker = Ticker {
+            keyed: Weak::clone(&self.this),
+            rearm: Arc::clone(&self.rearm),
+            armed: true,
+        };
+        drop(runtime.spawn(ticker.run()));
     }
 
     /// One key less in the map.
@@ -348,15 +410,21 @@ impl<M: Mechanism> Keyed<M> {
         }
     }
 
-    /// Drops the keys idle for `idle_timeout` or more, if half of it has
-    /// passed since the last look, and starts an epoch.
+    /// Drops the keys idle for `idle_timeout` or more and starts an epoch,
+    /// if a [`step`] has passed since the last sweep.
     fn sweep(&self, make: &mut Make<M>, now: Instant) {
-        let idle = make.keys.idle_timeout;
-        if now.saturating_duration_since(make.swept_at) < idle / 2 {
+        if now.saturating_duration_since(make.swept_at) < step(&make.keys) {
             return;
         }
         make.swept_at = now;
         self.next_epoch(make, now);
+        self.drop_idle(make, now);
+    }
+
+    /// Drops the keys that have been idle for `idle_timeout` or more at
+    /// `now`, as far as the epochs tell, and that can go.
+    fn drop_idle(&self, make: &mut Make<M>, now: Instant) {
+        let idle = make.keys.idle_timeout;
         let guard = self.map.guard();
         for (key, entry) in self.map.iter(&guard) {
             let used = entry.used.load(Ordering::Relaxed);
@@ -430,13 +498,17 @@ impl<M: Mechanism> Keyed<M> {
     }
 
     /// The keys now, for the snapshot: their count, and the first
-    /// [`KeysSnapshot::SHOWN`] in text order with their state. Sweeps
-    /// first; the map is read after the writers' lock is let go, so that a
-    /// health endpoint does not hold up new keys while it lists them.
+    /// [`KeysSnapshot::SHOWN`] in text order with their state. Drops the
+    /// keys idle past the timeout first, whenever the last sweep was (but
+    /// starts no epoch: a health endpoint polled often would otherwise
+    /// wear out the epochs kept); the map is read after the writers' lock
+    /// is let go, so that a health endpoint does not hold up new keys while
+    /// it lists them.
     pub(crate) fn snapshot(&self) -> KeysSnapshot {
         let count = {
             let mut make = self.lock();
-            self.sweep(&mut make, Instant::now());
+            self.drop_idle(&mut make, Instant::now());
+            self.tick_later(&make);
             make.count
         };
         let guard = self.map.guard();
@@ -464,6 +536,11 @@ impl<M: Mechanism> Keyed<M> {
         }
     }
 
+    /// The `keys` table running now.
+    pub(crate) fn key_settings(&self) -> KeySettings {
+        self.lock().keys
+    }
+
     /// Runs `settings` and `keys` from now on: every key's instance, and
     /// the keys to come. The notes of the first instance that has any.
     pub(crate) fn reconfigure(
@@ -474,6 +551,11 @@ impl<M: Mechanism> Keyed<M> {
     ) -> Vec<String> {
         let mut make = self.lock();
         make.settings = settings.clone();
+        if make.keys.idle_timeout != keys.idle_timeout {
+            // The ticker sleeps a step of the old timeout: it takes the new
+            // one now.
+            self.rearm.notify_one();
+        }
         make.keys = keys;
         make.switches = switches;
         make.skip_scans = 0;
@@ -494,6 +576,67 @@ impl<M: Mechanism> Keyed<M> {
             }
         }
         notes
+    }
+}
+
+/// The task that sweeps a spec's keys every [`step`] while it has keys, so
+/// that no epoch lasts longer than a step (see the module docs). It holds
+/// the keys weakly: a registry dropped takes them with it, and the task
+/// ends at its next step. Its flag in [`Keyed::ticking`] is cleared when it
+/// ends, or is dropped with its runtime, so that the next key or snapshot
+/// starts another.
+struct Ticker<M: Mechanism> {
+    keyed: Weak<Keyed<M>>,
+    rearm: Arc<Notify>,
+    /// Whether dropping it clears the flag.
+    armed: bool,
+}
+
+impl<M: Mechanism> Ticker<M> {
+    async fn run(mut self) {
+        loop {
+            let next = {
+                let Some(keyed) = self.keyed.upgrade() else {
+                    self.armed = false;
+                    return;
+                };
+                let mut make = keyed.lock();
+                keyed.sweep(&mut make, Instant::now());
+                if make.count == 0 {
+                    keyed.ticking.store(false, Ordering::Relaxed);
+                    self.armed = false;
+                    return;
+                }
+                make.swept_at + step(&make.keys)
+            };
+            // A runtime without a time driver panics here: then the sweeps of
+            // new keys and snapshots are the only ones, and the flag stays
+            // set so that no key tries again.
+            let Ok(sleep) = std::panic::catch_unwind(|| tokio::time::sleep_until(next)) else {
+                self.armed = false;
+                return;
+            };
+            let mut sleep = pin!(sleep);
+            let mut rearmed = pin!(self.rearm.notified());
+            std::future::poll_fn(|cx| {
+                if sleep.as_mut().poll(cx).is_ready() || rearmed.as_mut().poll(cx).is_ready() {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
+        }
+    }
+}
+
+impl<M: Mechanism> Drop for Ticker<M> {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Some(keyed) = self.keyed.upgrade() {
+                keyed.ticking.store(false, Ordering::Relaxed);
+            }
+        }
     }
 }
 

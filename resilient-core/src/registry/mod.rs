@@ -54,6 +54,7 @@ pub(crate) use mechanism::Sealed;
 #[doc(hidden)]
 pub use shared::Context;
 pub(crate) use shared::SectionEntry;
+use snapshot::KeyTable;
 pub use snapshot::{KeyStatus, KeysSnapshot, Part, Snapshot, SpecSnapshot};
 pub(crate) use versions::{Pinned, Tag, Versions};
 
@@ -771,6 +772,9 @@ impl Registry {
                         h.entry.kind,
                         h.instance.status(),
                         h.instance.settings(),
+                        h.keyed
+                            .as_ref()
+                            .map(|k| KeyTable::new(k.settings(), h.entry.ejects())),
                         h.keyed
                             .as_ref()
                             .map(|k| k.snapshot())

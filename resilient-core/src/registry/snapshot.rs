@@ -6,6 +6,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::keyed::KeySettings;
 use crate::spec::SpecKind;
 
 /// A part of a spec's snapshot (its settings, or its mechanism's state):
@@ -85,17 +86,86 @@ pub struct SpecSnapshot {
         serde(skip_serializing_if = "Option::is_none", serialize_with = "some_part")
     )]
     status: Option<Arc<dyn Part>>,
-    /// The settings running now; see [`settings`](Self::settings).
-    #[cfg_attr(feature = "serde", serde(serialize_with = "part"))]
-    settings: Arc<dyn Part>,
+    /// The settings running now, with the `keys` table of a spec that
+    /// takes `key = ..` (written inside them, as the config writes it); see
+    /// [`settings`](Self::settings).
+    settings: Settings,
     /// The keyed instances, for a spec that takes `key = ..`.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     keys: Option<KeysSnapshot>,
 }
 
+/// A spec's settings in its snapshot: its mechanism's, and its `keys`
+/// table if it takes `key = ..`.
+#[derive(Debug, Clone)]
+struct Settings {
+    part: Arc<dyn Part>,
+    keys: Option<KeyTable>,
+}
+
+/// A spec's `keys` table as the snapshot writes it: every key the spec
+/// reads, `max_open_percent` for a breaker only (no other spec takes it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyTable {
+    settings: KeySettings,
+    /// Whether the spec reads `max_open_percent` (a breaker's): only the
+    /// serialized table tells.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    ejects: bool,
+}
+
+impl KeyTable {
+    pub(crate) fn new(settings: KeySettings, ejects: bool) -> Self {
+        Self { settings, ejects }
+    }
+}
+
 #[cfg(feature = "serde")]
-fn part<S: serde::Serializer>(part: &Arc<dyn Part>, s: S) -> Result<S::Ok, S::Error> {
-    serde::Serialize::serialize(&**part, s)
+impl serde::Serialize for Settings {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        /// The mechanism's settings with `keys` after them, in one table.
+        #[derive(serde::Serialize)]
+        struct WithKeys<'a> {
+            #[serde(flatten)]
+            part: &'a dyn Part,
+            keys: &'a KeyTable,
+        }
+        match &self.keys {
+            None => serde::Serialize::serialize(&*self.part, s),
+            Some(keys) => serde::Serialize::serialize(
+                &WithKeys {
+                    part: &*self.part,
+                    keys,
+                },
+                s,
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for KeyTable {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        /// A duration written as the config writes it (`"10m"`).
+        struct Written(std::time::Duration);
+        impl serde::Serialize for Written {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                crate::settings::ser::duration(&self.0, s)
+            }
+        }
+        let k = &self.settings;
+        let mut table = s.serialize_struct("keys", 3 + usize::from(self.ejects))?;
+        table.serialize_field("max", &k.max)?;
+        table.serialize_field("idle_timeout", &Written(k.idle_timeout))?;
+        table.serialize_field("label_metrics", &k.label_metrics)?;
+        if self.ejects {
+            table.serialize_field("max_open_percent", &k.max_open_percent)?;
+        } else {
+            table.skip_field("max_open_percent")?;
+        }
+        table.end()
+    }
 }
 
 #[cfg(feature = "serde")]
@@ -113,6 +183,7 @@ impl SpecSnapshot {
         kind: SpecKind,
         status: Option<Arc<dyn Part>>,
         settings: Arc<dyn Part>,
+        key_settings: Option<KeyTable>,
         keys: Option<KeysSnapshot>,
     ) -> Self {
         Self {
@@ -120,7 +191,10 @@ impl SpecSnapshot {
             path,
             kind,
             status,
-            settings,
+            settings: Settings {
+                part: settings,
+                keys: key_settings,
+            },
             keys,
         }
     }
@@ -143,13 +217,21 @@ impl SpecSnapshot {
         part.as_any().downcast_ref()
     }
 
-    /// The settings the spec runs with, if they are a `T` (its mechanism's
-    /// settings type, such as
-    /// [`RetrySettings`](crate::retry::RetrySettings)).
+    /// The settings the spec runs with, if they are a `T`: its
+    /// mechanism's settings type (such as
+    /// [`RetrySettings`](crate::retry::RetrySettings)), or, for a spec that
+    /// takes `key = ..` (a breaker, a concurrency limit, a rate limiter),
+    /// [`KeySettings`], its `keys` table (the defaults for the keys it
+    /// leaves out). Serialized, the `keys` table sits inside the
+    /// mechanism's settings, as in the config, with `max_open_percent` for
+    /// a breaker only.
     pub fn settings<T: 'static>(&self) -> Option<&T> {
         // Through the `dyn Part`: the `Arc` around it is a `Part` too.
-        let part: &dyn Part = &*self.settings;
-        part.as_any().downcast_ref()
+        let part: &dyn Part = &*self.settings.part;
+        part.as_any().downcast_ref().or_else(|| {
+            let keys: &dyn Any = &self.settings.keys.as_ref()?.settings;
+            keys.downcast_ref()
+        })
     }
 }
 
