@@ -145,7 +145,7 @@ use tokio::time::Instant;
 
 use super::estimate::{Bounds, Estimator, Window};
 use super::LIMIT_MAX;
-use crate::settings::Section;
+use crate::settings::{Section, Value};
 
 /// The settings of an adaptive limit (`type = "adaptive"`).
 ///
@@ -155,7 +155,7 @@ use crate::settings::Section;
 /// | `min` | `1` | whole number in 1..=536870911, ≤ `max`: never fewer places than this |
 /// | `initial` | `min` | whole number in `min`..=`max`: the limit before any window is measured |
 /// | `window` | `"1s"` | duration > 0: how long latency is sampled before the limit is updated (longer while it holds fewer than 10 samples) |
-/// | `tolerance` | `1.1` | number > 1 and ≤ 10: how many times its baseline a window's mean latency may be and still count as uncongested |
+/// | `tolerance` | `1.1` | number > 1 and ≤ 10 with a decimal point (`1.1`, `2.0`): how many times its baseline a window's mean latency may be and still count as uncongested; a whole number (`10`) reads as a percent and is refused, with the ratio it stands for |
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct AdaptiveSettings {
@@ -172,7 +172,9 @@ pub struct AdaptiveSettings {
     )]
     pub window: Duration,
     /// How many times its baseline a window's mean latency may be and
-    /// still count as uncongested.
+    /// still count as uncongested: a ratio, written with a decimal point
+    /// (`1.1` for 10 %; a whole number is refused as the percent it most
+    /// likely is).
     pub tolerance: f64,
 }
 
@@ -180,7 +182,96 @@ pub struct AdaptiveSettings {
 pub(super) const KEYS: [&str; 5] = ["max", "min", "initial", "window", "tolerance"];
 
 /// The rule of `tolerance`.
-const TOLERANCE: &str = "must be a number > 1 and ≤ 10 (1.1: a window may be 10 % slower than the baseline before the limit comes down)";
+const TOLERANCE: &str = "must be a number > 1 and ≤ 10 with a decimal point (1.1: a window may be 10 % slower than the baseline before the limit comes down)";
+
+/// `x` with at most `decimals` decimals, and at least one.
+fn decimal(x: f64, decimals: usize) -> String {
+    let text = format!("{x:.decimals$}");
+    let text = text.trim_end_matches('0');
+    if let Some(whole) = text.strip_suffix('.') {
+        format!("{whole}.0")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// The number `value` holds, and whether it was written as a whole number
+/// (an integer, or the text of one, as the environment gives it): `None`
+/// if it holds none.
+fn written_number(value: &Value) -> Option<(f64, bool)> {
+    match value {
+        Value::Int(i) => Some((*i as f64, true)),
+        Value::Float(x) => Some((*x, false)),
+        Value::Str(t) => {
+            let t = t.trim();
+            match t.parse::<i128>() {
+                Ok(i) => Some((i as f64, true)),
+                Err(_) => t.parse::<f64>().ok().map(|x| (x, false)),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// What a `tolerance` of `x` (written as a whole number or not) most
+/// likely meant, if it reads as another unit: a whole number is a percent
+/// (`10` for 10 %, as Envoy's `min_rtt_buffer` is written), a number above
+/// 10 is a percent too, and a number below 1 is the share over the
+/// baseline (`0.1` for 10 %). `None` if no such reading gives a tolerance
+/// in range.
+fn tolerance_meant(x: f64, whole: bool) -> Option<String> {
+    let (reads, percent) = if whole {
+        ("a whole number reads as a percent", x)
+    } else if x > 10.0 {
+        ("a number above 10 reads as a percent", x)
+    } else if x > 0.0 && x < 1.0 {
+        (
+            "a number below 1 reads as the share over the baseline",
+            x * 100.0,
+        )
+    } else {
+        return None;
+    };
+    let ratio = 1.0 + percent / 100.0;
+    if !(ratio > 1.0 && ratio <= 10.0) {
+        return None;
+    }
+    let mut meant = format!(
+        "{reads}: `tolerance = {}` is {} %",
+        decimal(ratio, 4),
+        decimal(percent, 2).trim_end_matches(".0")
+    );
+    if whole && (2.0..=10.0).contains(&x) {
+        meant.push_str(&format!(
+            ", and `tolerance = {}` lets latency reach {x} times the baseline",
+            decimal(x, 1)
+        ));
+    }
+    Some(meant)
+}
+
+/// Reads `tolerance`: a ratio in (1, 10] written with a decimal point.
+///
+/// A whole number is refused even in range, as the percent it most likely
+/// is (`tolerance = 10` for 10 %): taken as a ratio, it would let latency
+/// grow tenfold before the limit comes down, leaving the limit all but
+/// idle, in silence. A problem rather than a WARN, since a ratio of 2 or
+/// more that is meant costs only a decimal point (`10.0`). Every refusal
+/// that reads as another unit says what it stands for.
+fn read_tolerance(s: &mut Section<'_>) -> Option<f64> {
+    let written = s.value("tolerance").and_then(written_number);
+    let whole = written.is_some_and(|(_, whole)| whole);
+    let rule = match written.and_then(|(x, whole)| tolerance_meant(x, whole)) {
+        Some(meant) => format!("{TOLERANCE}; {meant}"),
+        None => TOLERANCE.to_owned(),
+    };
+    let tolerance = s.float("tolerance", Some(1.1), &rule, |t| t > 1.0 && t <= 10.0)?;
+    if whole {
+        s.invalid("tolerance", rule);
+        return None;
+    }
+    Some(tolerance)
+}
 
 impl AdaptiveSettings {
     /// Reads and validates the keys of `type = "adaptive"`, recording
@@ -212,7 +303,7 @@ impl AdaptiveSettings {
             Some(other) => other,
             None => Some(Duration::from_secs(1)),
         };
-        let tolerance = s.float("tolerance", Some(1.1), TOLERANCE, |t| t > 1.0 && t <= 10.0);
+        let tolerance = read_tolerance(s);
         let (max, min, initial) = (max?, min?, initial?);
         if min > max {
             s.invalid("min", format!("must be ≤ `max` ({max})"));
