@@ -47,8 +47,8 @@
 //! started).
 //!
 //! - **A probe measures the baseline**, as Envoy's pinned windows do, but
-//!   by halving: the limit is set to half the calls the window before held,
-//!   for one window. If that window is faster (by more than the noise
+//!   by halving: the limit is set to half the calls the window before held
+//!   (not below `min`), for one window. If that window is faster (by more than the noise
 //!   margin, half the tolerance and at most 5 %), the calls taken off were
 //!   queueing, and maybe these too: another half. When a step no longer
 //!   makes latency fall (or the latency is that of the baseline measured

@@ -211,10 +211,11 @@ impl Estimator {
     }
 
     /// Lowers the limit to `keep` of `level` calls at once, rounded down,
-    /// for the window to come; `false` if that is no lower, or below `min`.
+    /// and not below `min`, for the window to come; `false` if that is no
+    /// lower.
     fn step_down(&mut self, level: f64, keep: f64, bounds: Bounds) -> bool {
-        let to = (level * keep).floor();
-        if to < f64::from(bounds.min).max(1.0) || to >= level {
+        let to = (level * keep).floor().max(f64::from(bounds.min)).max(1.0);
+        if to >= level {
             return false;
         }
         self.limit = to;
@@ -543,6 +544,24 @@ mod tests {
     }
 
     #[test]
+    fn a_probe_steps_down_to_min_at_most() {
+        let bounds = Bounds { min: 30, ..BOUNDS };
+        let mut e = Estimator::new(40);
+        e.update(window(10_000, 40), bounds);
+        assert_eq!(e.update(window(10_000, 40), bounds), Why::Probe);
+        assert_eq!(e.limit(), 30, "not half: `min`");
+        // A step of a quarter, as low as it goes: measured there.
+        assert_eq!(e.update(window(10_000, 30), bounds), Why::Measured);
+        assert_eq!((e.limit(), e.baseline()), (40, Some(10_000)));
+        let mut e = Estimator::new(36);
+        e.update(window(10_000, 36), bounds);
+        assert_eq!(e.update(window(10_000, 36), bounds), Why::Probe);
+        // A step of a sixth tells nothing, and there is no lower one.
+        assert_eq!(e.update(window(9_500, 30), bounds), Why::Measured);
+        assert_eq!((e.limit(), e.baseline()), (36, Some(9_500)));
+    }
+
+    #[test]
     fn a_window_beside_calls_of_a_higher_limit_is_not_read() {
         let mut e = Estimator::new(40);
         e.update(window(100_000, 40), BOUNDS);
@@ -658,6 +677,8 @@ mod tests {
         assert_eq!(e.limit(), 80);
         let mut e = Estimator::new(40);
         e.update(window(1_000, 40), bounds);
+        assert_eq!(e.update(window(1_000, 40), bounds), Why::Probe);
+        assert_eq!(e.update(window(1_000, 30), bounds), Why::Measured);
         assert_eq!(e.update(window(100_000, 40), bounds), Why::Slower);
         assert_eq!(e.limit(), 30, "not below `min`");
     }
