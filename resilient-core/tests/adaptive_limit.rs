@@ -165,12 +165,13 @@ async fn a_dependency_slower_at_any_load_takes_a_new_baseline_instead_of_pinning
     let after = watch(&h, 120).await;
     let counts = load.stop().await?;
     let (lo, _, _) = spread(&after);
-    let low = after.iter().filter(|l| **l < 19).count();
-    println!("latency shift: {counts:?}, lowest {lo}, {low} windows below 19: {after:?}");
+    let low = after.iter().filter(|l| **l <= 10).count();
+    println!("latency shift: {counts:?}, lowest {lo}, {low} windows at 10 or below: {after:?}");
     // One decrease (by half at most, and 10 % under: from the 43 to 45
     // calls held, to 19 or 20), and, since latency did not fall with it,
     // one probe step of half to measure the baseline again: never down to
-    // `min`, and not for long.
+    // `min`, and not for long. (Once grown to four times the calls that
+    // measured it, the baseline is measured again: a probe at half.)
     assert!(lo >= 9, "one decrease and one probe step: {after:?}");
     assert!(low <= 4, "back up once the baseline is measured: {after:?}");
     let measured = status(&r)?.adaptive.ok_or("measured")?;

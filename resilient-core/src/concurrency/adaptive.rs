@@ -66,9 +66,12 @@
 //!   driven to `min` by decreases that cannot answer); and when a window is
 //!   faster than the baseline by more than the noise margin (the dependency
 //!   got faster, or the window was fast by chance: a probe tells, where
-//!   keeping the lowest latency seen would keep the luckiest window).
-//!   At `min`, where nothing lower can be measured, a slow window is taken
-//!   as the baseline.
+//!   keeping the lowest latency seen would keep the luckiest window); and
+//!   when the baseline was measured from a window of fewer than 100 calls
+//!   (a limit that started at 1 measured it from windows of one call at a
+//!   time, whose mean is noisy) and the limit, saturated, now holds four
+//!   times the calls of that window. At `min`, where nothing lower can be
+//!   measured, a slow window is taken as the baseline.
 //! - **A window slower than `baseline × tolerance` lowers the limit** by the
 //!   gradient `baseline / latency` (at most by half, at least by a fifth),
 //!   aiming at the knee: the calls it held at once times the gradient,
@@ -539,6 +542,7 @@ impl Adaptive {
             peak,
             censored: censored * 2 > count,
             span: now.saturating_sub(started) / 1_000,
+            samples: count,
         })
     }
 

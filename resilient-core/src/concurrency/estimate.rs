@@ -7,10 +7,21 @@
 
 /// What a probe step keeps of the calls at once: half. A queue that
 /// doubles with the calls shows in the mean latency even when it adds
-/// little per call (2.5 % per call beyond 15 workers: 45 % from 15 to 30
-/// calls), so that a step that does not make latency fall shows the
+/// little per call (2.5 % per call beyond 15 workers: 37.5 % from 15 to
+/// 30 calls), so that a step that does not make latency fall shows the
 /// dependency's latency without a queue, not a gentle queue.
 const PROBE_STEP: f64 = 0.5;
+
+/// How many times the calls a baseline was measured from the limit must
+/// hold, saturated, for a probe to measure it again, if that window held
+/// fewer than [`STEADY_SAMPLES`]: a limit that started low measured its
+/// baseline from windows of one or two calls; from four times as many
+/// calls, a probe window at half holds twice as many samples.
+const REMEASURE: f64 = 4.0;
+
+/// Samples from which a window's mean is taken as steady: the mean of 100
+/// calls varies by a tenth of their own spread.
+const STEADY_SAMPLES: u64 = 100;
 
 /// What a decrease keeps of the calls at once, at most: a fifth fewer
 /// calls, enough to tell from the next window whether the latency was
@@ -70,6 +81,8 @@ pub(super) struct Window {
     pub(super) censored: bool,
     /// How long it lasted (µs).
     pub(super) span: u64,
+    /// Its samples.
+    pub(super) samples: u64,
 }
 
 /// What one window did to the limit, for the log line.
@@ -85,8 +98,9 @@ pub(super) enum Why {
     /// Latency above the tolerance at `min`, where the limit cannot come
     /// down: the baseline was taken again from this window.
     Rebased,
-    /// A step down in search of the baseline (none yet, or one that a
-    /// decrease did not answer, or one not measured for a while).
+    /// A step down in search of the baseline (none yet, one that a
+    /// decrease did not answer, one a faster window puts in doubt, or one
+    /// measured from few calls).
     Probe,
     /// The probe found the baseline (a step down no longer made latency
     /// fall): the limit set from it.
@@ -137,13 +151,17 @@ pub(super) struct Estimator {
     /// down.
     limit: f64,
     /// The dependency's latency without a queue (µs): measured by the last
-    /// probe (or at `min`), or a faster window's since. `None` before any
-    /// window.
+    /// probe (or at `min`, where no probe can step down). `None` before
+    /// any window.
     baseline: Option<u64>,
     /// Whether the baseline was measured by a probe (or at the lowest
     /// limit): until then it may hold a queue (the first windows run at
     /// `initial`, which may be above the knee).
     measured: bool,
+    /// The calls at once from which the baseline is measured again: a
+    /// baseline measured from a window of few samples (a noisy mean) is,
+    /// once the limit is [`REMEASURE`] times as high; infinite otherwise.
+    remeasure_at: f64,
     /// The previous window, unless it was idle or censored: the calls it
     /// held at once, and its mean latency (µs).
     last: Option<(f64, u64)>,
@@ -166,6 +184,7 @@ impl Estimator {
             limit: f64::from(initial),
             baseline: None,
             measured: false,
+            remeasure_at: f64::INFINITY,
             last: None,
             probe: None,
             knee: None,
@@ -237,14 +256,23 @@ impl Estimator {
         true
     }
 
-    /// Ends the probe under way with `baseline` measured (µs), its last
-    /// step down from `above` calls at once: back to the limit it started
-    /// from if that limit's latency was within the tolerance of the
-    /// baseline, or else to `above`, the most calls seen within it.
-    fn end_probe(&mut self, baseline: Option<u64>, above: f64, bounds: Bounds) -> Why {
-        if baseline.is_some() {
-            self.baseline = baseline;
-        }
+    /// Takes `mean` (µs), from a window of `level` calls at once and
+    /// `samples` samples, as the baseline.
+    fn measure(&mut self, mean: u64, level: f64, samples: u64) {
+        self.baseline = Some(mean);
+        self.measured = true;
+        self.remeasure_at = if samples < STEADY_SAMPLES {
+            level * REMEASURE
+        } else {
+            f64::INFINITY
+        };
+    }
+
+    /// Ends the probe under way, its last step down from `above` calls at
+    /// once: back to the limit it started from if that limit's latency was
+    /// within the tolerance of the baseline, or else to `above`, the most
+    /// calls seen within it.
+    fn end_probe(&mut self, above: f64, bounds: Bounds) -> Why {
         self.measured = true;
         let Some(probe) = self.probe.take() else {
             return Why::Measured;
@@ -268,6 +296,7 @@ impl Estimator {
             peak,
             censored,
             span,
+            samples,
         } = window;
         let mean = mean.max(1);
         self.windows += 1;
@@ -319,7 +348,8 @@ impl Estimator {
             if let Some(was) = self.baseline.filter(|_| self.measured && !censored) {
                 let ratio = mean_f / was as f64;
                 if ratio <= noise && ratio * noise >= 1.0 {
-                    return self.end_probe(Some(mean), above, bounds);
+                    self.measure(mean, level, samples);
+                    return self.end_probe(above, bounds);
                 }
             }
             // A step down that left latency where it was, within the noise
@@ -328,7 +358,8 @@ impl Estimator {
             // is the dependency's own.
             if let Some((above, above_mean)) = step {
                 if above_mean as f64 <= mean_f * noise {
-                    return self.end_probe(Some(mean), above, bounds);
+                    self.measure(mean, level, samples);
+                    return self.end_probe(above, bounds);
                 }
             }
             // Faster a step down (or not comparable): the calls taken off
@@ -338,7 +369,10 @@ impl Estimator {
             }
             // At the lowest limit allowed: measured as low as it goes
             // (unless cut short).
-            return self.end_probe((!censored).then_some(mean), level, bounds);
+            if !censored {
+                self.measure(mean, level, samples);
+            }
+            return self.end_probe(level, bounds);
         }
         if !self.measured {
             // No baseline yet, or one that may hold a queue: probe for it
@@ -348,7 +382,7 @@ impl Estimator {
             if self.start_probe(level, mean, bounds) {
                 return Why::Probe;
             }
-            self.measured = true;
+            self.measure(self.baseline.unwrap_or(mean), level, samples);
         }
         let baseline_us = self.baseline.unwrap_or(mean);
         let baseline = baseline_us as f64;
@@ -356,7 +390,7 @@ impl Estimator {
             if !censored && limit <= f64::from(bounds.min) {
                 // At `min`, the limit cannot come down: the latency is
                 // measured here.
-                self.baseline = Some(mean);
+                self.measure(mean, level, samples);
                 self.knee = Some(limit);
                 return Why::Rebased;
             }
@@ -390,7 +424,13 @@ impl Estimator {
             if self.start_probe(level, mean, bounds) {
                 return Why::Probe;
             }
-            self.baseline = Some(mean);
+            self.measure(mean, level, samples);
+        }
+        if level >= self.remeasure_at
+            && f64::from(peak) >= limit.floor()
+            && self.start_probe(level, mean, bounds)
+        {
+            return Why::Probe;
         }
         let root = limit.sqrt().max(1.0);
         let step = match self.knee {
@@ -431,6 +471,7 @@ mod tests {
             peak,
             censored: false,
             span: 10_000_000,
+            samples: 1_000,
         }
     }
 
@@ -559,6 +600,42 @@ mod tests {
         // A step of a sixth tells nothing, and there is no lower one.
         assert_eq!(e.update(window(9_500, 30), bounds), Why::Measured);
         assert_eq!((e.limit(), e.baseline()), (36, Some(9_500)));
+    }
+
+    #[test]
+    fn a_baseline_from_few_calls_is_measured_again_from_more() {
+        let mut e = Estimator::new(2);
+        e.update(window(9_600, 2), BOUNDS);
+        assert_eq!(e.update(window(9_600, 2), BOUNDS), Why::Probe);
+        // One call's window of 10 samples, 4 % fast by chance: the
+        // baseline it gives.
+        let few = Window {
+            samples: 10,
+            ..window(9_600, 1)
+        };
+        assert_eq!(e.update(few, BOUNDS), Why::Measured);
+        assert_eq!((e.limit(), e.baseline()), (2, Some(9_600)));
+        // The dependency answers in 10 ms, within the tolerance of 9.6:
+        // the limit grows, and from 4 calls on its baseline is measured
+        // again from a window of half as many.
+        let whys: Vec<(u32, Why)> = (0..8)
+            .map(|_| {
+                let calls = e.limit();
+                (calls, e.update(window(10_000, calls), BOUNDS))
+            })
+            .collect();
+        let probed = whys.iter().position(|w| w.1 == Why::Probe);
+        assert!(probed.is_some_and(|i| whys[i].0 >= 4), "{whys:?}");
+        assert!(whys.contains(&(2, Why::Measured)), "{whys:?}");
+        assert_eq!(e.baseline(), Some(10_000), "{whys:?}");
+        // Measured from 1 000 samples: not again.
+        let later: Vec<Why> = (0..20)
+            .map(|_| {
+                let calls = e.limit();
+                e.update(window(10_000, calls), BOUNDS)
+            })
+            .collect();
+        assert!(!later.contains(&Why::Probe), "{later:?}");
     }
 
     #[test]
@@ -710,6 +787,7 @@ mod tests {
                     peak: u32::MAX,
                     censored: false,
                     span,
+                    samples: 10,
                 };
                 e.update(w, bounds);
                 assert!((1..=536_870_911).contains(&e.limit()));
