@@ -48,22 +48,22 @@
 //!
 //! - **A probe measures the baseline**, as Envoy's pinned windows do, but
 //!   by halving: the limit is set to half the calls the window before held
-//!   (not below `min`), for one window. If that window is faster (by more than the noise
-//!   margin, half the tolerance and at most 5 %), the calls taken off were
-//!   queueing, and maybe these too: another half. When a step no longer
-//!   makes latency fall (or the latency is that of the baseline measured
-//!   before), that window's latency is the baseline, and the limit goes
-//!   back to where the probe started if that window was within the
-//!   tolerance of it, or else to the calls a step above, the most seen
-//!   within it. Halving, because a gentle queue (2.5 % per call beyond 15
-//!   workers) changes latency by only a few percent over a step of a
-//!   fifth, which noise could pass for none; over a step of half it
-//!   changes by much more.
+//!   (not below `min`), for one window. If that window is faster (by more
+//!   than the noise margin, half the tolerance and at most 5 %), the calls
+//!   taken off were queueing, and maybe these too: another half. When a
+//!   step no longer makes latency fall (or the latency is that of the
+//!   baseline measured before, or no step is left above `min`), that
+//!   window's latency is the baseline, and the limit goes back to where
+//!   the probe started if that window was within the tolerance of it, or
+//!   else to the calls a step above, the most seen within it. Halving,
+//!   because a gentle queue (2.5 % per call beyond 15 workers) changes
+//!   latency by only a few percent over a step of a fifth, which noise
+//!   could pass for none; over a step of half it changes by much more.
 //! - **A probe runs when the baseline is in doubt**: after the first
 //!   window (the limit starts at `initial`, maybe far above the knee); when
 //!   a decrease did not lower latency by half the share it took off (the
 //!   dependency became slower for everyone: the Vegas complaint is a limit
-//!   driven to `min` by decreases that cannot answer); and when a window is
+//!   driven to `min` by decreases that cannot answer); when a window is
 //!   faster than the baseline by more than the noise margin (the dependency
 //!   got faster, or the window was fast by chance: a probe tells, where
 //!   keeping the lowest latency seen would keep the luckiest window); and
@@ -218,7 +218,7 @@ fn written_number(value: &Value) -> Option<(f64, bool)> {
 
 /// What a `tolerance` of `x` (written as a whole number or not) most
 /// likely meant, if it reads as another unit: a whole number is a percent
-/// (`10` for 10 %, as Envoy's `min_rtt_buffer` is written), a number above
+/// (`10` for 10 %, as Envoy's minRTT `buffer` is written), a number above
 /// 10 is a percent too, and a number below 1 is the share over the
 /// baseline (`0.1` for 10 %). `None` if no such reading gives a tolerance
 /// in range.
