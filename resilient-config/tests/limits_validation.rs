@@ -573,6 +573,81 @@ fn concurrency_unknown_key_without_a_near_match_lists_the_known_keys() {
     );
 }
 
+/// A minimal adaptive concurrency limit section.
+const ADAPTIVE_MIN: &str = "type = \"adaptive\"\nmax = 50";
+/// The rule of `tolerance`.
+const TOLERANCE: &str = "must be a number > 1 and ≤ 10 with a decimal point (1.1: a window may be 10 % slower than the baseline before the limit comes down)";
+
+/// The adaptive settings of [`PetLimit`] built from `config`.
+async fn adaptive_tolerance(config: &config::Config) -> Result<f64, Box<dyn Error>> {
+    let registry = resilient_config::build(Registry::builder().spec::<PetLimit>(), config)?;
+    let tolerance = registry
+        .scope(async { PetLimit::get().map(|h| h.adaptive().map(|a| a.tolerance)) })
+        .await?;
+    Ok(tolerance.ok_or("an adaptive limit")?)
+}
+
+#[test]
+fn adaptive_tolerance_written_as_a_whole_number_reads_as_a_percent() {
+    // TOML's `10` is an integer: most likely 10 %, which as a ratio would
+    // let latency grow tenfold before the limit comes down.
+    LIMIT.check(
+        &and(ADAPTIVE_MIN, "tolerance = 10"),
+        "tolerance",
+        &format!("{TOLERANCE}; a whole number reads as a percent: `tolerance = 1.1` is 10 %, and `tolerance = 10.0` lets latency reach 10 times the baseline"),
+        Some("10"),
+    );
+    LIMIT.check(
+        &and(ADAPTIVE_MIN, "tolerance = 2"),
+        "tolerance",
+        &format!("{TOLERANCE}; a whole number reads as a percent: `tolerance = 1.02` is 2 %, and `tolerance = 2.0` lets latency reach 2 times the baseline"),
+        Some("2"),
+    );
+    // Out of range as a ratio, in range as the percent it most likely is.
+    LIMIT.check(
+        &and(ADAPTIVE_MIN, "tolerance = 25"),
+        "tolerance",
+        &format!("{TOLERANCE}; a whole number reads as a percent: `tolerance = 1.25` is 25 %"),
+        Some("25"),
+    );
+    LIMIT.check(
+        &and(ADAPTIVE_MIN, "tolerance = 0.1"),
+        "tolerance",
+        &format!("{TOLERANCE}; a number below 1 reads as the share over the baseline: `tolerance = 1.1` is 10 %"),
+        Some("0.1"),
+    );
+    // Written as a ratio, it is taken as one, however high.
+    LIMIT.assert_builds(&and(ADAPTIVE_MIN, "tolerance = 10.0"));
+    LIMIT.assert_builds(&and(ADAPTIVE_MIN, "tolerance = 1.1"));
+}
+
+#[tokio::test]
+async fn adaptive_tolerance_from_the_environment_is_read_as_written() -> TestResult {
+    // `config::Environment` yields every value as a string: `"10"` is the
+    // whole number, `"2.5"` the ratio.
+    let config = |tolerance: &str| -> Result<config::Config, config::ConfigError> {
+        config::Config::builder()
+            .set_override("resilient.concurrency.pet.type", "adaptive")?
+            .set_override("resilient.concurrency.pet.max", "50")?
+            .set_override("resilient.concurrency.pet.tolerance", tolerance)?
+            .build()
+    };
+    let Err(err) = resilient_config::build(limit_builder(), &config("10")?) else {
+        return Err("`tolerance = \"10\"` was accepted".into());
+    };
+    check(
+        only(&err),
+        LIMIT.spec,
+        LIMIT.path,
+        "tolerance",
+        "a whole number reads as a percent: `tolerance = 1.1` is 10 %",
+        Some("\"10\""),
+    );
+    assert_eq!(adaptive_tolerance(&config(" 2.5 ")?).await?, 2.5);
+    assert_eq!(adaptive_tolerance(&config("1.1")?).await?, 1.1);
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------
 // Rate limiter
 // ---------------------------------------------------------------------------

@@ -427,6 +427,13 @@ impl<'a> Section<'a> {
         self.peek(key).map(ToString::to_string)
     }
 
+    /// The value of `key` itself, without marking it as a setting of this
+    /// table: for a rule on how a number was written (`10` or `10.0`),
+    /// which [`written`](Self::written) does not tell apart.
+    pub fn value(&self, key: &str) -> Option<&'a Value> {
+        self.peek(key)
+    }
+
     /// The value of `key`, without marking it as a setting of this table.
     fn peek(&self, key: &str) -> Option<&'a Value> {
         match self.table?.get(key) {

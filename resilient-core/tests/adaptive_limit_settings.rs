@@ -185,7 +185,7 @@ fn min_and_initial_must_fit_under_max() {
 
 #[test]
 fn window_and_tolerance_have_their_rules() {
-    let tolerance = "must be a number > 1 and ≤ 10 (1.1: a window may be 10 % slower than the baseline before the limit comes down)";
+    let tolerance = TOLERANCE;
     assert_eq!(
         problems(adaptive([
             ("max", int(10)),
@@ -197,12 +197,8 @@ fn window_and_tolerance_have_their_rules() {
             format!("{AT} `window` must be > 0 (found \"0s\")"),
         ]
     );
-    for (value, found) in [
-        (Value::Float(0.5), "0.5"),
-        (Value::Float(10.5), "10.5"),
-        (s("fast"), "\"fast\""),
-        (Value::Float(f64::NAN), "NaN"),
-    ] {
+    // Numbers out of range that read as another unit: see below.
+    for (value, found) in [(s("fast"), "\"fast\""), (Value::Float(f64::NAN), "NaN")] {
         assert_eq!(
             problems(adaptive([("max", int(10)), ("tolerance", value)])),
             [format!("{AT} `tolerance` {tolerance} (found {found})")]
@@ -216,6 +212,94 @@ fn window_and_tolerance_have_their_rules() {
         problems(adaptive([("max", int(10)), ("window", int(5))])),
         [format!("{AT} `window` must be a duration with a unit, such as \"100ms\", \"2s\" or \"1m\" (found 5)")]
     );
+}
+
+/// The rule of `tolerance`.
+const TOLERANCE: &str = "must be a number > 1 and ≤ 10 with a decimal point (1.1: a window may be 10 % slower than the baseline before the limit comes down)";
+
+#[test]
+fn a_tolerance_that_reads_as_a_percent_is_refused_with_the_ratio_it_stands_for() -> TestResult {
+    let tenfold = "a whole number reads as a percent: `tolerance = 1.1` is 10 %, and `tolerance = 10.0` lets latency reach 10 times the baseline";
+    let fivefold = "a whole number reads as a percent: `tolerance = 1.05` is 5 %, and `tolerance = 5.0` lets latency reach 5 times the baseline";
+    for (value, found, meant) in [
+        // In range as ratios, and refused: whole numbers are percents.
+        (int(10), "10", tenfold),
+        (s("5"), "\"5\"", fivefold),
+        (s(" 10 "), "\" 10 \"", tenfold),
+        // Out of range as ratios; the rule says what they stand for.
+        (
+            int(1),
+            "1",
+            "a whole number reads as a percent: `tolerance = 1.01` is 1 %",
+        ),
+        (
+            int(25),
+            "25",
+            "a whole number reads as a percent: `tolerance = 1.25` is 25 %",
+        ),
+        (
+            int(150),
+            "150",
+            "a whole number reads as a percent: `tolerance = 2.5` is 150 %",
+        ),
+        (
+            Value::Float(10.5),
+            "10.5",
+            "a number above 10 reads as a percent: `tolerance = 1.105` is 10.5 %",
+        ),
+        (
+            Value::Float(12.5),
+            "12.5",
+            "a number above 10 reads as a percent: `tolerance = 1.125` is 12.5 %",
+        ),
+        (
+            Value::Float(0.1),
+            "0.1",
+            "a number below 1 reads as the share over the baseline: `tolerance = 1.1` is 10 %",
+        ),
+        (
+            Value::Float(0.5),
+            "0.5",
+            "a number below 1 reads as the share over the baseline: `tolerance = 1.5` is 50 %",
+        ),
+        (
+            s("0.25"),
+            "\"0.25\"",
+            "a number below 1 reads as the share over the baseline: `tolerance = 1.25` is 25 %",
+        ),
+    ] {
+        assert_eq!(
+            problems(adaptive([("max", int(10)), ("tolerance", value)])),
+            [format!(
+                "{AT} `tolerance` {TOLERANCE}; {meant} (found {found})"
+            )]
+        );
+    }
+    // No reading gives a tolerance in range: the rule alone.
+    for (value, found) in [
+        (int(0), "0"),
+        (int(-5), "-5"),
+        (int(5000), "5000"),
+        (Value::Float(1.0), "1"),
+        (Value::Float(1e6), "1000000"),
+    ] {
+        assert_eq!(
+            problems(adaptive([("max", int(10)), ("tolerance", value)])),
+            [format!("{AT} `tolerance` {TOLERANCE} (found {found})")]
+        );
+    }
+    // Written with a decimal point, a ratio is taken as written, 2 and
+    // more included.
+    for (value, expected) in [
+        (Value::Float(10.0), 10.0),
+        (Value::Float(2.5), 2.5),
+        (s("2.0"), 2.0),
+        (s(" 1.05 "), 1.05),
+    ] {
+        let read = settings(adaptive([("max", int(10)), ("tolerance", value)]))?;
+        assert_eq!(read.adaptive.map(|a| a.tolerance), Some(expected));
+    }
+    Ok(())
 }
 
 #[test]

@@ -39,35 +39,47 @@
 //!   their dependency's rejections.
 //!
 //! This limit is a gradient, as Gradient2 and Envoy (a latency ratio, not a
-//! step per window as Vegas or AIMD), with a baseline measured from live
-//! traffic and only from it:
+//! step per window as Vegas or AIMD). Its baseline is the dependency's
+//! latency *without a queue*, and it is only ever taken where a step down
+//! in concurrency showed that no queue was left: never from a window that
+//! merely ran at the limit in force, which may be queueing already (a
+//! baseline learnt there would let the limit rest higher the higher it
+//! started).
 //!
-//! - **The baseline** is the lowest *mean* latency of the last 10 windows.
-//!   A mean over a window is robust to single fast calls; the lowest of ten
-//!   forgets a stale value after ten windows, so no past measurement can
-//!   hold the limit down for longer.
+//! - **A probe measures the baseline**, as Envoy's pinned windows do, but
+//!   by halving: the limit is set to half the calls the window before held
+//!   (not below `min`), for one window. If that window is faster (by more
+//!   than the noise margin, half the tolerance and at most 5 %), the calls
+//!   taken off were queueing, and maybe these too: another half. When a
+//!   step no longer makes latency fall (or the latency is that of the
+//!   baseline measured before, or no step is left above `min`), that
+//!   window's latency is the baseline, and the limit goes back to where
+//!   the probe started if that window was within the tolerance of it, or
+//!   else to the calls a step above, the most seen within it. Halving,
+//!   because a gentle queue (2.5 % per call beyond 15 workers) changes
+//!   latency by only a few percent over a step of a fifth, which noise
+//!   could pass for none; over a step of half it changes by much more.
+//! - **A probe runs when the baseline is in doubt**: after the first
+//!   window (the limit starts at `initial`, maybe far above the knee); when
+//!   a decrease did not lower latency by half the share it took off (the
+//!   dependency became slower for everyone: the Vegas complaint is a limit
+//!   driven to `min` by decreases that cannot answer); when a window is
+//!   faster than the baseline by more than the noise margin (the dependency
+//!   got faster, or the window was fast by chance: a probe tells, where
+//!   keeping the lowest latency seen would keep the luckiest window); and
+//!   when the baseline was measured from a window of fewer than 100 calls
+//!   (a limit that started at 1 measured it from windows of one call at a
+//!   time, whose mean is noisy) and the limit, saturated, now holds four
+//!   times the calls of that window. At `min`, where nothing lower can be
+//!   measured, a slow window is taken as the baseline.
 //! - **A window slower than `baseline × tolerance` lowers the limit** by the
-//!   gradient `baseline / latency` (at most by half), aiming at the knee:
-//!   the calls it held at once times the gradient, where latency would be
-//!   the baseline again. It aims 10 % under it, so that the next window
-//!   runs without a queue and measures the baseline there, from the calls
-//!   the limit admits anyway: no pinning, no extra rejection.
-//! - **A limit saturated for 10 windows without a decrease** is probed:
-//!   80 % of it for one window. If the dependency was queueing, that
-//!   window is faster, the baseline drops, and the windows back at the
-//!   full limit are seen slower: the limit comes down to where the queue
-//!   ends. A limit that started far above the knee, where every call was
-//!   already slow, is found this way.
-//! - **A decrease that does not lower latency** (the next window is still
-//!   slow, and not faster by at least half the share taken off) shows that
-//!   the latency is not this limiter's queue: the dependency became slower
-//!   for everyone. The baseline is then taken again from that window, and
-//!   the limit kept, instead of being driven down to `min` (the Vegas
-//!   complaint). The same holds at `min`, where the limit cannot come
-//!   down. Not so when most of a window's samples were cut short (see
-//!   below): a caller's timeout makes a queueing dependency look equally
-//!   slow at any concurrency, and such windows keep lowering the limit, as
-//!   AIMD backs off on drops.
+//!   gradient `baseline / latency` (at most by half, at least by a fifth),
+//!   aiming at the knee: the calls it held at once times the gradient,
+//!   where latency would be the baseline again, and 10 % under it. Not so
+//!   when most of a window's samples were cut short (see below): a
+//!   caller's timeout makes a queueing dependency look equally slow at any
+//!   concurrency, and such windows keep lowering the limit, as AIMD backs
+//!   off on drops, without a probe.
 //! - **Growth**: a window within the tolerance whose calls used at least
 //!   half the limit raises it. Below the knee last found, by up to the
 //!   square root of the limit (Envoy's headroom), back to the knee; above
@@ -77,13 +89,23 @@
 //!   that grew is found; at most the square root. Before any decrease, by
 //!   the square root. A limit that was not half used neither grows nor
 //!   shrinks (Gradient2's rule): a lightly loaded limit learns nothing
-//!   about itself. So a limit set at twice the calls in flight or more
-//!   never binds and never learns that the dependency queues: set
-//!   `initial` no higher than the load expected.
+//!   about itself, nor about the baseline. So a limit set at twice the
+//!   calls in flight or more never binds and never learns that the
+//!   dependency queues: set `initial` no higher than the load expected.
+//! - **A window is read only when its calls ran under its limit**: the
+//!   first one (its calls arrive over it) is not, nor one after a decrease
+//!   whose calls shared the dependency for more than a tenth of it with
+//!   calls admitted under the higher limit (each runs about one latency):
+//!   the window after it is read instead.
 //!
-//! With a dependency whose latency grows once more than K calls run at once,
-//! the limit cycles between about 0.8·K (after a decrease) and
-//! `tolerance`·K plus a call (`tests/adaptive_limit.rs` measures it).
+//! So the limit rests where the latency reaches `tolerance` times the
+//! latency without a queue, whatever it started from: against 15 workers
+//! answering in 20 ms, with 2.5 % more per call beyond (a gentle queue) it
+//! cycles between 15 and 20 (mean 17.8), with 20 % more per call (a steep
+//! one) between 12 and 17 (mean 14.8), started at 2 or at 60 alike, its
+//! baseline 20 ms (`tests/adaptive_limit_start.rs`). With a dependency
+//! whose latency grows as the calls beyond K, it cycles between about
+//! 0.8·K and `tolerance`·K plus a call (`tests/adaptive_limit.rs`).
 //!
 //! # What a call contributes
 //!
@@ -124,9 +146,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::estimate::{Bounds, Estimator};
+use super::estimate::{Bounds, Estimator, Window};
 use super::LIMIT_MAX;
-use crate::settings::Section;
+use crate::settings::{Section, Value};
 
 /// The settings of an adaptive limit (`type = "adaptive"`).
 ///
@@ -136,7 +158,7 @@ use crate::settings::Section;
 /// | `min` | `1` | whole number in 1..=536870911, ≤ `max`: never fewer places than this |
 /// | `initial` | `min` | whole number in `min`..=`max`: the limit before any window is measured |
 /// | `window` | `"1s"` | duration > 0: how long latency is sampled before the limit is updated (longer while it holds fewer than 10 samples) |
-/// | `tolerance` | `1.1` | number > 1 and ≤ 10: how many times its baseline a window's mean latency may be and still count as uncongested |
+/// | `tolerance` | `1.1` | number > 1 and ≤ 10 with a decimal point (`1.1`, `2.0`): how many times its baseline a window's mean latency may be and still count as uncongested; a whole number (`10`) reads as a percent and is refused, with the ratio it stands for |
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct AdaptiveSettings {
@@ -153,7 +175,9 @@ pub struct AdaptiveSettings {
     )]
     pub window: Duration,
     /// How many times its baseline a window's mean latency may be and
-    /// still count as uncongested.
+    /// still count as uncongested: a ratio, written with a decimal point
+    /// (`1.1` for 10 %; a whole number is refused as the percent it most
+    /// likely is).
     pub tolerance: f64,
 }
 
@@ -161,7 +185,96 @@ pub struct AdaptiveSettings {
 pub(super) const KEYS: [&str; 5] = ["max", "min", "initial", "window", "tolerance"];
 
 /// The rule of `tolerance`.
-const TOLERANCE: &str = "must be a number > 1 and ≤ 10 (1.1: a window may be 10 % slower than the baseline before the limit comes down)";
+const TOLERANCE: &str = "must be a number > 1 and ≤ 10 with a decimal point (1.1: a window may be 10 % slower than the baseline before the limit comes down)";
+
+/// `x` with at most `decimals` decimals, and at least one.
+fn decimal(x: f64, decimals: usize) -> String {
+    let text = format!("{x:.decimals$}");
+    let text = text.trim_end_matches('0');
+    if let Some(whole) = text.strip_suffix('.') {
+        format!("{whole}.0")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// The number `value` holds, and whether it was written as a whole number
+/// (an integer, or the text of one, as the environment gives it): `None`
+/// if it holds none.
+fn written_number(value: &Value) -> Option<(f64, bool)> {
+    match value {
+        Value::Int(i) => Some((*i as f64, true)),
+        Value::Float(x) => Some((*x, false)),
+        Value::Str(t) => {
+            let t = t.trim();
+            match t.parse::<i128>() {
+                Ok(i) => Some((i as f64, true)),
+                Err(_) => t.parse::<f64>().ok().map(|x| (x, false)),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// What a `tolerance` of `x` (written as a whole number or not) most
+/// likely meant, if it reads as another unit: a whole number is a percent
+/// (`10` for 10 %, as Envoy's minRTT `buffer` is written), a number above
+/// 10 is a percent too, and a number below 1 is the share over the
+/// baseline (`0.1` for 10 %). `None` if no such reading gives a tolerance
+/// in range.
+fn tolerance_meant(x: f64, whole: bool) -> Option<String> {
+    let (reads, percent) = if whole {
+        ("a whole number reads as a percent", x)
+    } else if x > 10.0 {
+        ("a number above 10 reads as a percent", x)
+    } else if x > 0.0 && x < 1.0 {
+        (
+            "a number below 1 reads as the share over the baseline",
+            x * 100.0,
+        )
+    } else {
+        return None;
+    };
+    let ratio = 1.0 + percent / 100.0;
+    if !(ratio > 1.0 && ratio <= 10.0) {
+        return None;
+    }
+    let mut meant = format!(
+        "{reads}: `tolerance = {}` is {} %",
+        decimal(ratio, 4),
+        decimal(percent, 2).trim_end_matches(".0")
+    );
+    if whole && (2.0..=10.0).contains(&x) {
+        meant.push_str(&format!(
+            ", and `tolerance = {}` lets latency reach {x} times the baseline",
+            decimal(x, 1)
+        ));
+    }
+    Some(meant)
+}
+
+/// Reads `tolerance`: a ratio in (1, 10] written with a decimal point.
+///
+/// A whole number is refused even in range, as the percent it most likely
+/// is (`tolerance = 10` for 10 %): taken as a ratio, it would let latency
+/// grow tenfold before the limit comes down, leaving the limit all but
+/// idle, in silence. A problem rather than a WARN, since a ratio of 2 or
+/// more that is meant costs only a decimal point (`10.0`). Every refusal
+/// that reads as another unit says what it stands for.
+fn read_tolerance(s: &mut Section<'_>) -> Option<f64> {
+    let written = s.value("tolerance").and_then(written_number);
+    let whole = written.is_some_and(|(_, whole)| whole);
+    let rule = match written.and_then(|(x, whole)| tolerance_meant(x, whole)) {
+        Some(meant) => format!("{TOLERANCE}; {meant}"),
+        None => TOLERANCE.to_owned(),
+    };
+    let tolerance = s.float("tolerance", Some(1.1), &rule, |t| t > 1.0 && t <= 10.0)?;
+    if whole {
+        s.invalid("tolerance", rule);
+        return None;
+    }
+    Some(tolerance)
+}
 
 impl AdaptiveSettings {
     /// Reads and validates the keys of `type = "adaptive"`, recording
@@ -193,7 +306,7 @@ impl AdaptiveSettings {
             Some(other) => other,
             None => Some(Duration::from_secs(1)),
         };
-        let tolerance = s.float("tolerance", Some(1.1), TOLERANCE, |t| t > 1.0 && t <= 10.0);
+        let tolerance = read_tolerance(s);
         let (max, min, initial) = (max?, min?, initial?);
         if min > max {
             s.invalid("min", format!("must be ≤ `max` ({max})"));
@@ -231,7 +344,7 @@ impl AdaptiveSettings {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Measured {
-    /// The lowest mean latency of the last windows: the dependency's best.
+    /// The dependency's latency without a queue, as last measured.
     #[cfg_attr(
         feature = "serde",
         serde(serialize_with = "crate::settings::ser::duration")
@@ -397,8 +510,7 @@ impl Adaptive {
     }
 
     /// Closes the window at `now` if it is still due (another thread may
-    /// have closed it meanwhile): its mean latency (µs), its peak, and
-    /// whether most of its samples did not succeed; with the next window
+    /// have closed it meanwhile): what it measured, with the next window
     /// started, `window` long, its peak from `held` places.
     /// Called with the estimator locked, which keeps closes apart.
     pub(super) fn close(
@@ -407,7 +519,7 @@ impl Adaptive {
         now: Instant,
         window: Duration,
         held: u32,
-    ) -> Option<(u64, u32, bool)> {
+    ) -> Option<Window> {
         let now = self.since_origin(now);
         let count = self.samples.0.load(Ordering::Acquire) & COUNT_MASK;
         let due = count >= WINDOW_MAX_SAMPLES
@@ -417,7 +529,7 @@ impl Adaptive {
         }
         // Started first: a call that ends from now on and took its place
         // before is no sample of the next window.
-        self.window_start.store(now, Ordering::Release);
+        let started = self.window_start.swap(now, Ordering::AcqRel);
         self.closes_at
             .store(now.saturating_add(nanos(window)), Ordering::Release);
         let word = self.samples.0.swap(0, Ordering::AcqRel);
@@ -425,7 +537,13 @@ impl Adaptive {
         let censored = self.censored.swap(0, Ordering::Relaxed);
         let count = word & COUNT_MASK;
         let sum = word >> COUNT_BITS;
-        (count > 0).then(|| (sum / count, peak, censored * 2 > count))
+        (count > 0).then(|| Window {
+            mean: sum / count,
+            peak,
+            censored: censored * 2 > count,
+            span: now.saturating_sub(started) / 1_000,
+            samples: count,
+        })
     }
 
     /// After an update: the latency above which a failure counts.

@@ -47,7 +47,6 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
 use self::adaptive::{Adaptive, AdaptiveSettings, Measured};
-use self::estimate::Why;
 use crate::error::Error;
 use crate::keyed::PartitionKey;
 use crate::outcome::Fail;
@@ -898,14 +897,15 @@ impl Limiter {
         let Some(settings) = self.config.get().adaptive else {
             return;
         };
-        let Some((latency, peak, censored)) =
-            self.adaptive
-                .close(&mut estimator, now, settings.window, self.in_use())
+        let Some(window) = self
+            .adaptive
+            .close(&mut estimator, now, settings.window, self.in_use())
         else {
             return;
         };
+        let latency = window.mean;
         let was = estimator.limit();
-        let why = estimator.update(latency, peak, censored, settings.bounds());
+        let why = estimator.update(window, settings.bounds());
         self.adaptive.set_slow(estimator.slow(settings.tolerance));
         let limit = estimator.limit();
         if limit != was {
@@ -913,7 +913,7 @@ impl Limiter {
             self.resize(limit);
             self.set_limit_gauge(limit);
         }
-        if (limit != was || why == Why::Rebased) && self.telemetry.logging() {
+        if (limit != was || why.measured()) && self.telemetry.logging() {
             let (spec, path, key) = (
                 self.telemetry.spec,
                 self.telemetry.path,

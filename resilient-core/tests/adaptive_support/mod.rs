@@ -32,16 +32,27 @@ pub enum TestError {
 
 /// A dependency of `capacity` workers: a call takes `base` while at most
 /// `capacity` calls run (its own included), and `base · n / capacity` when
-/// `n` do. Counts the calls in flight and the most seen.
+/// `n` do (or, made by [`Dependency::growing`], `base` plus a share of it
+/// per call beyond `capacity`). Counts the calls in flight, the most seen,
+/// and the calls that found every worker busy (they queue).
 #[derive(Debug)]
 pub struct Dependency {
     pub capacity: AtomicU32,
     pub base_us: AtomicU64,
+    /// What each call beyond `capacity` adds to a call's latency, in
+    /// millionths of `base`; 0: latency grows as `n / capacity`.
+    pub growth_ppm: AtomicU64,
     /// Calls fail after this long instead of answering, when set (µs).
     pub fail_after_us: AtomicU64,
     pub in_flight: AtomicU32,
     pub peak: AtomicU32,
     pub served: AtomicU64,
+    /// Calls that arrived with `capacity` calls or more already running.
+    pub queued: AtomicU64,
+    /// Calls that arrived.
+    pub calls: AtomicU64,
+    /// The latencies of the calls that answered, summed (µs).
+    pub took_us: AtomicU64,
 }
 
 /// Counts a call out of the dependency however it ends (a cancelled one
@@ -59,11 +70,53 @@ impl Dependency {
         Arc::new(Self {
             capacity: AtomicU32::new(capacity),
             base_us: AtomicU64::new(micros(base)),
+            growth_ppm: AtomicU64::new(0),
             fail_after_us: AtomicU64::new(0),
             in_flight: AtomicU32::new(0),
             peak: AtomicU32::new(0),
             served: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
+            took_us: AtomicU64::new(0),
         })
+    }
+
+    /// A dependency of `capacity` workers whose calls take `base` while at
+    /// most `capacity` run, and `percent` % of `base` longer for each call
+    /// beyond: a queue as gentle or as steep as `percent` says.
+    pub fn growing(capacity: u32, base: Duration, percent: f64) -> Arc<Self> {
+        let dep = Self::new(capacity, base);
+        // Whole millionths: 2.5 % is 25 000.
+        dep.growth_ppm
+            .store((percent * 10_000.0).round() as u64, Ordering::SeqCst);
+        dep
+    }
+
+    /// Forgets the most calls seen at once and the calls counted, to count
+    /// a phase of its own.
+    pub fn reset_counts(&self) {
+        self.peak
+            .store(self.in_flight.load(Ordering::SeqCst), Ordering::SeqCst);
+        self.queued.store(0, Ordering::SeqCst);
+        self.calls.store(0, Ordering::SeqCst);
+        self.served.store(0, Ordering::SeqCst);
+        self.took_us.store(0, Ordering::SeqCst);
+    }
+
+    /// Calls that arrived and found every worker busy, and calls that
+    /// arrived, since the last [`reset_counts`](Self::reset_counts).
+    pub fn queued(&self) -> (u64, u64) {
+        (
+            self.queued.load(Ordering::SeqCst),
+            self.calls.load(Ordering::SeqCst),
+        )
+    }
+
+    /// The mean latency of the calls answered since the last
+    /// [`reset_counts`](Self::reset_counts).
+    pub fn mean_latency(&self) -> Duration {
+        let served = self.served.load(Ordering::SeqCst).max(1);
+        Duration::from_micros(self.took_us.load(Ordering::SeqCst) / served)
     }
 
     pub fn set_capacity(&self, capacity: u32) {
@@ -89,14 +142,25 @@ impl Dependency {
         let n = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         let _running = Running(&self.in_flight);
         self.peak.fetch_max(n, Ordering::SeqCst);
+        let k = u64::from(self.capacity.load(Ordering::SeqCst));
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if u64::from(n) > k {
+            self.queued.fetch_add(1, Ordering::SeqCst);
+        }
         let fail = self.fail_after_us.load(Ordering::SeqCst);
         if fail > 0 {
             sleep(Duration::from_micros(fail)).await;
             return Err(TestError::Failed);
         }
-        let k = u64::from(self.capacity.load(Ordering::SeqCst));
         let base = self.base_us.load(Ordering::SeqCst);
-        sleep(Duration::from_micros(base * u64::from(n).max(k) / k)).await;
+        let growth = self.growth_ppm.load(Ordering::SeqCst);
+        let took = if growth == 0 {
+            base * u64::from(n).max(k) / k
+        } else {
+            base + base * growth * u64::from(n).saturating_sub(k) / 1_000_000
+        };
+        sleep(Duration::from_micros(took)).await;
+        self.took_us.fetch_add(took, Ordering::SeqCst);
         self.served.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
@@ -208,9 +272,18 @@ impl Load {
 
 /// The limit once per window, `windows` times.
 pub async fn watch(h: &ConcurrencyLimitHandle<Reviews>, windows: usize) -> Vec<u32> {
+    watch_every(h, WINDOW, windows).await
+}
+
+/// The limit once per `window`, `windows` times.
+pub async fn watch_every(
+    h: &ConcurrencyLimitHandle<Reviews>,
+    window: Duration,
+    windows: usize,
+) -> Vec<u32> {
     let mut limits = Vec::with_capacity(windows);
     for _ in 0..windows {
-        sleep(WINDOW).await;
+        sleep(window).await;
         limits.push(h.limit());
     }
     limits
