@@ -393,3 +393,26 @@ pub fn to_value(value: &config::Value) -> Value {
         }
     }
 }
+
+/// Every spec linked into the binary and every annotated fn, explained
+/// (see [`resilient_core::explain`]): reads and validates the settings as
+/// [`init`] does, without installing anything.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let settings = config::Config::builder()
+///     .add_source(config::File::with_name("resilient"))
+///     .build()?;
+/// print!("{}", resilient_config::explain(&settings)?);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] with every problem, as at startup.
+pub fn explain(
+    config: &config::Config,
+) -> Result<resilient_core::explain::Explanation, ConfigError> {
+    Ok(build(Registry::builder(), config)?.explain())
+}

@@ -179,6 +179,7 @@ pub mod chaos;
 pub mod circuit_breaker;
 pub mod concurrency;
 mod error;
+pub mod explain;
 pub mod fallback;
 mod gate;
 pub mod hedging;

@@ -26,7 +26,7 @@ use crate::keyed::{KeyRef, PartitionKey};
 pub use crate::outcome::{Fail, ResultType};
 use crate::rate_limiter::RateCall;
 pub use crate::rate_limiter::{RateLimiter, RateLimiterSpec};
-pub use crate::registry::uses::{Shape as FnShape, Use as FnUse};
+pub use crate::registry::uses::{Attr as ChainAttr, FnChain, Link as ChainLink, Shape as FnShape};
 use crate::registry::{Key, Mechanism};
 pub use crate::registry::{Slot, Spec, SpecEntry};
 use crate::retry::{By, Judge, RetryCall};

@@ -156,6 +156,9 @@ fn resilient_core_reads_from_the_bottom_up() {
             // (the crate root's derives and attributes, the layers' traits),
             // and the crate root.
             ("private", 9),
+            // Every spec and chain read as calls and waits, and the specs
+            // checked against each other.
+            ("explain", 9),
             ("__private", 9),
             ("prelude", 9),
             ("lib", 10),

@@ -123,19 +123,20 @@ pub(crate) fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> TokenS
         };
         return diag::with_item(func.with_body(body), e);
     }
-    let uses = uses(&func, &layers);
-    expand::expand(func, &layers, quote::quote!(#(#markers)* #uses))
+    let record = chain_record(&func, &layers);
+    expand::expand(func, &layers, quote::quote!(#(#markers)* #record))
 }
 
-/// A record of each spec the fn uses, and how, for the startup check of
-/// settings that no fn using a spec can make act (`registry::uses`).
+/// The fn's chain as a record: its attributes in order, each with its spec
+/// and arguments, for the startup check of settings that no fn using a spec
+/// can make act, and for the explanation of each fn (`registry::uses`).
 ///
-/// A record is an item inside the body, which cannot name the generic
+/// The record is an item inside the body, which cannot name the generic
 /// parameters of the fn or of its impl: a spec named by `Self` or by one of
-/// the fn's generic parameters is not recorded, nor one whose name is
-/// written as a generic parameter usually is (one or two characters,
-/// `S`, `R2`), which may be the impl's.
-fn uses(func: &Func, layers: &[Layer]) -> TokenStream {
+/// the fn's generic parameters is recorded without its type, as is one whose
+/// name is written as a generic parameter usually is (one or two
+/// characters, `S`, `R2`), which may be the impl's.
+fn chain_record(func: &Func, layers: &[Layer]) -> TokenStream {
     let p = quote::quote!(::resilient_core::__private);
     let blocking = func.sig.asyncness.is_none();
     let shape = match &func.sig.output {
@@ -157,35 +158,86 @@ fn uses(func: &Func, layers: &[Layer]) -> TokenStream {
                 _ => false,
             })
     };
-    let name = func.sig.ident.to_string();
-    let records = layers.iter().filter_map(|layer| {
-        let spec = layer.spec().filter(|s| !generic(s))?;
-        let keyed = layer.key().is_some();
-        let outcome = matches!(
-            &layer.args,
-            LayerArgs::Chaos {
-                outcome: Some(_),
-                ..
-            }
+    // Tokens as a person writes them: `PetError::gave_up`, not
+    // `PetError :: gave_up`.
+    let text = |tokens: &dyn quote::ToTokens| {
+        let mut out = tokens.to_token_stream().to_string();
+        for (spaced, tight) in [
+            (" :: ", "::"),
+            (" . ", "."),
+            ("( ", "("),
+            (" )", ")"),
+            (" ,", ","),
+            ("& ", "&"),
+        ] {
+            out = out.replace(spaced, tight);
+        }
+        out
+    };
+    let links = layers.iter().map(|layer| {
+        let attr = syn::Ident::new(
+            match layer.kind {
+                Kind::Retry => "Retry",
+                Kind::CircuitBreaker => "CircuitBreaker",
+                Kind::Timeout => "Timeout",
+                Kind::ConcurrencyLimit => "ConcurrencyLimit",
+                Kind::RateLimiter => "RateLimiter",
+                Kind::Fallback => "Fallback",
+                Kind::Chaos => "Chaos",
+                Kind::Hedging => "Hedging",
+            },
+            Span::call_site(),
         );
-        Some(quote::quote! {
+        let spec = match layer.spec().filter(|s| !generic(s)) {
+            Some(spec) => quote::quote!(::core::option::Option::Some(
+                ::core::any::TypeId::of::<#spec>
+            )),
+            None => quote::quote!(::core::option::Option::None),
+        };
+        let key = layer.key().map(|k| text(k)).unwrap_or_default();
+        let (outcome, fallback) = match &layer.args {
+            LayerArgs::Chaos {
+                outcome: Some(o), ..
+            } => (text(o), (String::new(), String::new())),
+            LayerArgs::Fallback(f) => (
+                String::new(),
+                (
+                    f.method.value(),
+                    match (&f.on, &f.on_written) {
+                        (crate::model::FallbackOn::When(path), _) => {
+                            format!("when = {}", text(path))
+                        }
+                        (_, Some(on)) => text(on),
+                        (_, None) => String::new(),
+                    },
+                ),
+            ),
+            _ => (String::new(), (String::new(), String::new())),
+        };
+        let (method, on) = fallback;
+        quote::quote! {
+            #p::ChainLink {
+                attr: #p::ChainAttr::#attr,
+                spec: #spec,
+                key: #key,
+                outcome: #outcome,
+                fallback: (#method, #on),
+            }
+        }
+    });
+    let name = func.sig.ident.to_string();
+    quote::quote! {
+        const _: () = {
             #p::inventory::submit! {
-                #p::FnUse {
-                    spec: ::core::any::TypeId::of::<#spec>,
+                #p::FnChain {
                     module: ::core::module_path!(),
                     name: #name,
-                    keyed: #keyed,
                     shape: #p::FnShape::#shape,
-                    outcome: #outcome,
+                    links: &[#(#links),*],
                 }
             }
-        })
-    });
-    let records: Vec<TokenStream> = records.collect();
-    if records.is_empty() {
-        return TokenStream::new();
+        };
     }
-    quote::quote!(const _: () = { #(#records)* };)
 }
 
 /// Whether the attribute's arguments are the marker [`DONE`].

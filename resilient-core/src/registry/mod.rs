@@ -35,6 +35,7 @@ mod shared;
 mod snapshot;
 mod unread;
 pub(crate) mod uses;
+pub(crate) use uses::{CrossCheck, Finding};
 mod versions;
 
 use std::any::{Any, TypeId};
@@ -360,12 +361,16 @@ fn read_all<'e>(
 
 /// Checks each spec's settings (`read`, in the order of `entries`) against
 /// what the registry's own sections built.
+/// Checks each spec's settings in `context`, then the specs against each
+/// other along the annotated fns' chains (once each spec is valid alone);
+/// returns the warnings to log if the registry is built.
 fn check_all(
     entries: &[SpecEntry],
     read: &[Option<Pending>],
     context: &Context,
     problems: &mut Vec<Problem>,
-) {
+) -> Vec<String> {
+    let alone = problems.len();
     for (entry, pending) in entries.iter().zip(read) {
         let Some(pending) = pending else { continue };
         if let Some((key, rule)) = entry.check(&pending.settings, context) {
@@ -378,6 +383,15 @@ fn check_all(
             });
         }
     }
+    if problems.len() > alone {
+        return Vec::new();
+    }
+    let specs: Vec<(&SpecEntry, &(dyn Any + Send + Sync))> = entries
+        .iter()
+        .zip(read)
+        .filter_map(|(entry, pending)| Some((entry, &*pending.as_ref()?.settings)))
+        .collect();
+    uses::cross_check(&specs, problems)
 }
 
 fn sorted(mut problems: Vec<Problem>) -> Vec<Problem> {
@@ -449,7 +463,7 @@ impl RegistryBuilder {
             whole.then_some(origin),
             &mut problems,
         );
-        check_all(&entries, &read, &context, &mut problems);
+        let warnings = check_all(&entries, &read, &context, &mut problems);
         context.dedupe_near(&mut problems);
         let Some(global) = global.filter(|_| problems.is_empty()) else {
             return Err(sorted(problems));
@@ -505,7 +519,7 @@ impl RegistryBuilder {
                 whole,
             }),
         };
-        registry.warn_no_effect();
+        registry.warn_no_effect(warnings);
         Ok(registry)
     }
 }
@@ -845,9 +859,10 @@ impl Registry {
             &mut problems,
         );
         let changed = inner.context.changed(root);
+        let mut warnings = Vec::new();
         if changed.is_empty() {
             let entries: Vec<SpecEntry> = inner.specs.iter().map(|h| h.entry).collect();
-            check_all(&entries, &read, &inner.context, &mut problems);
+            warnings = check_all(&entries, &read, &inner.context, &mut problems);
         }
         problems.extend(changed);
         let Some(global) = global.filter(|_| problems.is_empty()) else {
@@ -927,14 +942,28 @@ impl Registry {
         if global.metrics {
             metrics::counter!("resilient_reloads_total", "result" => "applied").increment(1);
         }
-        self.warn_no_effect();
+        self.warn_no_effect(warnings);
         Ok(reloaded)
+    }
+
+    /// Every spec of the registry, and every annotated fn whose specs are
+    /// all in it, explained: see [`explain`](crate::explain).
+    pub fn explain(&self) -> crate::explain::Explanation {
+        let parts: Vec<(SpecEntry, Arc<dyn Part>)> = self
+            .inner
+            .specs
+            .iter()
+            .map(|h| (h.entry, h.instance.settings()))
+            .collect();
+        crate::explain::of_parts(&parts)
     }
 
     /// Logs at WARN each setting that none of the annotated fns using its
     /// spec can make act (see `uses`): valid, so not a problem, but most
     /// likely not what its author meant.
-    fn warn_no_effect(&self) {
+    /// With them, `checked`: what the checks of specs against each other
+    /// found that may be meant.
+    fn warn_no_effect(&self, checked: Vec<String>) {
         let held: Vec<_> = self
             .inner
             .specs
@@ -944,7 +973,7 @@ impl Registry {
         let raws: Vec<&Value> = held.iter().map(|(_, read)| &read.raw).collect();
         let sections = self.inner.context.unused(&raws);
         let lines = uses::no_effect(held.iter().map(|(h, read)| (&h.entry, &read.raw)));
-        for line in lines.into_iter().chain(sections) {
+        for line in lines.into_iter().chain(sections).chain(checked) {
             tracing::warn!(target: "resilient::registry", "{line}");
         }
     }

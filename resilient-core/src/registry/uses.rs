@@ -7,10 +7,10 @@
 //! It looks only at specs that annotated fns use, and says nothing of a
 //! spec reached through handles and layers alone.
 
-use std::any::TypeId;
+use std::any::{Any, TypeId};
 
 use super::entry::SpecEntry;
-use crate::settings::{self, Value};
+use crate::settings::{self, Problem, Value};
 use crate::spec::SpecKind;
 
 /// The shape of an annotated fn. Not a public API.
@@ -25,32 +25,83 @@ pub enum Shape {
     Stream,
 }
 
-/// One spec used by one annotated fn, recorded by the attribute. Not a
-/// public API.
+/// A resilience attribute, as the macros name it. Not a public API.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attr {
+    /// `#[retryable]`.
+    Retry,
+    /// `#[circuit_breakable]`.
+    CircuitBreaker,
+    /// `#[timeout]`.
+    Timeout,
+    /// `#[concurrency_limit]`.
+    ConcurrencyLimit,
+    /// `#[rate_limited]`.
+    RateLimiter,
+    /// `#[fallback]`.
+    Fallback,
+    /// `#[chaos]`.
+    Chaos,
+    /// `#[hedged]`.
+    Hedging,
+}
+
+/// One attribute of an annotated fn, as its chain records it. Not a public
+/// API.
 #[doc(hidden)]
 #[derive(Debug)]
-pub struct Use {
-    /// The spec type's [`TypeId`].
-    pub spec: fn() -> TypeId,
-    /// The fn's path, for the message (`module_path!()` and its name).
+pub struct Link {
+    /// The attribute.
+    pub attr: Attr,
+    /// The spec type's [`TypeId`]; `None` for `#[fallback]`, and for a spec
+    /// named by a generic parameter (an item cannot name it).
+    pub spec: Option<fn() -> TypeId>,
+    /// The `key = ..` expression as written; empty without one.
+    pub key: &'static str,
+    /// `#[chaos(.., outcome = ..)]`: the fn named; empty without one.
+    pub outcome: &'static str,
+    /// `#[fallback(method = "..", ..)]`: the method as written, then what
+    /// it answers as written (`on = rejection`, `when = PetError::gave_up`;
+    /// empty for every failure).
+    pub fallback: (&'static str, &'static str),
+}
+
+/// An annotated fn's chain, outermost attribute first, recorded by its
+/// attributes. Not a public API.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct FnChain {
+    /// `module_path!()` where the fn is.
     pub module: &'static str,
     /// The fn's name.
     pub name: &'static str,
-    /// Whether the attribute has `key = ..`.
-    pub keyed: bool,
     /// The fn's shape.
     pub shape: Shape,
-    /// Whether a `#[chaos]` names an `outcome`.
-    pub outcome: bool,
+    /// Its attributes, outermost first.
+    pub links: &'static [Link],
 }
 
-inventory::collect!(Use);
+inventory::collect!(FnChain);
+
+impl FnChain {
+    /// Every annotated fn linked into this binary.
+    pub(crate) fn all() -> impl Iterator<Item = &'static FnChain> {
+        inventory::iter::<FnChain>.into_iter()
+    }
+}
+
+/// One spec used by one annotated fn.
+struct Use<'c> {
+    chain: &'c FnChain,
+    link: &'c Link,
+}
 
 /// A setting of `kind` that acts only through some uses.
 struct Rule {
     kind: Option<SpecKind>,
     key: &'static str,
-    acts: fn(&Use) -> bool,
+    acts: fn(&Use<'_>) -> bool,
     why: &'static str,
 }
 
@@ -58,19 +109,19 @@ const RULES: [Rule; 3] = [
     Rule {
         kind: None,
         key: "keys",
-        acts: |u| u.keyed,
+        acts: |u| !u.link.key.is_empty(),
         why: "bounds the instances of a keyed use, and none of the annotated fns that use the spec gives `key = ..`: add `key = ..` to the attribute of the fn that needs one instance per key, or remove `keys` (a handle's `for_key` reads it too: if one does, keep it)",
     },
     Rule {
         kind: Some(SpecKind::TIMEOUT),
         key: "idle",
-        acts: |u| u.shape == Shape::Stream,
+        acts: |u| u.chain.shape == Shape::Stream,
         why: "limits the wait between a stream's items, and every annotated fn that uses the spec returns a single value: remove `idle`, or use the spec on a fn that returns a stream",
     },
     Rule {
         kind: Some(SpecKind::CHAOS),
         key: "outcome_rate",
-        acts: |u| u.outcome,
+        acts: |u| !u.link.outcome.is_empty(),
         why: "replaces a call's outcome with the fn named by `#[chaos(.., outcome = ..)]`, and no annotated fn that uses the spec names one: add `outcome = ..` to its `#[chaos]`, or remove `outcome_rate`",
     },
 ];
@@ -80,11 +131,16 @@ const RULES: [Rule; 3] = [
 pub(crate) fn no_effect<'a>(
     sections: impl Iterator<Item = (&'a SpecEntry, &'a Value)>,
 ) -> Vec<String> {
-    let uses: Vec<&Use> = inventory::iter::<Use>.into_iter().collect();
+    let uses: Vec<Use<'_>> = FnChain::all()
+        .flat_map(|chain| chain.links.iter().map(move |link| Use { chain, link }))
+        .collect();
     let mut lines = Vec::new();
     for (entry, raw) in sections {
         let id = (entry.type_id)();
-        let mine: Vec<&Use> = uses.iter().copied().filter(|u| (u.spec)() == id).collect();
+        let mine: Vec<&Use<'_>> = uses
+            .iter()
+            .filter(|u| u.link.spec.is_some_and(|spec| spec() == id))
+            .collect();
         if mine.is_empty() {
             continue;
         }
@@ -99,7 +155,7 @@ pub(crate) fn no_effect<'a>(
             }
             let fns: Vec<String> = mine
                 .iter()
-                .map(|u| format!("`{}::{}`", u.module, u.name))
+                .map(|u| format!("`{}::{}`", u.chain.module, u.chain.name))
                 .collect();
             lines.push(format!(
                 "`{}.{}` has no effect: it {} (`{}` is used by {})",
@@ -112,4 +168,52 @@ pub(crate) fn no_effect<'a>(
         }
     }
     lines
+}
+
+/// A check of specs against each other, registered by a module above the
+/// registry (which names no mechanism): given every spec of a registry
+/// with its settings (as read, before they apply), what it finds.
+pub(crate) struct CrossCheck {
+    pub(crate) run: fn(&[Checked<'_>]) -> Vec<Finding>,
+}
+
+/// A spec with its settings, as read, for a [`CrossCheck`].
+pub(crate) type Checked<'a> = (&'a SpecEntry, &'a (dyn Any + Send + Sync));
+
+inventory::collect!(CrossCheck);
+
+/// What a [`CrossCheck`] finds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Finding {
+    /// The combination cannot do what it says: the registry is not built
+    /// (a reload is refused).
+    Problem(Problem),
+    /// It may be meant: logged at WARN.
+    Warn(String),
+}
+
+impl Finding {
+    /// What tells two findings apart (the same pair of specs in two fns
+    /// is one finding).
+    pub(crate) fn key(&self) -> String {
+        match self {
+            Finding::Problem(p) => p.to_string(),
+            Finding::Warn(w) => w.clone(),
+        }
+    }
+}
+
+/// Runs every [`CrossCheck`] over `specs`: problems into `problems`,
+/// warnings returned.
+pub(crate) fn cross_check(specs: &[Checked<'_>], problems: &mut Vec<Problem>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for check in inventory::iter::<CrossCheck> {
+        for finding in (check.run)(specs) {
+            match finding {
+                Finding::Problem(p) => problems.push(p),
+                Finding::Warn(w) => warnings.push(w),
+            }
+        }
+    }
+    warnings
 }

@@ -1,0 +1,450 @@
+//! What a stack will do, read before it runs: the calls and waits of each
+//! spec, the most calls and the longest wait of each annotated fn, and the
+//! checks of specs against each other at startup and at each reload. The
+//! figures are the seeds' own, counted by hand.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a test that panics on an unexpected outcome is the point
+#![allow(dead_code)] // the annotated fns are explained, not called
+
+mod support;
+use support::capture::Capture;
+use support::*;
+
+use std::time::Duration;
+
+use resilient_core::explain::{Wait, WorstCase};
+use resilient_core::settings::Value;
+use resilient_core::{
+    circuit_breakable, concurrency_limit, fallback, hedged, rate_limited, retryable, timeout,
+    CircuitBreakerSpec, ConcurrencyLimitSpec, Error, HedgingSpec, RateLimiterSpec, Registry,
+    RetrySpec, TimeoutSpec,
+};
+use tracing::Level;
+
+#[derive(Debug, thiserror::Error)]
+enum TestError {
+    #[error(transparent)]
+    Resilience(#[from] Error),
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+// ---------------------------------------------------------------- seed 000
+
+#[derive(RetrySpec)]
+#[spec("explain.seed000")]
+struct Seed000;
+
+#[retryable(Seed000)]
+async fn seed000() -> Result<u32, TestError> {
+    Ok(1)
+}
+
+/// Seed 000: a delay of 20 ms doubling, capped at 100 ms, 5 attempts: 6
+/// calls, waits of 20, 40, 80, 100 and 100 ms.
+#[test]
+fn seed_000_reads_as_six_calls_and_its_five_waits() {
+    let r = registry::<Seed000>(table([
+        ("delay", s("20ms")),
+        ("attempts", int(5)),
+        (
+            "backoff",
+            table([("multiplier", float(2.0)), ("delay_max", s("100ms"))]),
+        ),
+    ]));
+    let explained = r.explain();
+    let spec = explained.spec("Seed000").unwrap();
+    let waits: Vec<Duration> = spec.waits.iter().map(|w| w.max).collect();
+    assert_eq!(waits, [ms(20), ms(40), ms(80), ms(100), ms(100)]);
+    assert!(spec.waits.iter().all(|w| w.min == w.max), "no jitter");
+    assert_eq!(
+        spec.says,
+        [
+            "at most 6 calls per call: the first, then up to 5 retries (`attempts = 5`)",
+            "waits before each retry: 20ms, 40ms, 80ms, 100ms, 100ms; 340ms in all at most",
+        ]
+    );
+    let f = explained.function("seed000").unwrap();
+    assert_eq!(f.max_calls, Some(6));
+    assert_eq!(
+        f.worst_case,
+        WorstCase::Body {
+            waits: ms(340),
+            bodies: 6
+        }
+    );
+}
+
+// ---------------------------------------------------------------- seed 002
+
+#[derive(RetrySpec)]
+#[spec("explain.seed002")]
+struct Seed002;
+
+#[retryable(Seed002)]
+async fn seed002() -> Result<u32, TestError> {
+    Ok(1)
+}
+
+/// Seed 002: `attempts` 0..=3 are 1..=4 calls per request, at a glance.
+#[test]
+fn seed_002_attempts_read_as_calls() {
+    for attempts in 0..=3u32 {
+        let r = registry::<Seed002>(table([
+            ("delay", s("100ms")),
+            ("attempts", int(i128::from(attempts))),
+        ]));
+        let explained = r.explain();
+        let calls = u64::from(attempts) + 1;
+        assert_eq!(
+            explained.function("seed002").unwrap().max_calls,
+            Some(calls)
+        );
+        assert!(
+            explained.spec("Seed002").unwrap().says[0]
+                .starts_with(&format!("at most {calls} call")),
+            "{:?}",
+            explained.spec("Seed002").unwrap().says
+        );
+    }
+}
+
+// ---------------------------------------------------------------- a whole stack
+
+#[derive(CircuitBreakerSpec)]
+#[spec("explain.breaker")]
+struct Breaker;
+
+#[derive(RetrySpec)]
+#[spec("explain.retry")]
+struct Retry;
+
+#[derive(TimeoutSpec)]
+#[spec("explain.timeout")]
+struct Timeout;
+
+#[derive(ConcurrencyLimitSpec)]
+#[spec("explain.limit")]
+struct Limit;
+
+#[derive(HedgingSpec)]
+#[spec("explain.hedging")]
+struct Hedging;
+
+#[fallback(method = "cached(id)")]
+#[circuit_breakable(Breaker)]
+#[concurrency_limit(Limit)]
+#[retryable(Retry)]
+#[hedged(Hedging)]
+#[timeout(Timeout)]
+async fn find(id: u64) -> Result<u64, TestError> {
+    Ok(id)
+}
+
+async fn cached(id: u64) -> Result<u64, TestError> {
+    Ok(id)
+}
+
+fn stack() -> Registry {
+    build(
+        Registry::builder()
+            .spec::<Breaker>()
+            .spec::<Retry>()
+            .spec::<Timeout>()
+            .spec::<Limit>()
+            .spec::<Hedging>(),
+        vec![
+            ("explain.breaker", breaker_section(50, 10, "30s", 100)),
+            (
+                "explain.retry",
+                table([
+                    ("delay", s("100ms")),
+                    ("attempts", int(2)),
+                    (
+                        "jitter",
+                        table([("type", s("full")), ("ratio", float(0.5))]),
+                    ),
+                ]),
+            ),
+            ("explain.timeout", table([("duration", s("1s"))])),
+            (
+                "explain.limit",
+                table([
+                    ("limit", int(8)),
+                    ("policy", s("block")),
+                    ("max_wait", s("250ms")),
+                ]),
+            ),
+            (
+                "explain.hedging",
+                table([("delay", s("300ms")), ("max_hedged_attempts", int(1))]),
+            ),
+        ],
+    )
+}
+
+#[test]
+fn a_whole_stack_multiplies_retries_by_hedges_and_is_bounded_by_its_timeouts() {
+    let explained = stack().explain();
+    let f = explained.function("find").unwrap();
+    assert_eq!(
+        f.chain,
+        [
+            "#[fallback(method = \"cached(id)\")]",
+            "#[circuit_breakable(Breaker)]",
+            "#[concurrency_limit(Limit)]",
+            "#[retryable(Retry)]",
+            "#[hedged(Hedging)]",
+            "#[timeout(Timeout)]",
+        ]
+    );
+    assert_eq!(
+        f.max_calls,
+        Some(6),
+        "3 calls of the retry, each 2 attempts"
+    );
+    // Each attempt: 1s, and a hedge started 300ms in; 3 of them with 2
+    // waits of at most 100ms; the limit's wait of 250ms first.
+    assert_eq!(
+        f.worst_case,
+        WorstCase::Bounded {
+            at_most: ms(3 * 1300 + 200 + 250)
+        }
+    );
+    assert_eq!(f.worst_case.to_string(), "4.35s");
+    assert_eq!(
+        explained.spec("Retry").unwrap().waits,
+        [Wait {
+            min: ms(50),
+            max: ms(100)
+        }; 2]
+    );
+    assert_eq!(f.outcomes.len(), 7, "{:#?}", f.outcomes);
+    assert!(f.outcomes[0].starts_with("on any failure, the answer of `cached(id)`"));
+    let text = explained.to_string();
+    assert!(
+        text.contains("fn explain::find (async)\n  #[fallback(method = \"cached(id)\")]\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  calls to the dependency per call: at most 6 (a retry budget permitting)\n  longest before an answer: 4.35s\n"),
+        "{text}"
+    );
+}
+
+// ---------------------------------------------------------------- checks
+
+#[derive(RetrySpec)]
+#[spec("explain.inner_retry")]
+struct InnerRetry;
+
+#[derive(TimeoutSpec)]
+#[spec("explain.attempt")]
+struct Attempt;
+
+#[retryable(InnerRetry)]
+#[timeout(Attempt)]
+async fn outer_timeout() -> Result<u32, TestError> {
+    Ok(1)
+}
+
+fn outer_timeout_registry(retry: Value) -> Result<Registry, Vec<String>> {
+    Registry::builder()
+        .spec::<InnerRetry>()
+        .spec::<Attempt>()
+        .build(&root(vec![
+            ("explain.inner_retry", retry),
+            ("explain.attempt", table([("duration", s("1s"))])),
+        ]))
+        .map_err(|p| p.iter().map(ToString::to_string).collect())
+}
+
+fn warnings_of<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let capture = Capture::default();
+    let _subscriber = tracing::subscriber::set_default(capture.clone());
+    let out = f();
+    let lines = capture
+        .at("resilient::registry", Level::WARN)
+        .into_iter()
+        .map(|l| l.message)
+        .collect();
+    (out, lines)
+}
+
+fn plain_retry(delay: &str) -> Value {
+    table([("delay", s(delay)), ("attempts", int(2))])
+}
+
+#[test]
+fn a_retry_timeout_shorter_than_its_first_wait_is_a_problem_and_one_shorter_than_an_attempt_a_warning(
+) {
+    let with_timeout = |t: &str| with(plain_retry("200ms"), "timeout", s(t));
+    let problems = outer_timeout_registry(with_timeout("150ms")).unwrap_err();
+    assert_eq!(
+        problems,
+        ["InnerRetry at `explain.inner_retry`: key `timeout` is 150ms, no longer than the wait before the first retry (200ms): no retry can ever start; make `timeout` longer than `delay`, or remove it"]
+    );
+    let (built, warned) = warnings_of(|| outer_timeout_registry(with_timeout("1s")));
+    assert!(built.is_ok());
+    assert_eq!(
+        warned,
+        ["`explain.inner_retry.timeout` (1s) leaves no time to retry an attempt that `Attempt` ended after 1s in `explain::outer_timeout` (200ms wait first): only failures faster than 800ms are retried; lengthen `explain.inner_retry.timeout` past 1.2s, or shorten `explain.attempt.duration`"]
+    );
+}
+
+#[test]
+fn a_reload_into_a_retry_that_can_never_start_is_refused() {
+    let r = outer_timeout_registry(plain_retry("200ms")).unwrap();
+    let problems = r
+        .reload(&root(vec![
+            (
+                "explain.inner_retry",
+                with(plain_retry("200ms"), "timeout", s("100ms")),
+            ),
+            ("explain.attempt", table([("duration", s("1s"))])),
+        ]))
+        .unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(problems[0].key, "timeout");
+    assert_eq!(
+        r.sync_scope(|| InnerRetry::get().map(|h| h.settings().timeout))
+            .unwrap(),
+        None,
+        "the running settings stay"
+    );
+}
+
+#[derive(HedgingSpec)]
+#[spec("explain.late_hedge")]
+struct LateHedge;
+
+#[derive(TimeoutSpec)]
+#[spec("explain.hedge_attempt")]
+struct HedgeAttempt;
+
+#[hedged(LateHedge)]
+#[timeout(HedgeAttempt)]
+async fn late_hedge() -> Result<u32, TestError> {
+    Ok(1)
+}
+
+#[test]
+fn a_hedge_that_starts_after_its_attempt_timed_out_is_a_warning() {
+    let (built, warned) = warnings_of(|| {
+        Registry::builder()
+            .spec::<LateHedge>()
+            .spec::<HedgeAttempt>()
+            .build(&root(vec![
+                (
+                    "explain.late_hedge",
+                    table([("delay", s("500ms")), ("max_hedged_attempts", int(2))]),
+                ),
+                ("explain.hedge_attempt", table([("duration", s("500ms"))])),
+            ]))
+    });
+    assert!(built.is_ok());
+    assert_eq!(
+        warned,
+        ["`explain.late_hedge.delay` (500ms) is at or past `explain.hedge_attempt.duration` (500ms) below it in `explain::late_hedge`: an attempt has timed out before the next one starts, so attempts never run side by side; make the hedge's `delay` shorter than the timeout (near the dependency's p95)"]
+    );
+}
+
+#[derive(RateLimiterSpec)]
+#[spec("explain.quota")]
+struct Quota;
+
+#[derive(CircuitBreakerSpec)]
+#[spec("explain.timed_breaker")]
+struct TimedBreaker;
+
+#[rate_limited(Quota)]
+#[circuit_breakable(TimedBreaker)]
+async fn quota() -> Result<u32, TestError> {
+    Ok(1)
+}
+
+#[test]
+fn a_breaker_its_rate_limiter_cannot_feed_enough_calls_is_a_problem() {
+    let timed = |minimum: i128| {
+        table([
+            ("failure_rate_threshold", int(50)),
+            ("minimum_required_calls", int(minimum)),
+            ("wait_duration_in_open_state", s("30s")),
+            ("permitted_calls_in_half_open_state", int(1)),
+            ("type", s("time_based")),
+            ("time_based", table([("window_duration", s("10s"))])),
+        ])
+    };
+    let registry = |minimum| {
+        Registry::builder()
+            .spec::<Quota>()
+            .spec::<TimedBreaker>()
+            .build(&root(vec![
+                (
+                    "explain.quota",
+                    table([
+                        ("limit_for_period", int(1)),
+                        ("limit_refresh_period", s("1s")),
+                    ]),
+                ),
+                ("explain.timed_breaker", timed(minimum)),
+            ]))
+    };
+    let problems: Vec<String> = registry(100)
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        problems,
+        ["TimedBreaker at `explain.timed_breaker`: key `minimum_required_calls` is 100, and `Quota` above it in `explain::quota` lets at most 11 calls through in the breaker's window of 10s: the breaker can never open; lower `minimum_required_calls`, or lengthen the window"]
+    );
+    assert!(registry(11).is_ok(), "11 calls can reach it");
+}
+
+#[derive(RetrySpec)]
+#[spec("explain.slow_retry")]
+struct SlowRetry;
+
+#[derive(CircuitBreakerSpec)]
+#[spec("explain.quick_breaker")]
+struct QuickBreaker;
+
+#[retryable(SlowRetry)]
+#[circuit_breakable(QuickBreaker)]
+async fn slow_retry() -> Result<u32, TestError> {
+    Ok(1)
+}
+
+#[test]
+fn a_retry_of_rejections_that_waits_past_the_open_wait_is_a_warning() {
+    let build = |retry_rejections: bool| {
+        warnings_of(|| {
+            Registry::builder()
+                .spec::<SlowRetry>()
+                .spec::<QuickBreaker>()
+                .build(&root(vec![
+                    (
+                        "explain.slow_retry",
+                        table([
+                            ("delay", s("2s")),
+                            ("attempts", int(3)),
+                            ("retry_call_not_permitted", boolean(retry_rejections)),
+                        ]),
+                    ),
+                    ("explain.quick_breaker", breaker_section(50, 10, "1s", 100)),
+                ]))
+        })
+    };
+    let (built, warned) = build(true);
+    assert!(built.is_ok());
+    assert_eq!(
+        warned,
+        ["`explain.slow_retry` waits at least 2s before a retry, past `explain.quick_breaker.wait_duration_in_open_state` (1s) in `explain::slow_retry`: every retry of a call the open breaker rejected arrives as a half-open probe; shorten the retry's `delay`, or lengthen the open wait (longest wait: 2s)"]
+    );
+    let (built, warned) = build(false);
+    assert!(built.is_ok());
+    assert_eq!(warned, Vec::<String>::new(), "a rejection ends the call");
+}
