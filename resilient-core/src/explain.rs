@@ -58,7 +58,7 @@ use crate::concurrency::{LimiterSettings, Policy};
 use crate::hedging::HedgingSettings;
 use crate::rate_limiter::RateLimiterSettings;
 use crate::registry::uses::{Attr, Checked, FnChain, Link, Shape};
-use crate::registry::{CrossCheck, Finding, Part, SpecEntry};
+use crate::registry::{CrossCheck, Finding, Part, Registry, SpecEntry};
 use crate::retry::RetrySettings;
 use crate::settings::Problem;
 use crate::timeout::TimeoutSettings;
@@ -693,8 +693,16 @@ fn prefer(a: Worst, b: Worst) -> bool {
     }
 }
 
+impl Registry {
+    /// Every spec of the registry, and every annotated fn whose specs are
+    /// all in it, explained: see the [module docs](crate::explain).
+    pub fn explain(&self) -> Explanation {
+        of_parts(&self.spec_settings())
+    }
+}
+
 /// The explanation of specs given with their settings as snapshot parts.
-pub(crate) fn of_parts(parts: &[(SpecEntry, std::sync::Arc<dyn Part>)]) -> Explanation {
+fn of_parts(parts: &[(SpecEntry, std::sync::Arc<dyn Part>)]) -> Explanation {
     let known: Vec<Known<'_>> = parts
         .iter()
         .map(|(entry, part)| Known {

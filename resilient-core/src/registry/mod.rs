@@ -946,16 +946,13 @@ impl Registry {
         Ok(reloaded)
     }
 
-    /// Every spec of the registry, and every annotated fn whose specs are
-    /// all in it, explained: see [`explain`](crate::explain).
-    pub fn explain(&self) -> crate::explain::Explanation {
-        let parts: Vec<(SpecEntry, Arc<dyn Part>)> = self
-            .inner
+    /// Every spec of the registry with the settings it runs.
+    pub(crate) fn spec_settings(&self) -> Vec<(SpecEntry, Arc<dyn Part>)> {
+        self.inner
             .specs
             .iter()
             .map(|h| (h.entry, h.instance.settings()))
-            .collect();
-        crate::explain::of_parts(&parts)
+            .collect()
     }
 
     /// Logs at WARN each setting that none of the annotated fns using its
