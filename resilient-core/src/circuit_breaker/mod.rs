@@ -627,6 +627,17 @@ pub(crate) fn unclassified<S: CircuitBreakerSpec>() -> BreakerCall<'static, ()> 
     )
 }
 
+/// As [`unclassified`], through `instance` (a keyed one, for a stack's
+/// spec keyed by the request).
+#[cfg(feature = "tower")]
+#[inline(always)]
+pub(crate) fn unclassified_in<S: CircuitBreakerSpec>(
+    instance: Option<CallInstance<'static, Breaker>>,
+) -> BreakerCall<'static, ()> {
+    let key = const { &Key::of::<S>() };
+    BreakerCall::new(BreakerOps { key, classify: () }, instance)
+}
+
 /// One call through a breaker, as the generated code makes it: [`enter`]
 /// before the layers inside, [`Entered::exit`] with their outcome.
 ///
