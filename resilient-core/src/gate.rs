@@ -29,7 +29,7 @@ pub(crate) enum Entry<P> {
 /// gate owns: a stream's layer and a tower layer's response future keep
 /// them so, where an `async fn` keeps the guard itself.
 pub(crate) trait Gate {
-    type Parts: Copy;
+    type Parts: Copy + Send + Sync;
 
     /// A place or permit, now or after a wait.
     fn enter(&self) -> Entry<Self::Parts>;

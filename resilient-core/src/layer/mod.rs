@@ -122,6 +122,8 @@ pub mod middleware;
 mod respond;
 mod retry;
 mod stack;
+#[cfg(feature = "reqwest-middleware")]
+mod stack_middleware;
 mod timeout;
 
 use std::future::Future;

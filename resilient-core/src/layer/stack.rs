@@ -124,6 +124,14 @@ impl<Req> StackLayer<End, Req> {
     }
 }
 
+impl<L, Req> StackLayer<L, Req> {
+    /// The parts.
+    #[cfg(feature = "reqwest-middleware")]
+    pub(crate) fn levels(&self) -> &L {
+        &self.levels
+    }
+}
+
 impl<Req> Default for StackLayer<End, Req> {
     fn default() -> Self {
         Self::new()
@@ -147,7 +155,7 @@ impl<L, Req> StackLayer<L, Req> {
     /// The stack with the keyed spec `S` inside the specs added before it:
     /// each request goes through the instance of the key `key` reads from
     /// it (a circuit breaker per host, a limit per tenant), among at most
-    /// the spec's `max_keys` instances, as `key = ..` of an attribute.
+    /// the `keys.max` instances of the spec, as `key = ..` of an attribute.
     ///
     /// ```
     /// use resilient_core::keyed::KeyRef;
@@ -335,7 +343,7 @@ pub struct End;
 
 /// A stack's spec `Level` outside the specs `Inner`.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Then<Level, Inner>(Level, Inner);
+pub struct Then<Level, Inner>(pub(crate) Level, pub(crate) Inner);
 
 /// A list of specs that another spec can be added to, innermost. Not a
 /// public API.
@@ -470,7 +478,7 @@ macro_rules! level {
     ($(#[$doc:meta])* $name:ident<S $(, $k:ident)?> for $mechanism:ty) => {
         $(#[$doc])*
         pub struct $name<S, $($k = Unkeyed)?> {
-            $(key: $k,)?
+            $(pub(crate) key: $k,)?
             _spec: PhantomData<fn() -> S>,
         }
 
@@ -651,7 +659,7 @@ pin_project! {
 /// as the spec classifies it (a resilience error it carries, from a layer
 /// below the stack, as a spec's).
 #[inline(always)]
-fn breaker_exit<S, T, E>(
+pub(crate) fn breaker_exit<S, T, E>(
     call: Option<&BreakerCall<'static, ()>>,
     parts: Option<PermitParts>,
     out: StackOut<T, E>,
@@ -672,7 +680,7 @@ where
 
 /// A breaker call of spec `S` through `key`'s instance for `req`.
 #[inline(always)]
-fn breaker_call<S: CircuitBreakerSpec, Req>(
+pub(crate) fn breaker_call<S: CircuitBreakerSpec, Req>(
     key: &impl KeyOf<Req>,
     req: &Req,
 ) -> BreakerCall<'static, ()> {
@@ -929,7 +937,7 @@ pin_project! {
 
 /// Gives back what `held` holds, counting `out`, and passes it on.
 #[inline(always)]
-fn gate_exit<C: Gate, T, E>(
+pub(crate) fn gate_exit<C: Gate, T, E>(
     call: Option<&C>,
     held: Option<C::Parts>,
     out: StackOut<T, E>,
