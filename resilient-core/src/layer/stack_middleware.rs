@@ -8,6 +8,10 @@
 //! extensions again), boxed once by reqwest-middleware. It admits, counts
 //! and refuses as the tower stack does, with the same helpers.
 
+// The impls spell out the trait's `impl Future + Send + 'a`, the bound each
+// part's future is checked against where it is written.
+#![allow(clippy::manual_async_fn)]
+
 use std::future::Future;
 
 use http::Extensions;
