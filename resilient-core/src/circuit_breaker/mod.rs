@@ -527,6 +527,7 @@ impl<'a> Permit<'a> {
 
     /// Ends a stream's permit as `verdict` says, timed to its first item
     /// if one came (`parts` are this permit's).
+    #[inline]
     pub(crate) fn judged(mut self, verdict: Verdict, parts: PermitParts) {
         let end = match verdict {
             Verdict::Success => End::Success,

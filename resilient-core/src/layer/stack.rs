@@ -283,6 +283,7 @@ where
             levels: self.levels.clone(),
             svc: std::mem::replace(&mut self.inner, clone),
             req: Some(req),
+            done: false,
             state: L::idle(),
         }
     }
@@ -300,6 +301,8 @@ pin_project! {
         svc: Svc,
         // The request, until the first poll starts it.
         req: Option<Req>,
+        // The outcome was given: each part has given back what it held.
+        done: bool,
         #[pin]
         state: L::State,
     }
@@ -311,7 +314,9 @@ pin_project! {
     {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            this.levels.stop(this.state);
+            if !*this.done {
+                this.levels.stop(this.state);
+            }
         }
     }
 }
@@ -329,10 +334,12 @@ where
         let mut this = self.project();
         if let Some(req) = this.req.take() {
             if let Some(out) = this.levels.start(this.state.as_mut(), this.svc, req) {
+                *this.done = true;
                 return Poll::Ready(out.map_err(|f| f.into_error(From::from)));
             }
         }
         let out = ready!(this.levels.poll(this.state, cx, this.svc));
+        *this.done = true;
         Poll::Ready(out.map_err(|f| f.into_error(From::from)))
     }
 }
@@ -809,7 +816,7 @@ where
         svc: &mut Svc,
         req: Req,
     ) -> Option<Out<Svc, Req>> {
-        let mut st = state.project();
+        let st = state.project();
         let key = const { &Key::of::<S>() };
         let call = TimeoutCall::new(key, crate::registry::lookup(key));
         match call.start_parts() {
@@ -817,7 +824,6 @@ where
             Err(e) => return Some(Err(Fail::Resilience(e))),
         }
         let call = st.call.insert(call);
-        st.sleep.set(None);
         let out = self.1.start(st.next, svc, req)?;
         Some(timeout_exit(Some(call), st.timer.take(), out))
     }

@@ -320,6 +320,7 @@ impl TimeoutCall<'_> {
     /// A timer kept as plain data, under the settings in force: `None` when
     /// the spec is disabled (the call or stream passes through, untimed and
     /// uncounted).
+    #[inline]
     pub(crate) fn start_parts(&self) -> Result<Option<TimerParts>, Error> {
         let Some(instance) = &self.instance else {
             return Err(self.key.not_configured());
@@ -347,6 +348,7 @@ impl TimeoutCall<'_> {
 
     /// A call or stream ended in time, `failed` or not; or was dropped
     /// before (`None`).
+    #[inline]
     pub(crate) fn ended_parts(&self, timer: TimerParts, failed: Option<bool>) {
         let Some(timeout) = self.instance.as_deref() else {
             return;
