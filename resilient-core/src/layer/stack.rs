@@ -399,6 +399,11 @@ where
 
 /// A mechanism with a part in a stack. Not a public API.
 #[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "a stack holds retry, circuit breaker, concurrency limit, rate limiter, timeout and chaos specs, and this spec is of another kind (`{Self}`)",
+    label = "`.spec::<S>()` needs a spec of a kind a stack holds",
+    note = "a hedging spec's attempts run side by side, each with its own copy of the request and of the service: put `#[hedged(..)]` on the fn that sends the request, or use tower's own `hedge` middleware"
+)]
 pub trait HasLevel {
     /// The part of a spec `S` of this mechanism.
     type Level<S: 'static>: Default + Clone;
@@ -431,6 +436,11 @@ where
 
 /// A mechanism with keyed instances in a stack. Not a public API.
 #[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "a stack keys circuit breaker, concurrency limit and rate limiter specs, and this spec is of another kind (`{Self}`)",
+    label = "`.keyed::<S, _>(..)` needs a circuit breaker, concurrency limit or rate limiter spec",
+    note = "a retry, timeout or chaos spec has one instance: add it with `.spec::<S>()`"
+)]
 pub trait HasKeyedLevel {
     /// The part of a spec `S` of this mechanism, keyed by `K`.
     type Keyed<S: 'static, K>;
