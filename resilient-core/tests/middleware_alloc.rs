@@ -9,9 +9,7 @@
 
 use resilient_core::layer::StackLayer;
 use resilient_core::settings::Value;
-use resilient_core::{
-    CircuitBreakerSpec, ConcurrencyLimitSpec, Registry, RetrySpec, TimeoutSpec,
-};
+use resilient_core::{CircuitBreakerSpec, ConcurrencyLimitSpec, Registry, RetrySpec, TimeoutSpec};
 
 mod counting;
 use counting::{allocations, Counting};
@@ -84,7 +82,9 @@ impl reqwest_middleware::Middleware for Answer {
         _: &mut http::Extensions,
         _: reqwest_middleware::Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
-        Ok(reqwest::Response::from(http::Response::new(Vec::<u8>::new())))
+        Ok(reqwest::Response::from(http::Response::new(
+            Vec::<u8>::new(),
+        )))
     }
 }
 

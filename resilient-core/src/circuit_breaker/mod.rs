@@ -454,7 +454,7 @@ impl<'a> Permit<'a> {
     /// Records how the call ended, `fixed` long if given (a stream's time
     /// to its first item), else as long as since the permit was taken (if
     /// timed).
-    #[inline]
+    #[inline(always)]
     fn end_after(&mut self, end: End, fixed: Option<Duration>) {
         let taken = std::mem::replace(&mut self.taken, Taken::Free);
         if taken == Taken::Free {

@@ -332,6 +332,9 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        if *this.done {
+            return Poll::Pending;
+        }
         if let Some(req) = this.req.take() {
             if let Some(out) = this.levels.start(this.state.as_mut(), this.svc, req) {
                 *this.done = true;
@@ -645,13 +648,13 @@ impl<Svc: Service<Req>, Req> Chain<Svc, Req> for End {
         cx: &mut Context<'_>,
         _: &mut Svc,
     ) -> Poll<Out<Svc, Req>> {
-        let mut future = state.project().future;
-        let Some(running) = future.as_mut().as_pin_mut() else {
+        // A finished future stays until the next attempt replaces it or the
+        // stack's future is dropped: nothing polls it again (the stack's
+        // future answers `Pending` once it has given its outcome).
+        let Some(running) = state.project().future.as_pin_mut() else {
             return Poll::Pending;
         };
-        let out = ready!(running.poll(cx));
-        future.set(None);
-        Poll::Ready(out.map_err(Fail::Body))
+        running.poll(cx).map_err(Fail::Body)
     }
 
     #[inline(always)]
@@ -796,7 +799,7 @@ fn timeout_exit<T, E>(
     out: StackOut<T, E>,
 ) -> StackOut<T, E> {
     if let (Some(call), Some(timer)) = (call, timer) {
-        call.ended_parts(timer, Some(out.is_err()));
+        call.ended_parts_inline(timer, Some(out.is_err()));
     }
     out
 }
@@ -829,7 +832,7 @@ where
         let st = state.project();
         let key = const { &Key::of::<S>() };
         let call = TimeoutCall::new(key, crate::registry::lookup(key));
-        match call.start_parts() {
+        match call.start_parts_inline() {
             Ok(timer) => *st.timer = timer,
             Err(e) => return Some(Err(Fail::Resilience(e))),
         }
