@@ -11,8 +11,9 @@
 //! one outside it, each dropped on its own, each with its own state for
 //! "refused", "running" and "done", and each layer turns a rejection into
 //! the service's error and back (to tell it from the service's own).
-//! seatbelt keeps that tower shape (a layer per mechanism, sharing a
-//! context), and pays a smaller share of the same cost.
+//! seatbelt writes its stack as a tuple of layers ending in the operation,
+//! but each layer is still a service with a future of its own around the
+//! next, and pays a smaller share of the same cost.
 //!
 //! An attribute chain (`#[retryable] #[circuit_breakable] ...`) is one
 //! state machine instead: the macros nest the mechanisms' calls in one
