@@ -37,7 +37,14 @@
 # `tower_limit`, `tower_timeout`, `tower_resilience_breaker` (its circuit
 # breaker alone) and `tower_resilience` (the bench's tower-resilience
 # stack), and `bare_service` (the `service_fn` alone); and the size of
-# each response future.
+# each response future. A checkout with the stack layer
+# (resilient-core/src/layer/stack.rs) adds `stack_layer` (the same four
+# specs as one `StackLayer`, outermost first, over the same `service_fn`)
+# and, as reqwest middleware, `stack_middleware` (that stack in a
+# `ClientWithMiddleware` before a last middleware that answers each
+# request with a canned response, sending nothing) beside
+# `bare_middleware` (the last middleware alone); each middleware call is
+# `client.execute(request.try_clone())` of one request built once.
 #
 # Usage: examples/bench/instructions.sh [CHECKOUT] [N]
 #   CHECKOUT: the resilient checkout to measure (default: this one), so that
@@ -68,6 +75,10 @@ governor = { version = "0.10", default-features = false, features = ["std", "qua
 futures-util = { version = "0.3", default-features = false, features = ["std"], optional = true }
 tower = { version = "0.5", default-features = false, features = ["util", "timeout", "limit", "retry"], optional = true }
 tower-resilience = { version = "0.13", default-features = false, features = ["bulkhead", "circuitbreaker", "retry", "timelimiter"], optional = true }
+reqwest = { version = "0.13", default-features = false, optional = true }
+reqwest-middleware = { version = "0.5", optional = true }
+async-trait = { version = "0.1", optional = true }
+http = { version = "1", optional = true }
 
 [features]
 # The checkout has blocking fns (resilient-core/src/blocking.rs).
@@ -76,6 +87,9 @@ blocking = []
 streams = ["dep:futures-util"]
 # The checkout has tower layers (resilient-core/src/layer/).
 layers = ["resilient-core/tower", "dep:tower", "dep:tower-resilience"]
+# The checkout has the stack layer (resilient-core/src/layer/stack.rs),
+# also as reqwest middleware.
+stack = ["layers", "resilient-core/reqwest-middleware", "dep:reqwest", "dep:reqwest-middleware", "dep:async-trait", "dep:http"]
 
 [profile.release]
 debug = 1
@@ -99,6 +113,10 @@ if [ -f "$root/resilient-core/src/layer/mod.rs" ]; then
   features+=(--features layers)
   stacks="$stacks bare_service layers_four layers_retry layers_breaker layers_limit layers_timeout"
   stacks="$stacks tower_retry tower_limit tower_timeout tower_resilience_breaker tower_resilience"
+fi
+if [ -f "$root/resilient-core/src/layer/stack.rs" ]; then
+  features+=(--features stack)
+  stacks="$stacks stack_layer bare_middleware stack_middleware"
 fi
 cat > "$work/src/main.rs" <<'RS'
 use std::hint::black_box;
@@ -267,13 +285,29 @@ mod layers {
                 "tower_timeout" => { let $svc = ServiceBuilder::new().layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1))).service(op()); $body }
                 "tower_resilience_breaker" => { let $svc = ServiceBuilder::new().layer(tr_breaker()).service(op()); $body }
                 "tower_resilience" => { let $svc = tr_four(); $body }
+                #[cfg(feature = "stack")]
+                "stack_layer" => { let $svc = stack_four(); $body }
                 _ => $other,
             }
         };
     }
+    /// The four specs as one stack layer, outermost first.
+    #[cfg(feature = "stack")]
+    fn stack_four() -> impl Service<(), Response = u32> + Clone {
+        use resilient_core::layer::StackLayer;
+        ServiceBuilder::new()
+            .layer(StackLayer::new().spec::<LayerRetry>().spec::<LayerBreaker>()
+                .spec::<LayerLimit>().spec::<LayerTimeout>())
+            .service(op())
+    }
+    #[cfg(not(feature = "stack"))]
     pub const STACKS: [&str; 11] = ["bare_service", "layers_four", "layers_retry", "layers_breaker",
         "layers_limit", "layers_timeout", "tower_retry", "tower_limit", "tower_timeout",
         "tower_resilience_breaker", "tower_resilience"];
+    #[cfg(feature = "stack")]
+    pub const STACKS: [&str; 12] = ["bare_service", "layers_four", "layers_retry", "layers_breaker",
+        "layers_limit", "layers_timeout", "tower_retry", "tower_limit", "tower_timeout",
+        "tower_resilience_breaker", "tower_resilience", "stack_layer"];
     fn drive<S: Service<(), Response = u32>>(mut svc: S, n: u64, rt: &tokio::runtime::Runtime) {
         rt.block_on(async {
             for _ in 0..n {
@@ -294,6 +328,53 @@ mod layers {
     /// The size of `which`'s response future, if it is a layer stack.
     pub fn size(which: &str) -> Option<usize> {
         with_stack!(which, |svc| Some(future_size(&svc)), None)
+    }
+}
+
+/// The stack as reqwest middleware, before a last middleware that answers
+/// at once, sending nothing; and that last middleware alone.
+#[cfg(feature = "stack")]
+mod middleware {
+    use super::*;
+    use layers::{LayerBreaker, LayerLimit, LayerRetry, LayerTimeout};
+    use resilient_core::layer::StackLayer;
+    /// Answers every request with an empty 200, sending nothing.
+    struct Answer;
+    #[async_trait::async_trait]
+    impl reqwest_middleware::Middleware for Answer {
+        async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions,
+            _: reqwest_middleware::Next<'_>) -> reqwest_middleware::Result<reqwest::Response> {
+            Ok(reqwest::Response::from(http::Response::new(Vec::<u8>::new())))
+        }
+    }
+    fn client(stacked: bool) -> reqwest_middleware::ClientWithMiddleware {
+        let builder = reqwest_middleware::ClientBuilder::new(reqwest::Client::new());
+        let builder = if stacked {
+            builder.with(StackLayer::<_, reqwest::Request>::new().spec::<LayerRetry>()
+                .spec::<LayerBreaker>().spec::<LayerLimit>().spec::<LayerTimeout>())
+        } else {
+            builder
+        };
+        builder.with(Answer).build()
+    }
+    /// Runs `which` if it is a middleware stack.
+    pub fn run(which: &str, n: u64, rt: &tokio::runtime::Runtime) -> bool {
+        let client = match which {
+            "stack_middleware" => client(true),
+            "bare_middleware" => client(false),
+            _ => return false,
+        };
+        let Ok(request) = client.get("http://pets.example/7").build() else {
+            panic!("the request did not build")
+        };
+        rt.block_on(async {
+            for _ in 0..n {
+                let Some(attempt) = request.try_clone() else { panic!("a request without a body clones") };
+                let ok = client.execute(attempt).await.is_ok_and(|r| r.status() == 200);
+                assert!(black_box(ok));
+            }
+        });
+        true
     }
 }
 
@@ -427,6 +508,10 @@ fn main() {
         }
         #[cfg(feature = "layers")]
         if layers::run(&which, n, &rt) {
+            return;
+        }
+        #[cfg(feature = "stack")]
+        if middleware::run(&which, n, &rt) {
             return;
         }
         rt.block_on(async {

@@ -29,7 +29,7 @@ pub(crate) enum Entry<P> {
 /// gate owns: a stream's layer and a tower layer's response future keep
 /// them so, where an `async fn` keeps the guard itself.
 pub(crate) trait Gate {
-    type Parts: Copy;
+    type Parts: Copy + Send + Sync;
 
     /// A place or permit, now or after a wait.
     fn enter(&self) -> Entry<Self::Parts>;
@@ -99,21 +99,11 @@ impl Abandon for RateCall {
 impl Gate for LimitCall<'static> {
     type Parts = HeldParts;
 
-    #[inline]
+    #[inline(always)]
     fn enter(&self) -> Entry<HeldParts> {
         match self.try_enter() {
             Enter::Ready(entered) => Entry::Ready(entered.map(Held::into_parts)),
-            Enter::Wait(full) => {
-                let mut unstarted = Unstarted::new(self.duplicate(), full.into_parts());
-                Entry::Wait(Box::pin(async move {
-                    let parts = unstarted.start();
-                    unstarted
-                        .call
-                        .wait_from_parts(parts)
-                        .await
-                        .map(Held::into_parts)
-                }))
-            }
+            Enter::Wait(full) => limit_wait(self, full.into_parts()),
         }
     }
 
@@ -128,6 +118,38 @@ impl Gate for LimitCall<'static> {
     }
 }
 
+/// The wait of a limit's call for a place (a full limit's `block`
+/// policy): out of line, so that the call let in at once stays small.
+#[cold]
+#[inline(never)]
+fn limit_wait(call: &LimitCall<'static>, full: FullParts) -> Entry<HeldParts> {
+    let mut unstarted = Unstarted::new(call.duplicate(), full);
+    Entry::Wait(Box::pin(async move {
+        let parts = unstarted.start();
+        unstarted
+            .call
+            .wait_from_parts(parts)
+            .await
+            .map(Held::into_parts)
+    }))
+}
+
+/// The wait of a rate limiter's call for a reserved permit: out of line,
+/// as [`limit_wait`].
+#[cold]
+#[inline(never)]
+fn rate_wait(call: &RateCall, reserved: ReservedParts) -> Entry<GrantedParts> {
+    let mut unstarted = Unstarted::new(call.duplicate(), reserved);
+    Entry::Wait(Box::pin(async move {
+        let parts = unstarted.start();
+        unstarted
+            .call
+            .wait_from_parts(parts)
+            .await
+            .map(Granted::into_parts)
+    }))
+}
+
 /// A concurrency limit's call as a [`Gate`] whose type has no lifetime: a
 /// tower layer's response future names it, and a future spawned with it
 /// must be `Send` for every lifetime the compiler erases in its type.
@@ -139,7 +161,7 @@ pub struct LimitGate(pub(crate) LimitCall<'static>);
 impl Gate for LimitGate {
     type Parts = HeldParts;
 
-    #[inline]
+    #[inline(always)]
     fn enter(&self) -> Entry<HeldParts> {
         self.0.enter()
     }
@@ -153,21 +175,11 @@ impl Gate for LimitGate {
 impl Gate for RateCall {
     type Parts = GrantedParts;
 
-    #[inline]
+    #[inline(always)]
     fn enter(&self) -> Entry<GrantedParts> {
         match self.try_enter() {
             Enter::Ready(entered) => Entry::Ready(entered.map(Granted::into_parts)),
-            Enter::Wait(reserved) => {
-                let mut unstarted = Unstarted::new(self.duplicate(), reserved.into_parts());
-                Entry::Wait(Box::pin(async move {
-                    let parts = unstarted.start();
-                    unstarted
-                        .call
-                        .wait_from_parts(parts)
-                        .await
-                        .map(Granted::into_parts)
-                }))
-            }
+            Enter::Wait(reserved) => rate_wait(self, reserved.into_parts()),
         }
     }
 

@@ -122,3 +122,35 @@ fn requests_through_five_layers_allocate_nothing() {
     }));
     assert_eq!(allocated, 0, "{allocated} allocations in 1000 requests");
 }
+
+#[test]
+fn requests_through_a_five_spec_stack_layer_allocate_nothing() {
+    use resilient_core::layer::StackLayer;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let r = registry();
+    let allocated = rt.block_on(r.scope(async {
+        let stack = StackLayer::new()
+            .spec::<Retry>()
+            .spec::<Breaker>()
+            .spec::<Concurrency>()
+            .spec::<Rate>()
+            .spec::<Timeout>();
+        let mut svc = ServiceBuilder::new()
+            .layer(stack)
+            .service(tower::service_fn(answer));
+        // Warm up: thread-locals and the timer wheel may allocate once.
+        for x in 0..2 {
+            let _ = svc.ready().await.expect("ready").call(x).await;
+        }
+        let before = allocations();
+        for x in 0..1_000 {
+            let out = svc.ready().await.expect("ready").call(x).await;
+            assert_eq!(out.expect("ok"), x + 1);
+        }
+        allocations() - before
+    }));
+    assert_eq!(allocated, 0, "{allocated} allocations in 1000 requests");
+}

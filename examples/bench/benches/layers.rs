@@ -6,14 +6,15 @@
 //! calls it (`svc.ready().await?.call(()).await`), as the one owner of a
 //! service does. The four-layer stacks are also called as a service shared
 //! between callers is, a clone per call (`svc.clone().oneshot(())`), the
-//! way the "stack success path" group calls tower-resilience's stack.
+//! way the "stack success path" group calls tower-resilience's stack. The
+//! same four specs as one `StackLayer` are called both ways beside them.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion};
-use resilient_core::layer::Layered;
+use resilient_core::layer::{Layered, StackLayer};
 use resilient_core::{CircuitBreakerSpec, ConcurrencyLimitSpec, RetrySpec, TimeoutSpec};
 use tokio::runtime::Runtime;
 use tower::{Service, ServiceBuilder, ServiceExt as _};
@@ -135,6 +136,20 @@ fn resilient_four() -> impl Service<(), Response = u32> + Clone {
         .service(tower::service_fn(|()| op()))
 }
 
+/// The same four specs as one `StackLayer`, outermost first: one layer,
+/// one response future.
+pub fn resilient_stack() -> impl Service<(), Response = u32> + Clone {
+    ServiceBuilder::new()
+        .layer(
+            StackLayer::new()
+                .spec::<LayerRetry>()
+                .spec::<LayerBreaker>()
+                .spec::<LayerLimit>()
+                .spec::<LayerTimeout>(),
+        )
+        .service(tower::service_fn(|()| op()))
+}
+
 /// Each layer alone beside its peer, then the four layers beside
 /// tower-resilience's stack, the same four attributes on an async fn, the
 /// hand-written reference and the bare op.
@@ -223,6 +238,7 @@ pub fn tower_layers(c: &mut Criterion) {
     );
 
     bench_ready_call(&mut g, &rt, "4 layers: resilient", resilient_four());
+    bench_ready_call(&mut g, &rt, "4 specs: resilient StackLayer", resilient_stack());
     bench_ready_call(
         &mut g,
         &rt,
@@ -234,6 +250,12 @@ pub fn tower_layers(c: &mut Criterion) {
         &rt,
         "4 layers: resilient, clone + oneshot",
         resilient_four(),
+    );
+    bench_oneshot(
+        &mut g,
+        &rt,
+        "4 specs: resilient StackLayer, clone + oneshot",
+        resilient_stack(),
     );
     bench_oneshot(
         &mut g,

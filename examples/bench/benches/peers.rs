@@ -19,6 +19,7 @@ use resilient_core::{
 mod hand;
 mod keyed;
 mod layers;
+mod middleware;
 mod peer_stacks;
 mod rate;
 mod redis;
@@ -554,6 +555,20 @@ fn stack_success(c: &mut Criterion) {
             .iter(|| async { black_box(backon.call().await.is_ok()) });
     });
     peer_stacks::bench_tower_resilience(&mut g, &rt, "tower-resilience stack");
+    // The layers group's four specs as one `StackLayer`, called as the
+    // tower-resilience stack is: a clone per call, `oneshot`.
+    use tower::ServiceExt as _;
+    let stack = layers::resilient_stack();
+    assert!(
+        rt.block_on(stack.clone().oneshot(())).is_ok(),
+        "StackLayer: the first call failed"
+    );
+    g.bench_function("resilient StackLayer (4 specs), clone + oneshot", |bench| {
+        bench.to_async(&rt).iter(|| {
+            let stack = stack.clone();
+            async move { black_box(stack.oneshot(()).await.is_ok()) }
+        });
+    });
     peer_stacks::bench_seatbelt(&mut g, &rt, "seatbelt stack + Semaphore", true);
     peer_stacks::bench_seatbelt(&mut g, &rt, "seatbelt stack (no limit)", false);
     g.finish();
@@ -818,6 +833,7 @@ criterion_group!(
     blocking,
     streams::streams,
     layers::tower_layers,
+    middleware::reqwest_middleware,
     rate::rate_limiter,
     redis::redis,
     redis::budget

@@ -454,7 +454,7 @@ impl<'a> Permit<'a> {
     /// Records how the call ended, `fixed` long if given (a stream's time
     /// to its first item), else as long as since the permit was taken (if
     /// timed).
-    #[inline]
+    #[inline(always)]
     fn end_after(&mut self, end: End, fixed: Option<Duration>) {
         let taken = std::mem::replace(&mut self.taken, Taken::Free);
         if taken == Taken::Free {
@@ -527,6 +527,7 @@ impl<'a> Permit<'a> {
 
     /// Ends a stream's permit as `verdict` says, timed to its first item
     /// if one came (`parts` are this permit's).
+    #[inline]
     pub(crate) fn judged(mut self, verdict: Verdict, parts: PermitParts) {
         let end = match verdict {
             Verdict::Success => End::Success,
@@ -625,6 +626,17 @@ pub(crate) fn unclassified<S: CircuitBreakerSpec>() -> BreakerCall<'static, ()> 
         BreakerOps { key, classify: () },
         crate::registry::lookup(key),
     )
+}
+
+/// As [`unclassified`], through `instance` (a keyed one, for a stack's
+/// spec keyed by the request).
+#[cfg(feature = "tower")]
+#[inline(always)]
+pub(crate) fn unclassified_in<S: CircuitBreakerSpec>(
+    instance: Option<CallInstance<'static, Breaker>>,
+) -> BreakerCall<'static, ()> {
+    let key = const { &Key::of::<S>() };
+    BreakerCall::new(BreakerOps { key, classify: () }, instance)
 }
 
 /// One call through a breaker, as the generated code makes it: [`enter`]

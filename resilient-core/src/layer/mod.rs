@@ -121,6 +121,9 @@ pub mod middleware;
 #[cfg(feature = "http")]
 mod respond;
 mod retry;
+mod stack;
+#[cfg(feature = "reqwest-middleware")]
+mod stack_middleware;
 mod timeout;
 
 use std::future::Future;
@@ -133,6 +136,12 @@ pub use gate::{
 #[cfg(feature = "http")]
 pub use respond::{BoxErrors, BoxErrorsFuture, Respond, RespondFuture, RespondLayer};
 pub use retry::{RetryFuture, RetryLayer, RetryService};
+#[doc(hidden)]
+pub use stack::{Append, Chain, HasKeyedLevel, HasLevel, KeyOf, MakeGate};
+pub use stack::{
+    BreakerLevel, ByKey, ChaosLevel, End, KeyedStackSpec, LimitLevel, RateLevel, RetryLevel,
+    StackFuture, StackLayer, StackOut, StackService, StackSpec, Then, TimeoutLevel, Unkeyed,
+};
 pub use timeout::{TimeoutFuture, TimeoutLayer, TimeoutService};
 
 use crate::error::{BoxError, Error};

@@ -35,7 +35,8 @@ spec_layer! {
 
 /// How a layer's retry judges an attempt: by the spec's classification,
 /// seeing a resilience error of a layer inside through the service's error.
-pub(crate) struct LayerJudge<K>(PhantomData<fn() -> K>);
+#[doc(hidden)]
+pub struct LayerJudge<K>(PhantomData<fn() -> K>);
 
 impl<K> LayerJudge<K> {
     pub(crate) const fn new() -> Self {

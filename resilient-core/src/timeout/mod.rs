@@ -321,6 +321,15 @@ impl TimeoutCall<'_> {
     /// the spec is disabled (the call or stream passes through, untimed and
     /// uncounted).
     pub(crate) fn start_parts(&self) -> Result<Option<TimerParts>, Error> {
+        self.start_parts_inline()
+    }
+
+    /// [`start_parts`](Self::start_parts), inlined where it is called: a
+    /// stack's timeout part, whose whole entry is one inlined path. (Out of
+    /// line, as a timeout layer calls it, the layer's own future is
+    /// smaller.)
+    #[inline(always)]
+    pub(crate) fn start_parts_inline(&self) -> Result<Option<TimerParts>, Error> {
         let Some(instance) = &self.instance else {
             return Err(self.key.not_configured());
         };
@@ -348,6 +357,13 @@ impl TimeoutCall<'_> {
     /// A call or stream ended in time, `failed` or not; or was dropped
     /// before (`None`).
     pub(crate) fn ended_parts(&self, timer: TimerParts, failed: Option<bool>) {
+        self.ended_parts_inline(timer, failed);
+    }
+
+    /// [`ended_parts`](Self::ended_parts), inlined where it is called (see
+    /// [`start_parts_inline`](Self::start_parts_inline)).
+    #[inline(always)]
+    pub(crate) fn ended_parts_inline(&self, timer: TimerParts, failed: Option<bool>) {
         let Some(timeout) = self.instance.as_deref() else {
             return;
         };
