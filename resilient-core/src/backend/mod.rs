@@ -32,6 +32,7 @@
 //! replicas" for the guarantees and the figures.
 
 mod budget;
+mod key_text;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
 
@@ -42,6 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::keyed::KeyRef;
 use crate::registry::{Context, SectionEntry};
 use crate::settings::{Problem, Section, Value};
 use crate::telemetry::{Listeners, Switches};
@@ -781,16 +783,17 @@ pub(crate) struct Unavailable;
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) struct Keys {
     /// `{prefix:path}`, or `{prefix:path:key:K}` for the instance of key
-    /// `K`: the braces keep a limiter's keys in one Redis Cluster slot.
+    /// `K` (written as `key_text` says): the braces keep a limiter's keys
+    /// in one Redis Cluster slot.
     tag: Box<str>,
 }
 
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 impl Keys {
-    fn new(prefix: &str, path: &str, key: Option<&str>) -> Self {
+    fn new(prefix: &str, path: &str, key: Option<KeyRef<'_>>) -> Self {
         let tag = match key {
             None => format!("{{{prefix}:{path}}}"),
-            Some(key) => format!("{{{prefix}:{path}:key:{key}}}"),
+            Some(key) => format!("{{{prefix}:{path}:key:{}}}", key_text::redis_text(key)),
         };
         Self { tag: tag.into() }
     }
@@ -885,7 +888,7 @@ impl Remote {
 
     /// The way to the Redis backend of the registry `context`, for the
     /// spec at `path` (and its instance for `key`); `None` without one.
-    pub(crate) fn of(context: &Context, path: &str, key: Option<&str>) -> Option<Self> {
+    pub(crate) fn of(context: &Context, path: &str, key: Option<KeyRef<'_>>) -> Option<Self> {
         let part = context.get::<RedisPart>()?;
         #[cfg(feature = "redis")]
         {
@@ -900,7 +903,7 @@ impl Remote {
     }
 
     /// The same backend, for the instance of `key` of the same spec.
-    pub(crate) fn for_key(&self, path: &str, key: &str) -> Self {
+    pub(crate) fn for_key(&self, path: &str, key: KeyRef<'_>) -> Self {
         #[cfg(feature = "redis")]
         {
             let keys = Keys::new(&self.backend.settings().key_prefix, path, Some(key));
