@@ -32,6 +32,8 @@
 //! replicas" for the guarantees and the figures.
 
 mod budget;
+#[cfg(feature = "redis")]
+mod conn;
 mod key_text;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
@@ -199,6 +201,7 @@ pub(crate) fn read_backend(
 /// | `connect_timeout` | `"1s"` | duration in [1ms, 1h]: how long a connection may take to open, the client's setup commands (`AUTH`, `SELECT`) included; a decision that must open one has this, then `timeout` |
 /// | `key_prefix` | `"resilient"` | text without `{`, `}` or spaces: the first part of every key (two services share a limit when prefix and spec path agree) |
 /// | `require_at_startup` | `false` | `true`: the registry is not built while Redis does not answer a `PING` |
+/// | `cluster` | `false` | `true`: `url` is a node of a Redis Cluster (feature `redis-cluster`), whose other nodes and slots are read from it |
 ///
 /// The backend's own failures go through a circuit breaker (count window of
 /// the last 10 decisions, opens at 50% failures after 5, open for 1 s, then
@@ -230,6 +233,8 @@ pub struct RedisSettings {
     pub key_prefix: String,
     /// Whether the registry needs Redis to answer when it is built.
     pub require_at_startup: bool,
+    /// Whether `url` is a node of a Redis Cluster.
+    pub cluster: bool,
 }
 
 impl RedisSettings {
@@ -252,8 +257,21 @@ impl RedisSettings {
             other => other,
         };
         let require_at_startup = s.bool("require_at_startup", false);
+        let cluster = s.bool("cluster", false);
+        if cluster == Some(true) && !cfg!(feature = "redis-cluster") {
+            s.invalid(
+                "cluster",
+                "is true, and a Redis Cluster needs the `redis-cluster` feature of resilient-core: add `features = [\"redis-cluster\"]` to its dependency (or set `cluster = false` for one server)",
+            );
+        }
         let url = match url {
-            Some(url) => match check_url(&url) {
+            Some(url) => match check_url(&url).and_then(|()| {
+                if cluster == Some(true) {
+                    check_cluster_url(&url)
+                } else {
+                    Ok(())
+                }
+            }) {
                 Ok(()) => Some(url),
                 Err(rule) => {
                     // Shown without its password, as everywhere.
@@ -270,6 +288,7 @@ impl RedisSettings {
             connect_timeout: connect_timeout?,
             key_prefix: key_prefix?,
             require_at_startup: require_at_startup?,
+            cluster: cluster?,
         })
     }
 
@@ -299,6 +318,7 @@ impl std::fmt::Debug for RedisSettings {
             .field("connect_timeout", &self.connect_timeout)
             .field("key_prefix", &self.key_prefix)
             .field("require_at_startup", &self.require_at_startup)
+            .field("cluster", &self.cluster)
             .finish()
     }
 }
@@ -517,6 +537,27 @@ fn check_url(url: &str) -> Result<(), String> {
     ::redis::Client::open(url)
         .map(drop)
         .map_err(|e| scrub(&format!("{SHAPE}: {e}"), url))
+}
+
+/// What a cluster's node URL cannot have: a database other than 0 (a
+/// Redis Cluster has only that one), or a Unix socket (the client reaches
+/// the other nodes by the addresses the cluster gives, host and port).
+fn check_cluster_url(url: &str) -> Result<(), String> {
+    let Some(p) = parts(url) else {
+        return Ok(());
+    };
+    if p.scheme.ends_with("unix") {
+        return Err(
+            "is a Unix socket, and `cluster = true` needs a node's `redis://host:port`".into(),
+        );
+    }
+    let db = p.rest.split(['?', '#']).next().unwrap_or("").trim_matches('/');
+    match db.parse::<i64>() {
+        Ok(n) if n != 0 => Err(format!(
+            "names database {n}, and a Redis Cluster has only database 0: remove `/{db}` (or set `cluster = false`)"
+        )),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(not(feature = "redis"))]
