@@ -19,14 +19,16 @@ use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 pub(crate) enum Client {
     Single(redis::Client),
     #[cfg(feature = "redis-cluster")]
-    Cluster(redis::cluster::ClusterClient),
+    Cluster(Box<redis::cluster::ClusterClient>),
 }
 
 impl Client {
-    /// The client of `url` (a cluster's node when `cluster`), each
-    /// connection bounded by `connect_timeout`, each reply by `timeout`.
+    /// The client of `url` (a cluster's node when `cluster`, and `nodes`
+    /// more of them), each connection bounded by `connect_timeout`, each
+    /// reply by `timeout`.
     pub(crate) fn open(
         url: &str,
+        nodes: &[String],
         cluster: bool,
         connect_timeout: Duration,
         timeout: Duration,
@@ -34,14 +36,15 @@ impl Client {
         if cluster {
             #[cfg(feature = "redis-cluster")]
             {
-                return redis::cluster::ClusterClient::builder([url])
+                let seeds = std::iter::once(url).chain(nodes.iter().map(String::as_str));
+                return redis::cluster::ClusterClient::builder(seeds)
                     .connection_timeout(connect_timeout)
                     .response_timeout(timeout)
                     .build()
-                    .map(Client::Cluster);
+                    .map(|c| Client::Cluster(Box::new(c)));
             }
         }
-        let _ = (cluster, connect_timeout, timeout);
+        let _ = (nodes, cluster, connect_timeout, timeout);
         redis::Client::open(url).map(Client::Single)
     }
 
@@ -77,7 +80,7 @@ impl Client {
                 BlockingConn::Single(client.get_connection_with_timeout(connect_timeout)?)
             }
             #[cfg(feature = "redis-cluster")]
-            Client::Cluster(client) => BlockingConn::Cluster(client.get_connection()?),
+            Client::Cluster(client) => BlockingConn::Cluster(Box::new(client.get_connection()?)),
         };
         conn.set_timeout(timeout)?;
         Ok(conn)
@@ -127,7 +130,7 @@ impl redis::aio::ConnectionLike for AsyncConn {
 pub(crate) enum BlockingConn {
     Single(redis::Connection),
     #[cfg(feature = "redis-cluster")]
-    Cluster(redis::cluster::ClusterConnection),
+    Cluster(Box<redis::cluster::ClusterConnection>),
 }
 
 impl BlockingConn {

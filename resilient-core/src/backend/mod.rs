@@ -202,6 +202,7 @@ pub(crate) fn read_backend(
 /// | `key_prefix` | `"resilient"` | text without `{`, `}` or spaces: the first part of every key (two services share a limit when prefix and spec path agree) |
 /// | `require_at_startup` | `false` | `true`: the registry is not built while Redis does not answer a `PING` |
 /// | `cluster` | `false` | `true`: `url` is a node of a Redis Cluster (feature `redis-cluster`), whose other nodes and slots are read from it |
+/// | `nodes` | `[]` | with `cluster = true`: a list of more nodes' URLs, asked for the cluster's nodes and slots when `url` does not answer (list one per shard, or give a name that resolves to live nodes) |
 ///
 /// The backend's own failures go through a circuit breaker (count window of
 /// the last 10 decisions, opens at 50% failures after 5, open for 1 s, then
@@ -235,6 +236,11 @@ pub struct RedisSettings {
     pub require_at_startup: bool,
     /// Whether `url` is a node of a Redis Cluster.
     pub cluster: bool,
+    /// More nodes of the cluster, asked when `url` does not answer. They
+    /// may hold a password: the `Debug` and serialized forms show them
+    /// without it.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_shown_list"))]
+    pub nodes: Vec<String>,
 }
 
 impl RedisSettings {
@@ -264,6 +270,7 @@ impl RedisSettings {
                 "is true, and a Redis Cluster needs the `redis-cluster` feature of resilient-core: add `features = [\"redis-cluster\"]` to its dependency (or set `cluster = false` for one server)",
             );
         }
+        let nodes = read_nodes(s, cluster);
         let url = match url {
             Some(url) => match check_url(&url).and_then(|()| {
                 if cluster == Some(true) {
@@ -289,6 +296,7 @@ impl RedisSettings {
             key_prefix: key_prefix?,
             require_at_startup: require_at_startup?,
             cluster: cluster?,
+            nodes: nodes?,
         })
     }
 
@@ -296,6 +304,62 @@ impl RedisSettings {
     pub fn shown_url(&self) -> String {
         shown(&self.url)
     }
+
+    /// `text` without the secrets of `url` and of `nodes`.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        self.nodes
+            .iter()
+            .fold(scrub(text, &self.url), |t, node| scrub(&t, node))
+    }
+}
+
+/// Reads `nodes`: a list of URLs, each checked as `url` is, and only with
+/// `cluster = true` (`cluster` as read).
+fn read_nodes(s: &mut Section<'_>, cluster: Option<bool>) -> Option<Vec<String>> {
+    s.has("nodes");
+    let items = match s.value("nodes") {
+        None => return Some(Vec::new()),
+        Some(Value::List(items)) => items,
+        Some(v) => {
+            let found = match v {
+                Value::Str(t) => Value::Str(shown(t)),
+                other => other.clone(),
+            };
+            s.problem(
+                "nodes",
+                "must be a list of Redis URLs: `nodes = [\"redis://host:port\", ..]`",
+                Some(&found),
+            );
+            return None;
+        }
+    };
+    if cluster == Some(false) && !items.is_empty() {
+        s.invalid(
+            "nodes",
+            "applies only with `cluster = true`: one server has no other nodes (set `cluster = true`, or remove `nodes`)",
+        );
+        return None;
+    }
+    let mut nodes = Vec::new();
+    let mut ok = true;
+    for item in items {
+        match item {
+            Value::Str(url) => match check_url(url).and_then(|()| check_cluster_url(url)) {
+                Ok(()) => nodes.push(url.trim().to_owned()),
+                Err(rule) => {
+                    let found = Value::Str(shown(url));
+                    s.problem("nodes", scrub(&rule, url), Some(&found));
+                    ok = false;
+                }
+            },
+            other => {
+                s.problem("nodes", "must be a list of Redis URLs (texts)", Some(other));
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(nodes)
 }
 
 /// A duration in [1ms, 1h], `default` when absent.
@@ -319,6 +383,10 @@ impl std::fmt::Debug for RedisSettings {
             .field("key_prefix", &self.key_prefix)
             .field("require_at_startup", &self.require_at_startup)
             .field("cluster", &self.cluster)
+            .field(
+                "nodes",
+                &self.nodes.iter().map(|n| shown(n)).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -326,6 +394,11 @@ impl std::fmt::Debug for RedisSettings {
 #[cfg(feature = "serde")]
 fn ser_shown<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&shown(url))
+}
+
+#[cfg(feature = "serde")]
+fn ser_shown_list<S: serde::Serializer>(urls: &[String], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(urls.iter().map(|u| shown(u)))
 }
 
 /// The parts of a URL a password can hide in: where the part after the
@@ -551,7 +624,12 @@ fn check_cluster_url(url: &str) -> Result<(), String> {
             "is a Unix socket, and `cluster = true` needs a node's `redis://host:port`".into(),
         );
     }
-    let db = p.rest.split(['?', '#']).next().unwrap_or("").trim_matches('/');
+    let db = p
+        .rest
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .trim_matches('/');
     match db.parse::<i64>() {
         Ok(n) if n != 0 => Err(format!(
             "names database {n}, and a Redis Cluster has only database 0: remove `/{db}` (or set `cluster = false`)"

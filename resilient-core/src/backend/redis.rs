@@ -357,16 +357,12 @@ impl RedisBackend {
     ) -> Result<Self, String> {
         let client = Client::open(
             &settings.url,
+            &settings.nodes,
             settings.cluster,
             settings.connect_timeout,
             settings.timeout,
         )
-        .map_err(|e| {
-            super::scrub(
-                &format!("must be a Redis URL (`redis://host:port`): {e}"),
-                &settings.url,
-            )
-        })?;
+        .map_err(|e| settings.scrub(&format!("must be a Redis URL (`redis://host:port`): {e}")))?;
         let telemetry = Telemetry::new(
             "RedisBackend",
             RedisSettings::PATH,
@@ -711,7 +707,7 @@ impl RedisBackend {
     /// `text` without the secrets of the URL (a client's error may quote
     /// what it was given).
     fn scrub(&self, text: &str) -> String {
-        super::scrub(text, &self.settings.url)
+        self.settings.scrub(text)
     }
 
     /// Counts and, once per outage, logs `failure`.
@@ -752,7 +748,10 @@ impl RedisBackend {
             Err(_) => Err(Failure::Timeout),
             Ok(Ok(reply)) => read(&reply),
             Ok(Err(e)) => {
-                if breaks(&e) {
+                // A cluster's connection mends itself: it connects again to
+                // the nodes it knows and reads their slots (a new one would
+                // know only the seeds, which may be the node that died).
+                if breaks(&e) && !self.settings.cluster {
                     self.broken(generation);
                 }
                 Err(failure(e))
@@ -762,10 +761,7 @@ impl RedisBackend {
 
     /// `run`'s reply: by its hash, or by its source if the server does
     /// not have it.
-    async fn query(
-        conn: &mut AsyncConn,
-        run: &Run<'_>,
-    ) -> redis::RedisResult<Vec<i64>> {
+    async fn query(conn: &mut AsyncConn, run: &Run<'_>) -> redis::RedisResult<Vec<i64>> {
         match run.evalsha().query_async(conn).await {
             Err(e) if no_script(&e) => run.eval().query_async(conn).await,
             reply => reply,
