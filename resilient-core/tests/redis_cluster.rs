@@ -355,6 +355,34 @@ fn a_cluster_url_with_a_database_or_a_socket_is_a_problem() {
         );
         assert!(!problems.iter().any(|p| p.contains("hunter2")), "{problems:?}");
     }
+    // Settings that are valid show no password of `nodes` either.
+    let redis = table([
+        ("url", s("redis://u:hunter2@127.0.0.1:7000")),
+        ("cluster", boolean(true)),
+        (
+            "nodes",
+            Value::List(vec![s("redis://u:hunter2@127.0.0.1:7001")]),
+        ),
+    ]);
+    let tree = root(vec![("resilient.redis", redis.clone())]);
+    let mut found = Vec::new();
+    let mut section = resilient_core::settings::Section::root(
+        "Redis backend",
+        "resilient.redis",
+        &tree,
+        &mut found,
+    );
+    let settings = resilient_core::backend::RedisSettings::read(&mut section).expect("valid");
+    section.finish();
+    let shown = format!("{settings:?}");
+    assert!(
+        shown.contains("nodes: [\"redis://u:***@127.0.0.1:7001\"]"),
+        "{shown}"
+    );
+    assert!(!shown.contains("hunter2"), "{shown}");
+    let r = server::replica::<TenantQuota>(quota(3), redis);
+    let shown = format!("{r:?} {:?}", r.snapshot());
+    assert!(!shown.contains("hunter2"), "{shown}");
     for (url, says) in [
         (
             "redis://127.0.0.1:7000/2",

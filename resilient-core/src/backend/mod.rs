@@ -27,7 +27,12 @@
 //! round trip, and a refusal is known until a permit could be due. A retry
 //! budget's withdrawal is one script run too, on the calling thread, only
 //! for a failure that would be retried; successes cost none (their deposits
-//! are sent together). See [`RedisSettings`] for the connection's settings,
+//! are sent together). With the feature `redis-cluster` and
+//! `cluster = true`, the backend is a Redis Cluster: a decision's keys
+//! share one hash tag, so each decision is one script on its slot's
+//! primary, and the client follows `MOVED` and `ASK` (see `conn`). A
+//! keyed instance's key is escaped in its Redis key (see `key_text`).
+//! See [`RedisSettings`] for the connection's settings,
 //! and README's "Limits shared by replicas" and "Retry budgets shared by
 //! replicas" for the guarantees and the figures.
 
