@@ -1,5 +1,6 @@
 //! What a keyed Redis decision allocates, counted by a global allocator:
-//! a call answered in the process (a kept refusal) allocates nothing,
+//! a call answered in the process (a kept refusal, a leased permit)
+//! allocates nothing,
 //! keyed or not, and a round trip allocates as much keyed as unkeyed
 //! (about 16 allocations, the client's included).
 //! Needs RESILIENT_REDIS_URL (see `support/redis.rs`).
@@ -48,7 +49,7 @@ async fn counted(limiter: &RateLimiterHandle<TenantQuota>, calls: usize) -> (usi
 /// admitted calls and one refused call each make a round trip, then 100
 /// refused calls are answered by the kept refusal.
 #[test]
-fn a_kept_refusal_allocates_nothing_and_a_keyed_round_trip_as_an_unkeyed_one() {
+fn a_call_answered_in_the_process_allocates_nothing_and_a_keyed_round_trip_as_an_unkeyed_one() {
     let Some(url) = server::url("a_kept_refusal_allocates_nothing") else {
         return;
     };
@@ -84,6 +85,25 @@ fn a_kept_refusal_allocates_nothing_and_a_keyed_round_trip_as_an_unkeyed_one() {
         keyed as f64 / 3.0
     );
     assert_eq!((unkeyed_kept, keyed_kept), (0, 0));
+    // `lease = 10`: a tenant's first call takes 10 permits in one round
+    // trip, and the 9 calls after it are given leased ones, allocating
+    // nothing.
+    let leased_registry = server::replica::<TenantQuota>(
+        with(quota(100), "lease", int(10)),
+        server::section(&url, &server::prefix("alloc-lease")),
+    );
+    let leased = rt.block_on(async {
+        let limiter = leased_registry
+            .sync_scope(|| TenantQuota::for_key("acme"))
+            .expect("configured");
+        let (_, first) = counted(&limiter, 1).await;
+        assert_eq!(first, 1);
+        let (allocated, admitted) = counted(&limiter, 9).await;
+        assert_eq!(admitted, 9);
+        allocated
+    });
+    println!("9 calls on leased permits of a tenant: {leased} allocations");
+    assert_eq!(leased, 0);
     // The client's own buffers grow now and then: a few either way.
     assert!(
         keyed.abs_diff(unkeyed) <= 3,

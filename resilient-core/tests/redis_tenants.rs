@@ -302,3 +302,48 @@ fn three_processes_share_each_tenants_quota() {
         keys(&url, &prefix)
     );
 }
+
+/// A service that takes its key from the request (a tenant header, here
+/// the request's first field) asks the tenant's handle, `for_key`, in
+/// front of the inner work: 3 registries, 2 tenants, 8 requests per tenant
+/// through each, and each tenant is served its quota of 5 in all, the
+/// others answered with the limiter's error.
+#[test]
+fn a_service_keyed_by_its_request_shares_each_tenants_quota() {
+    use tower::{service_fn, Service, ServiceExt};
+    let Some(url) = server::url("a_service_keyed_by_its_request_shares_each_tenants_quota") else {
+        return;
+    };
+    let prefix = server::prefix("service");
+    let replicas: Vec<Registry> = (0..3).map(|_| on(quota(5), &url, &prefix)).collect();
+    let served = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let rt = two_workers();
+    let refused = rt.block_on(async {
+        let mut refused = 0;
+        for r in &replicas {
+            let served = Arc::clone(&served);
+            let mut svc = service_fn(move |(tenant, n): (&'static str, usize)| {
+                let served = Arc::clone(&served);
+                async move {
+                    TenantQuota::for_key(tenant)?.acquire().await?;
+                    served[n].fetch_add(1, Ordering::Relaxed);
+                    Ok::<_, Error>(())
+                }
+            });
+            for _ in 0..8 {
+                for req in [("acme", 0), ("globex", 1)] {
+                    let ready = svc.ready().await.expect("ready");
+                    match r.scope(ready.call(req)).await {
+                        Ok(()) => {}
+                        Err(Error::RateLimitExceeded { .. }) => refused += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+        }
+        refused
+    });
+    let served: Vec<u64> = served.iter().map(|n| n.load(Ordering::Relaxed)).collect();
+    assert_eq!(served, [5, 5]);
+    assert_eq!(refused, 2 * (3 * 8 - 5));
+}
