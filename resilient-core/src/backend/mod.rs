@@ -27,11 +27,19 @@
 //! round trip, and a refusal is known until a permit could be due. A retry
 //! budget's withdrawal is one script run too, on the calling thread, only
 //! for a failure that would be retried; successes cost none (their deposits
-//! are sent together). See [`RedisSettings`] for the connection's settings,
+//! are sent together). With the feature `redis-cluster` and
+//! `cluster = true`, the backend is a Redis Cluster: a decision's keys
+//! share one hash tag, so each decision is one script on its slot's
+//! primary, and the client follows `MOVED` and `ASK` (see `conn`). A
+//! keyed instance's key is escaped in its Redis key (see `key_text`).
+//! See [`RedisSettings`] for the connection's settings,
 //! and README's "Limits shared by replicas" and "Retry budgets shared by
 //! replicas" for the guarantees and the figures.
 
 mod budget;
+#[cfg(feature = "redis")]
+mod conn;
+mod key_text;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
 
@@ -42,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::keyed::KeyRef;
 use crate::registry::{Context, SectionEntry};
 use crate::settings::{Problem, Section, Value};
 use crate::telemetry::{Listeners, Switches};
@@ -197,6 +206,8 @@ pub(crate) fn read_backend(
 /// | `connect_timeout` | `"1s"` | duration in [1ms, 1h]: how long a connection may take to open, the client's setup commands (`AUTH`, `SELECT`) included; a decision that must open one has this, then `timeout` |
 /// | `key_prefix` | `"resilient"` | text without `{`, `}` or spaces: the first part of every key (two services share a limit when prefix and spec path agree) |
 /// | `require_at_startup` | `false` | `true`: the registry is not built while Redis does not answer a `PING` |
+/// | `cluster` | `false` | `true`: `url` is a node of a Redis Cluster (feature `redis-cluster`), whose other nodes and slots are read from it |
+/// | `nodes` | `[]` | with `cluster = true`: a list of more nodes' URLs, asked for the cluster's nodes and slots when `url` does not answer (list one per shard, or give a name that resolves to live nodes) |
 ///
 /// The backend's own failures go through a circuit breaker (count window of
 /// the last 10 decisions, opens at 50% failures after 5, open for 1 s, then
@@ -228,6 +239,13 @@ pub struct RedisSettings {
     pub key_prefix: String,
     /// Whether the registry needs Redis to answer when it is built.
     pub require_at_startup: bool,
+    /// Whether `url` is a node of a Redis Cluster.
+    pub cluster: bool,
+    /// More nodes of the cluster, asked when `url` does not answer. They
+    /// may hold a password: the `Debug` and serialized forms show them
+    /// without it.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_shown_list"))]
+    pub nodes: Vec<String>,
 }
 
 impl RedisSettings {
@@ -250,8 +268,22 @@ impl RedisSettings {
             other => other,
         };
         let require_at_startup = s.bool("require_at_startup", false);
+        let cluster = s.bool("cluster", false);
+        if cluster == Some(true) && !cfg!(feature = "redis-cluster") {
+            s.invalid(
+                "cluster",
+                "is true, and a Redis Cluster needs the `redis-cluster` feature of resilient-core: add `features = [\"redis-cluster\"]` to its dependency (or set `cluster = false` for one server)",
+            );
+        }
+        let nodes = read_nodes(s, cluster);
         let url = match url {
-            Some(url) => match check_url(&url) {
+            Some(url) => match check_url(&url).and_then(|()| {
+                if cluster == Some(true) {
+                    check_cluster_url(&url)
+                } else {
+                    Ok(())
+                }
+            }) {
                 Ok(()) => Some(url),
                 Err(rule) => {
                     // Shown without its password, as everywhere.
@@ -268,6 +300,8 @@ impl RedisSettings {
             connect_timeout: connect_timeout?,
             key_prefix: key_prefix?,
             require_at_startup: require_at_startup?,
+            cluster: cluster?,
+            nodes: nodes?,
         })
     }
 
@@ -275,6 +309,62 @@ impl RedisSettings {
     pub fn shown_url(&self) -> String {
         shown(&self.url)
     }
+
+    /// `text` without the secrets of `url` and of `nodes`.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        self.nodes
+            .iter()
+            .fold(scrub(text, &self.url), |t, node| scrub(&t, node))
+    }
+}
+
+/// Reads `nodes`: a list of URLs, each checked as `url` is, and only with
+/// `cluster = true` (`cluster` as read).
+fn read_nodes(s: &mut Section<'_>, cluster: Option<bool>) -> Option<Vec<String>> {
+    s.has("nodes");
+    let items = match s.value("nodes") {
+        None => return Some(Vec::new()),
+        Some(Value::List(items)) => items,
+        Some(v) => {
+            let found = match v {
+                Value::Str(t) => Value::Str(shown(t)),
+                other => other.clone(),
+            };
+            s.problem(
+                "nodes",
+                "must be a list of Redis URLs: `nodes = [\"redis://host:port\", ..]`",
+                Some(&found),
+            );
+            return None;
+        }
+    };
+    if cluster == Some(false) && !items.is_empty() {
+        s.invalid(
+            "nodes",
+            "applies only with `cluster = true`: one server has no other nodes (set `cluster = true`, or remove `nodes`)",
+        );
+        return None;
+    }
+    let mut nodes = Vec::new();
+    let mut ok = true;
+    for item in items {
+        match item {
+            Value::Str(url) => match check_url(url).and_then(|()| check_cluster_url(url)) {
+                Ok(()) => nodes.push(url.trim().to_owned()),
+                Err(rule) => {
+                    let found = Value::Str(shown(url));
+                    s.problem("nodes", scrub(&rule, url), Some(&found));
+                    ok = false;
+                }
+            },
+            other => {
+                s.problem("nodes", "must be a list of Redis URLs (texts)", Some(other));
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(nodes)
 }
 
 /// A duration in [1ms, 1h], `default` when absent.
@@ -297,6 +387,11 @@ impl std::fmt::Debug for RedisSettings {
             .field("connect_timeout", &self.connect_timeout)
             .field("key_prefix", &self.key_prefix)
             .field("require_at_startup", &self.require_at_startup)
+            .field("cluster", &self.cluster)
+            .field(
+                "nodes",
+                &self.nodes.iter().map(|n| shown(n)).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -304,6 +399,11 @@ impl std::fmt::Debug for RedisSettings {
 #[cfg(feature = "serde")]
 fn ser_shown<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&shown(url))
+}
+
+#[cfg(feature = "serde")]
+fn ser_shown_list<S: serde::Serializer>(urls: &[String], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(urls.iter().map(|u| shown(u)))
 }
 
 /// The parts of a URL a password can hide in: where the part after the
@@ -515,6 +615,32 @@ fn check_url(url: &str) -> Result<(), String> {
     ::redis::Client::open(url)
         .map(drop)
         .map_err(|e| scrub(&format!("{SHAPE}: {e}"), url))
+}
+
+/// What a cluster's node URL cannot have: a database other than 0 (a
+/// Redis Cluster has only that one), or a Unix socket (the client reaches
+/// the other nodes by the addresses the cluster gives, host and port).
+fn check_cluster_url(url: &str) -> Result<(), String> {
+    let Some(p) = parts(url) else {
+        return Ok(());
+    };
+    if p.scheme.ends_with("unix") {
+        return Err(
+            "is a Unix socket, and `cluster = true` needs a node's `redis://host:port`".into(),
+        );
+    }
+    let db = p
+        .rest
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .trim_matches('/');
+    match db.parse::<i64>() {
+        Ok(n) if n != 0 => Err(format!(
+            "names database {n}, and a Redis Cluster has only database 0: remove `/{db}` (or set `cluster = false`)"
+        )),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(not(feature = "redis"))]
@@ -781,16 +907,17 @@ pub(crate) struct Unavailable;
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) struct Keys {
     /// `{prefix:path}`, or `{prefix:path:key:K}` for the instance of key
-    /// `K`: the braces keep a limiter's keys in one Redis Cluster slot.
+    /// `K` (written as `key_text` says): the braces keep a limiter's keys
+    /// in one Redis Cluster slot.
     tag: Box<str>,
 }
 
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 impl Keys {
-    fn new(prefix: &str, path: &str, key: Option<&str>) -> Self {
+    fn new(prefix: &str, path: &str, key: Option<KeyRef<'_>>) -> Self {
         let tag = match key {
             None => format!("{{{prefix}:{path}}}"),
-            Some(key) => format!("{{{prefix}:{path}:key:{key}}}"),
+            Some(key) => format!("{{{prefix}:{path}:key:{}}}", key_text::redis_text(key)),
         };
         Self { tag: tag.into() }
     }
@@ -885,7 +1012,7 @@ impl Remote {
 
     /// The way to the Redis backend of the registry `context`, for the
     /// spec at `path` (and its instance for `key`); `None` without one.
-    pub(crate) fn of(context: &Context, path: &str, key: Option<&str>) -> Option<Self> {
+    pub(crate) fn of(context: &Context, path: &str, key: Option<KeyRef<'_>>) -> Option<Self> {
         let part = context.get::<RedisPart>()?;
         #[cfg(feature = "redis")]
         {
@@ -900,7 +1027,7 @@ impl Remote {
     }
 
     /// The same backend, for the instance of `key` of the same spec.
-    pub(crate) fn for_key(&self, path: &str, key: &str) -> Self {
+    pub(crate) fn for_key(&self, path: &str, key: KeyRef<'_>) -> Self {
         #[cfg(feature = "redis")]
         {
             let keys = Keys::new(&self.backend.settings().key_prefix, path, Some(key));

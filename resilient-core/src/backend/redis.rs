@@ -6,8 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use redis::aio::MultiplexedConnection;
-
+use super::conn::{AsyncConn, BlockingConn, Client};
 use super::{Ask, BudgetAnswer, BudgetAsk, Decision, Keys, RedisSettings, Unavailable, MAX_ARG};
 use crate::circuit_breaker::{Breaker, CircuitBreakerSettings, Permit, WindowSettings};
 use crate::registry::Mechanism;
@@ -154,14 +153,14 @@ fn budget_answer(reply: &[i64], ask: &BudgetAsk) -> Result<BudgetAnswer, Failure
 
 /// The backend of one registry.
 pub(crate) struct RedisBackend {
-    client: redis::Client,
+    client: Client,
     settings: RedisSettings,
     shown: String,
     /// The connection async decisions use, and its generation: a call that
     /// finds it broken drops that generation only, not a newer one.
     /// Shared with the task that connects, which fills it however long
     /// its caller waited.
-    conn: Arc<Mutex<Option<(u64, MultiplexedConnection)>>>,
+    conn: Arc<Mutex<Option<(u64, AsyncConn)>>>,
     generation: Arc<AtomicU64>,
     /// One caller connects at a time; the others wait for its connection.
     connecting: tokio::sync::Mutex<()>,
@@ -175,7 +174,7 @@ pub(crate) struct RedisBackend {
     /// that threads never wait for each other's round trips. Shared with
     /// the threads that open them: one that opens after its caller stopped
     /// waiting leaves it here.
-    blocking: Arc<Mutex<Vec<redis::Connection>>>,
+    blocking: Arc<Mutex<Vec<BlockingConn>>>,
     /// The backend's own failures: while open, a decision is not tried.
     breaker: Breaker,
     /// An outage was logged, and its end is not yet.
@@ -237,6 +236,16 @@ impl Run<'_> {
     fn eval(&self) -> redis::Cmd {
         self.command("EVAL", self.script.source)
     }
+}
+
+/// Whether `e` is what only a Redis Cluster's node answers: a key served
+/// by another node (`MOVED`, `ASK`), or a cluster without its slots.
+fn cluster_reply(e: &redis::RedisError) -> bool {
+    use redis::ServerErrorKind::{Ask, ClusterDown, Moved};
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(Moved | Ask | ClusterDown)
+    )
 }
 
 /// Whether the server answered that it does not have the script (a
@@ -346,12 +355,14 @@ impl RedisBackend {
         listeners: &Arc<Listeners>,
         switches: Switches,
     ) -> Result<Self, String> {
-        let client = redis::Client::open(settings.url.as_str()).map_err(|e| {
-            super::scrub(
-                &format!("must be a Redis URL (`redis://host:port`): {e}"),
-                &settings.url,
-            )
-        })?;
+        let client = Client::open(
+            &settings.url,
+            &settings.nodes,
+            settings.cluster,
+            settings.connect_timeout,
+            settings.timeout,
+        )
+        .map_err(|e| settings.scrub(&format!("must be a Redis URL (`redis://host:port`): {e}")))?;
         let telemetry = Telemetry::new(
             "RedisBackend",
             RedisSettings::PATH,
@@ -405,7 +416,7 @@ impl RedisBackend {
     /// is opened on a thread of its own, bounded by the client alone; one
     /// that opens after its caller stopped waiting is kept among the idle
     /// ones, for the calls that follow.
-    fn connect_blocking(&self) -> Result<redis::Connection, Failure> {
+    fn connect_blocking(&self) -> Result<BlockingConn, Failure> {
         let limit = self.settings.connect_timeout;
         let timeout = self.settings.timeout;
         let (client, idle) = (self.client.clone(), Arc::clone(&self.blocking));
@@ -413,11 +424,7 @@ impl RedisBackend {
         let spawned = std::thread::Builder::new()
             .name("resilient-redis-connect".into())
             .spawn(move || {
-                let conn = client.get_connection_with_timeout(limit).and_then(|conn| {
-                    conn.set_read_timeout(Some(timeout))?;
-                    conn.set_write_timeout(Some(timeout))?;
-                    Ok(conn)
-                });
+                let conn = client.connect_blocking(limit, timeout);
                 if let Err(mpsc::SendError(Ok(conn))) = sent.send(conn) {
                     let mut idle = idle.lock().unwrap_or_else(PoisonError::into_inner);
                     if idle.len() < IDLE_BLOCKING {
@@ -447,7 +454,7 @@ impl RedisBackend {
     /// it to finish for the calls that follow. A caller that waited for
     /// another's attempt, which failed, takes that failure rather than
     /// making one more.
-    async fn connection(&self) -> Result<(u64, MultiplexedConnection), Failure> {
+    async fn connection(&self) -> Result<(u64, AsyncConn), Failure> {
         if let Some(c) = self.current() {
             return Ok(c);
         }
@@ -473,9 +480,7 @@ impl RedisBackend {
             ));
         }
         self.attempts.fetch_add(1, Ordering::AcqRel);
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(limit))
-            .set_response_timeout(Some(self.settings.timeout));
+        let timeout = self.settings.timeout;
         let (client, slot, generation) = (
             self.client.clone(),
             Arc::clone(&self.conn),
@@ -485,9 +490,7 @@ impl RedisBackend {
         // runtime without an IO driver: that must be a failure of the
         // backend, not of the call.
         let connect = tokio::spawn(async move {
-            let conn = client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await?;
+            let conn = client.connect_async(limit, timeout).await?;
             let g = generation.fetch_add(1, Ordering::Relaxed) + 1;
             *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some((g, conn.clone()));
             Ok::<_, redis::RedisError>((g, conn))
@@ -507,7 +510,7 @@ impl RedisBackend {
         }
     }
 
-    fn current(&self) -> Option<(u64, MultiplexedConnection)> {
+    fn current(&self) -> Option<(u64, AsyncConn)> {
         self.conn
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -672,7 +675,7 @@ impl RedisBackend {
                         reason = failure.reason(),
                         ?elapsed,
                         "the Redis backend's probe failed after {elapsed:?}: {}; specs that use it keep their `on_backend_failure`, the next probe in {next:?}",
-                        self.scrub(&failure.to_string())
+                        self.said(&failure)
                     );
                 }
                 Err(unavailable)
@@ -684,10 +687,27 @@ impl RedisBackend {
         Unavailable
     }
 
+    /// What the log says of `failure`: without the URL's secrets, and
+    /// with the setting to change when the server's kind is not the one
+    /// `cluster` says.
+    fn said(&self, failure: &Failure) -> String {
+        let text = self.scrub(&failure.to_string());
+        let hint = match failure {
+            Failure::Redis(e) if !self.settings.cluster && cluster_reply(e) => {
+                "; the server is a node of a Redis Cluster: set `cluster = true` in `resilient.redis` (feature `redis-cluster`)"
+            }
+            Failure::Connect(e) if self.settings.cluster && e.contains("cluster support disabled") => {
+                "; the server is not a node of a Redis Cluster: set `cluster = false` in `resilient.redis`"
+            }
+            _ => "",
+        };
+        format!("{text}{hint}")
+    }
+
     /// `text` without the secrets of the URL (a client's error may quote
     /// what it was given).
     fn scrub(&self, text: &str) -> String {
-        super::scrub(text, &self.settings.url)
+        self.settings.scrub(text)
     }
 
     /// Counts and, once per outage, logs `failure`.
@@ -704,7 +724,7 @@ impl RedisBackend {
                 url = %self.shown,
                 reason = failure.reason(),
                 "the Redis backend failed: {}; specs that use it apply their `on_backend_failure` until it answers again",
-                self.scrub(&failure.to_string())
+                self.said(failure)
             );
         }
         self.unavailable()
@@ -728,7 +748,10 @@ impl RedisBackend {
             Err(_) => Err(Failure::Timeout),
             Ok(Ok(reply)) => read(&reply),
             Ok(Err(e)) => {
-                if breaks(&e) {
+                // A cluster's connection mends itself: it connects again to
+                // the nodes it knows and reads their slots (a new one would
+                // know only the seeds, which may be the node that died).
+                if breaks(&e) && !self.settings.cluster {
                     self.broken(generation);
                 }
                 Err(failure(e))
@@ -738,10 +761,7 @@ impl RedisBackend {
 
     /// `run`'s reply: by its hash, or by its source if the server does
     /// not have it.
-    async fn query(
-        conn: &mut MultiplexedConnection,
-        run: &Run<'_>,
-    ) -> redis::RedisResult<Vec<i64>> {
+    async fn query(conn: &mut AsyncConn, run: &Run<'_>) -> redis::RedisResult<Vec<i64>> {
         match run.evalsha().query_async(conn).await {
             Err(e) if no_script(&e) => run.eval().query_async(conn).await,
             reply => reply,
@@ -788,7 +808,7 @@ impl RedisBackend {
 
 /// `cmd`'s reply on the blocking `conn`, by `deadline`.
 fn within(
-    conn: &mut redis::Connection,
+    conn: &mut BlockingConn,
     cmd: &redis::Cmd,
     deadline: Instant,
 ) -> redis::RedisResult<Vec<i64>> {
@@ -796,8 +816,7 @@ fn within(
     if left.is_zero() {
         return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no time left").into());
     }
-    conn.set_read_timeout(Some(left))?;
-    conn.set_write_timeout(Some(left))?;
+    conn.set_timeout(left)?;
     cmd.query(conn)
 }
 

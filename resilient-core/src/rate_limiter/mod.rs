@@ -504,7 +504,7 @@ impl Mechanism for RateLimiter {
         }
     }
 
-    fn inherit(&self, base: &Self, key: &str) {
+    fn inherit(&self, base: &Self, key: crate::keyed::KeyRef<'_>) {
         if let Some(remote) = base.remote.get() {
             let _ = self
                 .remote

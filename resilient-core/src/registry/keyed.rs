@@ -336,7 +336,7 @@ impl<M: Mechanism> Keyed<M> {
             make.switches,
         );
         let instance = Arc::new(M::build(make.settings.clone(), telemetry));
-        instance.inherit(&self.base, &text);
+        instance.inherit(&self.base, key);
         instance.telemetry_switched();
         instance.join(&self.share);
         let entry = Entry {

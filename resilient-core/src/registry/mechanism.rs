@@ -97,7 +97,7 @@ pub trait Mechanism: Sealed + Send + Sync + Sized + 'static {
     /// A keyed instance just built, for `key`, takes what `base`, the
     /// spec's own instance, was attached to.
     #[doc(hidden)]
-    fn inherit(&self, _base: &Self, _key: &str) {}
+    fn inherit(&self, _base: &Self, _key: crate::keyed::KeyRef<'_>) {}
 
     /// A problem with `settings` in a registry whose own sections built
     /// `context` (a backend named and not configured), as key and rule.
