@@ -243,7 +243,7 @@ fn telemetry_keys_are_one_set() {
     // A spec's own switches (read from its section), then the global ones.
     let rows = |from| Rows {
         from: Some(from),
-        len: 2,
+        len: 3,
     };
     check(
         source,

@@ -61,7 +61,9 @@ pub(crate) use versions::{Pinned, Tag, Versions};
 use crate::error::{Error, Unconfigured};
 use crate::keyed::{KeyRef, KeySettings};
 use crate::settings::{self, Problem, Section, Value, UNKNOWN_KEY};
-use crate::telemetry::{Event, GlobalTelemetry, Listeners, Telemetry, TelemetrySettings};
+use crate::telemetry::{
+    Event, GlobalTelemetry, Listeners, Recent, Recorded, Telemetry, TelemetrySettings,
+};
 use entry::{AnySettings, Instance, KeyedInstances};
 pub(crate) use keyed::Keyed;
 #[doc(hidden)]
@@ -161,6 +163,8 @@ struct Inner {
     specs: Vec<Held>,
     by_type: HashMap<TypeId, usize, BuildHasherDefault<TypeIdHasher>>,
     listeners: Arc<Listeners>,
+    /// The registry's own recent events: fallbacks, rejected reloads.
+    recent: Recent,
     /// The global telemetry switches; the fallbacks' and reloads' own.
     logging: AtomicBool,
     metrics: AtomicBool,
@@ -493,11 +497,13 @@ impl RegistryBuilder {
             .enumerate()
             .map(|(i, h)| ((h.entry.type_id)(), i))
             .collect();
+        let recent = Recent::new(Arc::clone(&listeners.seq), global.recent_events);
         let registry = Registry {
             inner: Arc::new(Inner {
                 specs,
                 by_type,
                 listeners,
+                recent,
                 logging: AtomicBool::new(global.logging),
                 metrics: AtomicBool::new(global.metrics),
                 global: Mutex::new(global),
@@ -754,6 +760,59 @@ impl Registry {
         self.inner.listeners.remove(subscription.0)
     }
 
+    /// The latest events of every spec of this registry, and of the
+    /// registry itself (fallbacks taken while it is in use, rejected
+    /// reloads), oldest first: kept whether or not anyone listens, so that
+    /// what happened before anyone looked can be read (Resilience4j's
+    /// event buffer).
+    ///
+    /// Each spec keeps its latest `telemetry.recent_events` (100 unless
+    /// configured, the global `resilient.telemetry.recent_events`), its
+    /// keys' included; the registry keeps the global number of its own. A
+    /// run of rejections by one instance, with no other event of its spec
+    /// between them, is one entry with its [`count`](Recorded::count).
+    ///
+    /// ```
+    /// # use resilient_core::{Registry, telemetry::Event};
+    /// # fn demo(registry: &Registry) {
+    /// for recorded in registry.recent_events() {
+    ///     if let Event::StateTransition { spec, to, .. } = &recorded.event {
+    ///         println!("#{} at {} ms: {spec} -> {to}", recorded.seq, recorded.at_ms);
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn recent_events(&self) -> Vec<Recorded> {
+        self.recent_after(0)
+    }
+
+    /// The latest events of the spec at `path` (its keys' included), oldest
+    /// first; `None` when the registry has no spec there. See
+    /// [`recent_events`](Self::recent_events).
+    pub fn recent_events_of(&self, path: &str) -> Option<Vec<Recorded>> {
+        let mut out = Vec::new();
+        let mut found = false;
+        for held in self.inner.specs.iter().filter(|h| h.entry.path == path) {
+            found = true;
+            held.instance.telemetry().recent().after(0, &mut out);
+        }
+        found.then(|| {
+            out.sort_by_key(|r| r.seq);
+            out
+        })
+    }
+
+    /// Every event kept with a number above `after`, oldest first.
+    pub(crate) fn recent_after(&self, after: u64) -> Vec<Recorded> {
+        let mut out = Vec::new();
+        for held in &self.inner.specs {
+            held.instance.telemetry().recent().after(after, &mut out);
+        }
+        self.inner.recent.after(after, &mut out);
+        out.sort_by_key(|r| r.seq);
+        out
+    }
+
     /// The state of every spec now, sorted by path: what a health endpoint
     /// shows. Serializable with the `serde` feature.
     ///
@@ -862,6 +921,7 @@ impl Registry {
         *global_was = global;
         inner.logging.store(global.logging, Ordering::Relaxed);
         inner.metrics.store(global.metrics, Ordering::Relaxed);
+        inner.recent.resize(global.recent_events);
         for (held, pending) in inner.specs.iter().zip(read) {
             let Some(Pending {
                 raw,
@@ -959,11 +1019,7 @@ impl Registry {
             "configuration reload rejected, every spec keeps its running settings ({n} problem{}):{list}",
             if n == 1 { "" } else { "s" }
         );
-        if self.inner.listeners.any() {
-            self.inner
-                .listeners
-                .emit("", "", &Event::ReloadRejected { problems: n });
-        }
+        self.inner.publish(Event::ReloadRejected { problems: n });
         if self.inner.metrics.load(Ordering::Relaxed) {
             metrics::counter!("resilient_reloads_total", "result" => "rejected").increment(1);
         }
@@ -982,7 +1038,22 @@ fn global_value(g: GlobalTelemetry) -> Value {
     Value::Table(BTreeMap::from([
         ("logging".to_owned(), switch(g.logging)),
         ("metrics".to_owned(), switch(g.metrics)),
+        (
+            "recent_events".to_owned(),
+            Value::Int(i128::from(g.recent_events)),
+        ),
     ]))
+}
+
+impl Inner {
+    /// Publishes an event of the registry itself (no spec's): to the
+    /// listeners, and among the registry's recent events.
+    fn publish(&self, event: Event) {
+        if self.listeners.any() {
+            self.listeners.emit("", "", &event);
+        }
+        self.recent.record(event);
+    }
 }
 
 /// The keys whose values differ between two sections, each as
@@ -1139,11 +1210,7 @@ pub(crate) fn fallback_taken(function: &'static str) {
             metrics::counter!("resilient_fallbacks_total", "function" => function).increment(1);
         }
         if let Some(r) = registry {
-            if r.inner.listeners.any() {
-                r.inner
-                    .listeners
-                    .emit("", "", &Event::FallbackTaken { function });
-            }
+            r.inner.publish(Event::FallbackTaken { function });
         }
     });
 }

@@ -12,9 +12,20 @@ use crate::spec::SpecKind;
 /// [`Registry::subscribe`](crate::Registry::subscribe).
 ///
 /// Events are published off the success path only (a retry, a rejection, a
-/// transition, a timeout, a fallback); when nobody listens, publishing one
-/// costs a relaxed atomic load.
+/// transition, a timeout, a fallback). Each is handed to the listeners and
+/// kept among its spec's recent events (see
+/// [`Registry::recent_events`](crate::Registry::recent_events)); a run of
+/// rejections by one instance is counted into one entry there.
+///
+/// With the `serde` feature it serializes as a table whose `type` is the
+/// variant's name in `snake_case` (`"state_transition"`), durations as the
+/// config writes them (`"100ms"`), and a `key` only when there is one.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(tag = "type", rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum Event {
     /// A call failed and retry will call again after `delay`.
@@ -26,6 +37,10 @@ pub enum Event {
         /// Which retry this is: 1 for the first.
         retry: u64,
         /// The wait before it.
+        #[cfg_attr(
+            feature = "serde",
+            serde(serialize_with = "crate::settings::ser::duration")
+        )]
         delay: Duration,
     },
     /// Retry gave up.
@@ -75,6 +90,10 @@ pub enum Event {
         to: State,
         /// The key of a keyed breaker (see [`keyed`](crate::keyed)); `None`
         /// for the spec's own.
+        #[cfg_attr(
+            feature = "serde",
+            serde(serialize_with = "some_key", skip_serializing_if = "Option::is_none")
+        )]
         key: Option<Arc<str>>,
     },
     /// A breaker, rate limiter or concurrency limit rejected a call.
@@ -86,9 +105,20 @@ pub enum Event {
         /// Which mechanism rejected it.
         kind: SpecKind,
         /// When a call could pass, if the mechanism knows.
+        #[cfg_attr(
+            feature = "serde",
+            serde(
+                serialize_with = "crate::settings::ser::option_duration",
+                skip_serializing_if = "Option::is_none"
+            )
+        )]
         retry_after: Option<Duration>,
         /// The key of a keyed instance (see [`keyed`](crate::keyed)); `None`
         /// for the spec's own.
+        #[cfg_attr(
+            feature = "serde",
+            serde(serialize_with = "some_key", skip_serializing_if = "Option::is_none")
+        )]
         key: Option<Arc<str>>,
     },
     /// A `#[fallback]` answered a failure.
@@ -120,12 +150,21 @@ pub enum Event {
         /// Its config path.
         path: &'static str,
         /// The limit it crossed.
+        #[cfg_attr(
+            feature = "serde",
+            serde(serialize_with = "crate::settings::ser::duration")
+        )]
         after: Duration,
     },
 }
 
 /// Why retry stopped retrying.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum StoppedBy {
     /// The configured `attempts` were used up.
@@ -164,14 +203,27 @@ impl fmt::Display for StoppedBy {
     }
 }
 
+/// A key written as its text.
+#[cfg(feature = "serde")]
+fn some_key<S: serde::Serializer>(key: &Option<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
+    match key {
+        Some(key) => s.serialize_some(&**key),
+        None => s.serialize_none(),
+    }
+}
+
 type Listener = Box<dyn Fn(&Event) + Send + Sync>;
 
 /// The `(spec, path)` a listener is limited to; `None` for every spec.
 type Only = Option<(&'static str, &'static str)>;
 
-/// The listeners of one registry: shared by its instances.
+/// The listeners of one registry, and the numbers of its events: shared by
+/// its instances.
 #[derive(Default)]
 pub(crate) struct Listeners {
+    /// The last number given to an event kept among the recent ones (see
+    /// `recent`): one sequence for every ring of the registry.
+    pub(crate) seq: Arc<AtomicU64>,
     count: AtomicUsize,
     /// Each listener, with its id and the `(spec, path)` it is limited to.
     list: RwLock<Vec<(u64, Only, Listener)>>,

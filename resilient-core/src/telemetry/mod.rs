@@ -52,6 +52,7 @@
 //! for them.
 
 mod events;
+mod recent;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -63,6 +64,8 @@ use tokio::time::Instant;
 
 pub(crate) use events::Listeners;
 pub use events::{Event, Fault, StoppedBy};
+pub(crate) use recent::Recent;
+pub use recent::Recorded;
 
 use crate::settings::Section;
 use crate::spec::SpecKind;
@@ -75,8 +78,10 @@ use crate::spec::SpecKind;
 /// |---|---|---|
 /// | `telemetry.logging.enabled` | the global `logging.enabled` (`true`) | `false` silences this spec's log lines (the subscriber's level filter applies either way) |
 /// | `telemetry.metrics.enabled` | the global `metrics.enabled` (`false`) | `true` records this spec's metrics through the `metrics` facade (names and labels in the metrics table) |
+/// | `telemetry.recent_events` | the global `recent_events` (`100`) | whole number in 0..=10000: the spec's latest events kept for its readers (its keys' included), `0` for none |
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct TelemetrySettings {
     /// Whether the spec logs; `None` to follow the global switch.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
@@ -84,6 +89,10 @@ pub struct TelemetrySettings {
     /// Whether the spec records metrics; `None` to follow the global switch.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub metrics: Option<bool>,
+    /// How many of its latest events the spec keeps; `None` to follow the
+    /// global setting.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub recent_events: Option<u32>,
 }
 
 impl TelemetrySettings {
@@ -93,6 +102,11 @@ impl TelemetrySettings {
         s.table("telemetry", |t| {
             let logging = t.table("logging", |l| l.bool("enabled", true));
             let metrics = t.table("metrics", |m| m.bool("enabled", false));
+            let recent_events = if t.has("recent_events") {
+                Some(recent_events(t)?)
+            } else {
+                None
+            };
             Some(Self {
                 logging: match logging {
                     None => None,
@@ -102,6 +116,7 @@ impl TelemetrySettings {
                     None => None,
                     Some(m) => Some(m?),
                 },
+                recent_events,
             })
         })
         .unwrap_or(Some(Self::default()))
@@ -112,8 +127,20 @@ impl TelemetrySettings {
         Switches {
             logging: self.logging.unwrap_or(global.logging),
             metrics: self.metrics.unwrap_or(global.metrics),
+            recent_events: self.recent_events.unwrap_or(global.recent_events),
         }
     }
+}
+
+/// Reads `recent_events`: a whole number in `0..=10000`.
+fn recent_events(s: &mut Section<'_>) -> Option<u32> {
+    s.int(
+        "recent_events",
+        Some(u64::from(recent::DEFAULT_RECENT)),
+        0,
+        recent::MAX_RECENT,
+    )
+    .and_then(|n| u32::try_from(n).ok())
 }
 
 /// The telemetry switches of every spec at once, read from the section
@@ -124,13 +151,18 @@ impl TelemetrySettings {
 /// |---|---|---|
 /// | `logging.enabled` | `true` | `false` silences the log lines of every spec that does not set its own switch (a reload's changes included), and of fallbacks; a rejected reload is logged at ERROR either way, since it needs an operator |
 /// | `metrics.enabled` | `false` | `true` records the metrics of every spec that does not set its own switch, of fallbacks and of reloads |
+/// | `recent_events` | `100` | whole number in 0..=10000: the latest events each spec keeps (and the registry keeps of its own: fallbacks, reloads, operator actions), unless a spec sets its own; `0` for none |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct GlobalTelemetry {
     /// Whether specs log, unless they say otherwise.
     pub logging: bool,
     /// Whether specs record metrics, unless they say otherwise.
     pub metrics: bool,
+    /// How many of its latest events each spec keeps, unless it says
+    /// otherwise.
+    pub recent_events: u32,
 }
 
 impl Default for GlobalTelemetry {
@@ -138,6 +170,7 @@ impl Default for GlobalTelemetry {
         Self {
             logging: true,
             metrics: false,
+            recent_events: recent::DEFAULT_RECENT,
         }
     }
 }
@@ -156,9 +189,11 @@ impl GlobalTelemetry {
         let metrics = s
             .table("metrics", |m| m.bool("enabled", defaults.metrics))
             .unwrap_or(Some(defaults.metrics));
+        let recent_events = recent_events(s);
         Some(Self {
             logging: logging?,
             metrics: metrics?,
+            recent_events: recent_events?,
         })
     }
 }
@@ -168,6 +203,8 @@ impl GlobalTelemetry {
 pub(crate) struct Switches {
     pub(crate) logging: bool,
     pub(crate) metrics: bool,
+    /// The size of the spec's ring of recent events.
+    pub(crate) recent_events: u32,
 }
 
 /// How a call through one spec ended, for metrics.
@@ -280,6 +317,12 @@ pub struct Telemetry {
     rejections: Arc<Rejections>,
     origin: Instant,
     listeners: Arc<Listeners>,
+    /// The spec's recent events: shared by its keyed instances with its own.
+    recent: Arc<Recent>,
+    /// The `seq` of the entry holding this instance's latest run of
+    /// rejections (0 for none): the next rejection is counted into it while
+    /// it is still the ring's latest.
+    run: AtomicU64,
     /// The key of a keyed instance, and whether its metrics carry it.
     key: Option<(Arc<str>, bool)>,
 }
@@ -317,7 +360,12 @@ impl Telemetry {
                 summary_at_ms: AtomicU64::new(NEVER),
             }),
             origin: Instant::now(),
+            recent: Arc::new(Recent::new(
+                Arc::clone(&listeners.seq),
+                switches.recent_events,
+            )),
             listeners,
+            run: AtomicU64::new(0),
             key: None,
         };
         telemetry.switch(switches);
@@ -343,6 +391,8 @@ impl Telemetry {
             rejections: Arc::clone(&self.rejections),
             origin: self.origin,
             listeners: Arc::clone(&self.listeners),
+            recent: Arc::clone(&self.recent),
+            run: AtomicU64::new(0),
             key: Some((key, label)),
         };
         telemetry.switch(switches);
@@ -393,6 +443,7 @@ impl Telemetry {
         }
         self.logging.store(switches.logging, Ordering::Relaxed);
         self.metrics.store(switches.metrics, Ordering::Relaxed);
+        self.recent.resize(switches.recent_events);
     }
 
     /// The switches in effect now.
@@ -400,7 +451,13 @@ impl Telemetry {
         Switches {
             logging: self.logging(),
             metrics: self.metrics_on(),
+            recent_events: self.recent.capacity(),
         }
+    }
+
+    /// The spec's recent events.
+    pub(crate) fn recent(&self) -> &Recent {
+        &self.recent
     }
 
     /// Whether the spec logs.
@@ -508,13 +565,43 @@ impl Telemetry {
         out
     }
 
-    /// Emits `event` to the listeners, if any: one relaxed load when none
-    /// listens.
+    /// Hands `event` to the listeners, if any, and keeps it among the
+    /// spec's recent events, if it keeps any: two relaxed loads when
+    /// neither.
     #[inline]
     pub(crate) fn emit(&self, event: impl FnOnce() -> Event) {
-        if self.listeners.any() {
-            self.listeners.emit(self.spec, self.path, &event());
+        let listening = self.listeners.any();
+        if !listening && !self.recent.on() {
+            return;
         }
+        let event = event();
+        if listening {
+            self.listeners.emit(self.spec, self.path, &event);
+        }
+        self.recent.record(event);
+    }
+
+    /// [`emit`](Self::emit) for a rejection: counted into this instance's
+    /// latest entry when it is a rejection still the latest of the ring
+    /// (no event built, no clock read), else kept as a new entry.
+    #[inline]
+    fn emit_rejection(&self, event: impl FnOnce() -> Event) {
+        let listening = self.listeners.any();
+        if !listening && !self.recent.on() {
+            return;
+        }
+        if !listening && self.recent.repeat(self.run.load(Ordering::Relaxed)) {
+            return;
+        }
+        let event = event();
+        if listening {
+            self.listeners.emit(self.spec, self.path, &event);
+            if self.recent.repeat(self.run.load(Ordering::Relaxed)) {
+                return;
+            }
+        }
+        let seq = self.recent.record(event);
+        self.run.store(seq, Ordering::Relaxed);
     }
 
     /// Counts a rejected call and tells the listeners; when the spec logs,
@@ -522,7 +609,7 @@ impl Telemetry {
     /// a WARN summary too. Used through [`log_rejection!`].
     pub(crate) fn rejected(&self, retry_after: Option<Duration>) -> Option<Option<Summary>> {
         self.ended(Outcome::Rejected, None);
-        self.emit(|| Event::Rejected {
+        self.emit_rejection(|| Event::Rejected {
             spec: self.spec,
             path: self.path,
             kind: self.kind,
