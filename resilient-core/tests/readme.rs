@@ -280,3 +280,15 @@ fn redis_backend_keys_are_one_set() {
         },
     );
 }
+
+#[test]
+fn readme_holds_the_readiness_row() {
+    let docs = table_rows(include_str!("../src/registry/readiness.rs"), "///");
+    assert_eq!(docs.len(), 1, "the readiness key's row");
+    let readme = table_rows(README, "");
+    assert!(
+        readme.contains(&docs[0]),
+        "README lacks the row: {}",
+        docs[0]
+    );
+}

@@ -158,6 +158,10 @@ impl Mechanism for Breaker {
         Breaker::evictable(self)
     }
 
+    fn healthy(&self) -> bool {
+        crate::registry::unhealthy(self.state()).is_none()
+    }
+
     fn join(&self, share: &Arc<KeyShare>) {
         Breaker::join(self, share);
     }

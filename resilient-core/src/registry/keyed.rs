@@ -517,6 +517,12 @@ impl<M: Mechanism> Keyed<M> {
             .iter(&guard)
             .filter_map(|(_, e)| Some((e.instance.telemetry().event_key()?, e)))
             .collect();
+        let mut unhealthy: Vec<KeyStatus> = keys
+            .iter()
+            .filter(|(_, entry)| !entry.instance.healthy())
+            .map(|(text, entry)| KeyStatus::new(Arc::clone(text), entry.instance.status()))
+            .collect();
+        unhealthy.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         if keys.len() > KeysSnapshot::SHOWN {
             keys.select_nth_unstable_by(KeysSnapshot::SHOWN - 1, |a, b| a.0.cmp(&b.0));
             keys.truncate(KeysSnapshot::SHOWN);
@@ -532,6 +538,7 @@ impl<M: Mechanism> Keyed<M> {
             overflowed: self.overflowed.load(Ordering::Relaxed),
             ejected,
             held_closed,
+            unhealthy,
             shown,
         }
     }

@@ -89,6 +89,14 @@ pub trait Mechanism: Sealed + Send + Sync + Sized + 'static {
         true
     }
 
+    /// Whether the instance is healthy now: `false` for a breaker open,
+    /// half-open or forced open (a keyed instance that is not is listed in
+    /// the snapshot's `keys.unhealthy`).
+    #[doc(hidden)]
+    fn healthy(&self) -> bool {
+        true
+    }
+
     /// What the registry's own sections built (a shared backend), given
     /// to each instance it builds.
     #[doc(hidden)]

@@ -31,6 +31,7 @@
 mod entry;
 mod keyed;
 mod mechanism;
+mod readiness;
 mod shared;
 mod snapshot;
 mod unread;
@@ -44,13 +45,15 @@ use std::future::Future;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::marker::PhantomData;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 pub(crate) use entry::{CallInstance, Key, Shared};
 pub use entry::{Slot, Spec, SpecEntry};
 pub use mechanism::Mechanism;
 pub(crate) use mechanism::Sealed;
+pub(crate) use readiness::unhealthy;
+pub use readiness::{Readiness, ReadinessRule, Ready, Reason};
 #[doc(hidden)]
 pub use shared::Context;
 pub(crate) use shared::SectionEntry;
@@ -189,6 +192,9 @@ struct Held {
     /// The same, as a scoped call takes them (by their type).
     keyed_any: Option<Arc<dyn Any + Send + Sync>>,
     section: Mutex<Read>,
+    /// Its `readiness` rule ([`ReadinessRule::code`]; 0 for a kind that
+    /// takes none), reloaded with its section.
+    readiness: AtomicU8,
 }
 
 /// Hashes a [`TypeId`], which is a hash already, by keeping its bits: a
@@ -222,6 +228,8 @@ struct Read {
 struct Pending {
     raw: Value,
     own: TelemetrySettings,
+    /// Its `readiness` rule, for a kind that takes one.
+    readiness: Option<ReadinessRule>,
     /// The `keys` table of a spec that takes `key = ..`.
     keys: Option<KeySettings>,
     settings: AnySettings,
@@ -334,6 +342,7 @@ fn read_all<'e>(
             }
             let mut section = Section::root(entry.name, entry.path, root, problems);
             let own = TelemetrySettings::read(&mut section);
+            let readiness = ReadinessRule::read(&mut section, entry.kind);
             let settings = entry.read(&mut section);
             let keys = entry
                 .keyed()
@@ -342,6 +351,7 @@ fn read_all<'e>(
             Some(Pending {
                 raw: raw_section(root, entry.path),
                 own: own?,
+                readiness: readiness?,
                 keys: keys.transpose().ok()?,
                 settings: settings?,
             })
@@ -463,6 +473,7 @@ impl RegistryBuilder {
             let Some(Pending {
                 raw,
                 own,
+                readiness,
                 keys,
                 settings,
             }) = pending
@@ -490,6 +501,7 @@ impl RegistryBuilder {
                 keyed_any: keyed.as_ref().map(|k| Arc::clone(k).into_any()),
                 keyed,
                 section: Mutex::new(Read { raw }),
+                readiness: AtomicU8::new(readiness.map_or(0, ReadinessRule::code)),
             });
         }
         let by_type = specs
@@ -829,6 +841,7 @@ impl Registry {
                         h.entry.name,
                         h.entry.path,
                         h.entry.kind,
+                        ReadinessRule::from_code(h.readiness.load(Ordering::Relaxed)),
                         h.instance.status(),
                         h.instance.settings(),
                         h.keyed
@@ -926,12 +939,15 @@ impl Registry {
             let Some(Pending {
                 raw,
                 own,
+                readiness,
                 keys,
                 settings,
             }) = pending
             else {
                 continue;
             };
+            held.readiness
+                .store(readiness.map_or(0, ReadinessRule::code), Ordering::Relaxed);
             let mut applied = held.section.lock().unwrap_or_else(PoisonError::into_inner);
             let telemetry = held.instance.telemetry();
             let switches = own.under(global);

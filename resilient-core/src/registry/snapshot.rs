@@ -6,6 +6,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use super::readiness::ReadinessRule;
 use crate::keyed::KeySettings;
 use crate::spec::SpecKind;
 
@@ -80,6 +81,11 @@ pub struct SpecSnapshot {
     pub path: &'static str,
     /// Its mechanism.
     pub kind: SpecKind,
+    /// What its unhealthy states make of the service's readiness (its
+    /// `readiness` key): a circuit breaker's; `None` for other kinds (left
+    /// out of the JSON). See [`Snapshot::readiness`].
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub readiness: Option<ReadinessRule>,
     /// The mechanism's state now; see [`status`](Self::status).
     #[cfg_attr(
         feature = "serde",
@@ -177,10 +183,12 @@ fn some_part<S: serde::Serializer>(part: &Option<Arc<dyn Part>>, s: S) -> Result
 }
 
 impl SpecSnapshot {
+    #[allow(clippy::too_many_arguments)] // the fields, given by the registry alone
     pub(crate) fn new(
         spec: &'static str,
         path: &'static str,
         kind: SpecKind,
+        readiness: Option<ReadinessRule>,
         status: Option<Arc<dyn Part>>,
         settings: Arc<dyn Part>,
         key_settings: Option<KeyTable>,
@@ -190,6 +198,7 @@ impl SpecSnapshot {
             spec,
             path,
             kind,
+            readiness,
             status,
             settings: Settings {
                 part: settings,
@@ -255,6 +264,11 @@ pub struct KeysSnapshot {
     /// Breakers only: times a key's breaker would have opened and stayed
     /// closed, `keys.max_open_percent` of the keys being open already.
     pub held_closed: u64,
+    /// Every key whose instance is unhealthy now (a breaker open,
+    /// half-open or forced open), in text order, each with its state,
+    /// whatever [`SHOWN`](Self::SHOWN) lists: what the spec's own instance,
+    /// closed and unused, does not show.
+    pub unhealthy: Vec<KeyStatus>,
     /// The first [`SHOWN`](Self::SHOWN) keys in text order (byte order:
     /// `"10"` before `"9"`), each with its instance's state; past `SHOWN`
     /// keys, the counts above are the whole picture.
