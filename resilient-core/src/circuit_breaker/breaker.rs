@@ -782,6 +782,23 @@ impl Breaker {
         self.transition(from, State::Closed);
     }
 
+    /// Forgets its counts (transitions, rejections) and what opened it, as
+    /// a breaker just built; its state is left as it is.
+    pub(crate) fn forget_counts(&self) {
+        for count in [
+            &self.opened,
+            &self.half_opened,
+            &self.closed,
+            &self.rejected,
+        ] {
+            count.store(0, Ordering::Relaxed);
+        }
+        self.opening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by = None;
+    }
+
     /// Runs `settings` from now on (see the module docs of
     /// [`circuit_breaker`](super)); returns what of the state did not carry
     /// over.

@@ -82,6 +82,7 @@
 //! ```
 
 mod breaker;
+mod operate;
 mod settings;
 mod window;
 
@@ -92,6 +93,7 @@ use std::time::Duration;
 
 pub use crate::error::State;
 pub use breaker::Breaker;
+pub use operate::{Action, OperateError, Operated};
 pub use settings::{CircuitBreakerSettings, SlowCall, WindowSettings};
 pub use window::Counts;
 

@@ -543,6 +543,21 @@ impl<M: Mechanism> Keyed<M> {
         }
     }
 
+    /// The instance of the key written `text` (an integer key as its
+    /// decimal text), if it has one now: found, never made, so that a
+    /// mistyped key creates nothing.
+    pub(crate) fn existing(&self, text: &str) -> Option<Arc<M>> {
+        let guard = self.map.guard();
+        let int = text.parse::<i128>().ok().map(KeyRef::Int);
+        [int, Some(KeyRef::Text(text))]
+            .into_iter()
+            .flatten()
+            .find_map(|key| {
+                let entry = self.map.get(&key, &guard)?;
+                (entry.used.load(Ordering::Relaxed) != EVICTED).then(|| Arc::clone(&entry.instance))
+            })
+    }
+
     /// The `keys` table running now.
     pub(crate) fn key_settings(&self) -> KeySettings {
         self.lock().keys

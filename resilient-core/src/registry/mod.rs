@@ -715,6 +715,49 @@ impl Registry {
             .ok()
     }
 
+    /// The spec at `path` (the first, in name order, if several share it).
+    pub(crate) fn entry_at(&self, path: &str) -> Option<SpecEntry> {
+        self.inner
+            .specs
+            .iter()
+            .find(|h| h.entry.path == path)
+            .map(|h| h.entry)
+    }
+
+    /// The paths of the specs of kind `kind`, in path order.
+    pub(crate) fn paths_of(&self, kind: crate::spec::SpecKind) -> Vec<&'static str> {
+        self.inner
+            .specs
+            .iter()
+            .filter(|h| h.entry.kind == kind)
+            .map(|h| h.entry.path)
+            .collect()
+    }
+
+    /// The instance of the spec at `path`, if it is an `M`: for what
+    /// names a spec by its path (an operator's action).
+    pub(crate) fn instance_at<M: Mechanism>(&self, path: &str) -> Option<(SpecEntry, Arc<M>)> {
+        self.inner
+            .specs
+            .iter()
+            .filter(|h| h.entry.path == path)
+            .find_map(|h| Some((h.entry, Arc::clone(&h.any).downcast::<M>().ok()?)))
+    }
+
+    /// The keyed instances of the spec at `path`, if it is an `M` spec
+    /// that takes keys.
+    pub(crate) fn keyed_at<M: Mechanism>(&self, path: &str) -> Option<Arc<Keyed<M>>> {
+        self.inner
+            .specs
+            .iter()
+            .filter(|h| h.entry.path == path)
+            .find_map(|h| {
+                Arc::clone(h.keyed_any.as_ref()?)
+                    .downcast::<Keyed<M>>()
+                    .ok()
+            })
+    }
+
     /// The installed registry, if [`install`](Self::install) was called: for
     /// a health endpoint's [`snapshot`](Self::snapshot), or to
     /// [`subscribe`](Self::subscribe) to the application's events.

@@ -121,6 +121,28 @@ pub enum Event {
         )]
         key: Option<Arc<str>>,
     },
+    /// An operator acted on a circuit breaker
+    /// ([`Registry::operate_breaker`](crate::Registry::operate_breaker)):
+    /// forced it open, closed, disabled or reset it. A change of state is
+    /// also published as its `StateTransition`.
+    Operated {
+        /// The breaker spec's name.
+        spec: &'static str,
+        /// Its config path.
+        path: &'static str,
+        /// The key of a keyed breaker; `None` for the spec's own.
+        #[cfg_attr(
+            feature = "serde",
+            serde(serialize_with = "some_key", skip_serializing_if = "Option::is_none")
+        )]
+        key: Option<Arc<str>>,
+        /// What was done.
+        action: crate::circuit_breaker::Action,
+        /// The state before.
+        from: State,
+        /// The state after.
+        to: State,
+    },
     /// A `#[fallback]` answered a failure.
     FallbackTaken {
         /// The annotated fn's name.
