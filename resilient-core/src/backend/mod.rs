@@ -42,9 +42,147 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::registry::{Context, SectionEntry};
+use crate::circuit_breaker::State;
+use crate::registry::{Context, ReadinessRule, SectionEntry};
 use crate::settings::{Problem, Section, Value};
-use crate::telemetry::{Listeners, Switches};
+use crate::spec::SpecKind;
+use crate::telemetry::{Listeners, Recorded, Switches};
+
+impl SpecKind {
+    /// A registry's shared backend (`resilient.redis`): its own kind in the
+    /// snapshot ([`BackendSnapshot`]), the metrics (`backend` label) and
+    /// the events, not a spec.
+    pub const BACKEND: SpecKind = SpecKind::new("backend", "shared backend");
+}
+
+/// Whether a shared backend answers, as its last decision found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
+#[non_exhaustive]
+pub enum BackendState {
+    /// No decision was asked of it yet (and no startup check made).
+    Unknown,
+    /// Its last decision was made.
+    Up,
+    /// Its last decision failed (down, slower than `timeout`, an answer
+    /// that is no decision), or its breaker does not try it: each spec that
+    /// uses it applies its `on_backend_failure`.
+    Down,
+}
+
+impl BackendState {
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    fn code(self) -> u8 {
+        match self {
+            BackendState::Unknown => 0,
+            BackendState::Up => 1,
+            BackendState::Down => 2,
+        }
+    }
+
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    fn from_code(code: u8) -> Self {
+        match code {
+            1 => BackendState::Up,
+            2 => BackendState::Down,
+            _ => BackendState::Unknown,
+        }
+    }
+
+    /// Its name, as the snapshot writes it.
+    pub const fn label(self) -> &'static str {
+        match self {
+            BackendState::Unknown => "unknown",
+            BackendState::Up => "up",
+            BackendState::Down => "down",
+        }
+    }
+}
+
+/// A spec that uses a shared backend, and what its calls get while the
+/// backend is down: in a [`BackendSnapshot`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct BackendUse {
+    /// The spec's name.
+    pub spec: &'static str,
+    /// Its config path.
+    pub path: &'static str,
+    /// Its `on_backend_failure` (a retry spec's
+    /// `retry_budget.on_backend_failure`): `"deny"`, `"allow"` or
+    /// `"local"`.
+    pub on_backend_failure: &'static str,
+}
+
+/// A registry's shared backend in its snapshot: whether it answers, since
+/// when, and the specs that use it with their policy while it does not
+/// (see [`Snapshot::backends`](crate::Snapshot::backends)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct BackendSnapshot {
+    /// Which backend: `"redis"`.
+    pub backend: &'static str,
+    /// Its section's path.
+    pub path: &'static str,
+    /// Where it is, without its password.
+    pub url: String,
+    /// Whether it answers now.
+    pub state: BackendState,
+    /// When it entered `state`, in ms since the Unix epoch; `None` while
+    /// unknown.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub since_ms: Option<u64>,
+    /// Decisions that failed since the start.
+    pub failures: u64,
+    /// Its own circuit breaker's state: while open, no decision is tried
+    /// and each spec's policy applies at once.
+    pub breaker: State,
+    /// What it down makes of the service's readiness (the section's
+    /// `readiness`).
+    pub readiness: ReadinessRule,
+    /// The specs that use it, in path order, and their policy while it is
+    /// down.
+    pub used_by: Vec<BackendUse>,
+}
+
+/// The specs among `sections` (name, path, section as read) that use Redis,
+/// with their policy while it is down.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+fn users(sections: &[(&'static str, &'static str, &Value)]) -> Vec<BackendUse> {
+    let redis = |v: Option<&Value>| matches!(v, Some(Value::Str(s)) if s.trim().eq_ignore_ascii_case("redis"));
+    let policy = |v: Option<&Value>| match v {
+        Some(Value::Str(s)) => ["allow", "local"]
+            .into_iter()
+            .find(|p| s.trim().eq_ignore_ascii_case(p))
+            .unwrap_or("deny"),
+        _ => "deny",
+    };
+    let mut out = Vec::new();
+    for &(spec, path, raw) in sections {
+        let at = |key: &str| crate::settings::at(raw, key);
+        if redis(at("backend")) {
+            out.push(BackendUse {
+                spec,
+                path,
+                on_backend_failure: policy(at("on_backend_failure")),
+            });
+        }
+        if redis(at("retry_budget.backend")) {
+            out.push(BackendUse {
+                spec,
+                path,
+                on_backend_failure: policy(at("retry_budget.on_backend_failure")),
+            });
+        }
+    }
+    out
+}
 
 /// Where a rate limiter keeps its permits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -197,6 +335,7 @@ pub(crate) fn read_backend(
 /// | `connect_timeout` | `"1s"` | duration in [1ms, 1h]: how long a connection may take to open, the client's setup commands (`AUTH`, `SELECT`) included; a decision that must open one has this, then `timeout` |
 /// | `key_prefix` | `"resilient"` | text without `{`, `}` or spaces: the first part of every key (two services share a limit when prefix and spec path agree) |
 /// | `require_at_startup` | `false` | `true`: the registry is not built while Redis does not answer a `PING` |
+/// | `readiness` | `"degraded"` | `"ignore"`, `"degraded"` or `"not_ready"`: what Redis down (its last decision failed) makes of the service's readiness (`Snapshot::readiness`) |
 ///
 /// The backend's own failures go through a circuit breaker (count window of
 /// the last 10 decisions, opens at 50% failures after 5, open for 1 s, then
@@ -228,6 +367,8 @@ pub struct RedisSettings {
     pub key_prefix: String,
     /// Whether the registry needs Redis to answer when it is built.
     pub require_at_startup: bool,
+    /// What Redis down makes of the service's readiness.
+    pub readiness: ReadinessRule,
 }
 
 impl RedisSettings {
@@ -250,6 +391,7 @@ impl RedisSettings {
             other => other,
         };
         let require_at_startup = s.bool("require_at_startup", false);
+        let readiness = ReadinessRule::read_key(s);
         let url = match url {
             Some(url) => match check_url(&url) {
                 Ok(()) => Some(url),
@@ -268,6 +410,7 @@ impl RedisSettings {
             connect_timeout: connect_timeout?,
             key_prefix: key_prefix?,
             require_at_startup: require_at_startup?,
+            readiness: readiness?,
         })
     }
 
@@ -297,6 +440,7 @@ impl std::fmt::Debug for RedisSettings {
             .field("connect_timeout", &self.connect_timeout)
             .field("key_prefix", &self.key_prefix)
             .field("require_at_startup", &self.require_at_startup)
+            .field("readiness", &self.readiness)
             .finish()
     }
 }
@@ -541,6 +685,37 @@ inventory::submit! {
         path: RedisSettings::PATH,
         build: build_redis,
         unused: unused_redis,
+        snapshot: snapshot_redis,
+        recent: recent_redis,
+    }
+}
+
+/// The Redis backend's part of the snapshot.
+fn snapshot_redis(
+    part: &(dyn Any + Send + Sync),
+    sections: &[(&'static str, &'static str, &Value)],
+) -> Option<BackendSnapshot> {
+    #[cfg(feature = "redis")]
+    {
+        let part = part.downcast_ref::<RedisPart>()?;
+        Some(part.backend.snapshot(users(sections)))
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = (part, sections);
+        None
+    }
+}
+
+/// The Redis backend's recent events newer than `after`.
+fn recent_redis(part: &(dyn Any + Send + Sync), after: u64, out: &mut Vec<Recorded>) {
+    #[cfg(feature = "redis")]
+    if let Some(part) = part.downcast_ref::<RedisPart>() {
+        part.backend.recent(after, out);
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = (part, after, out);
     }
 }
 
@@ -570,7 +745,9 @@ fn build_redis(
         match redis::RedisBackend::new(settings, listeners, switches) {
             Ok(backend) => {
                 let unreachable = if backend.settings().require_at_startup {
-                    backend.ping_blocking().err()
+                    let pinged = backend.ping_blocking();
+                    backend.checked(pinged.is_ok());
+                    pinged.err()
                 } else {
                     None
                 };

@@ -528,12 +528,24 @@ impl Breaker {
             m.state.set(state_value(to));
         }
         let t = &self.telemetry;
-        t.emit(|| crate::telemetry::Event::StateTransition {
-            spec: t.spec,
-            path: t.path,
-            from,
-            to,
-            key: t.event_key(),
+        t.emit(|| {
+            if t.kind == crate::spec::SpecKind::BACKEND {
+                // A shared backend's own breaker: no spec's.
+                crate::telemetry::Event::BackendTransition {
+                    backend: t.spec,
+                    path: t.path,
+                    from,
+                    to,
+                }
+            } else {
+                crate::telemetry::Event::StateTransition {
+                    spec: t.spec,
+                    path: t.path,
+                    from,
+                    to,
+                    key: t.event_key(),
+                }
+            }
         });
         if !t.logging() {
             return;

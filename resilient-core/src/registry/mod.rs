@@ -864,6 +864,7 @@ impl Registry {
             held.instance.telemetry().recent().after(after, &mut out);
         }
         self.inner.recent.after(after, &mut out);
+        self.inner.context.recent(after, &mut out);
         out.sort_by_key(|r| r.seq);
         out
     }
@@ -874,7 +875,21 @@ impl Registry {
     /// Each spec's counts are read one after the other, without stopping
     /// calls: a snapshot taken under load is a close view, not an atomic one.
     pub fn snapshot(&self) -> Snapshot {
+        let held: Vec<_> = self
+            .inner
+            .specs
+            .iter()
+            .map(|h| (h, h.section.lock().unwrap_or_else(PoisonError::into_inner)))
+            .collect();
+        let sections: Vec<(&'static str, &'static str, &Value)> = held
+            .iter()
+            .map(|(h, read)| (h.entry.name, h.entry.path, &read.raw))
+            .collect();
+        let backends = self.inner.context.snapshots(&sections);
+        drop(sections);
+        drop(held);
         Snapshot {
+            backends,
             specs: self
                 .inner
                 .specs

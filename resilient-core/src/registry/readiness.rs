@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use super::snapshot::{Snapshot, SpecSnapshot};
+use crate::backend::BackendState;
 use crate::circuit_breaker::Metrics;
 use crate::error::State;
 use crate::settings::Section;
@@ -237,7 +238,8 @@ impl Snapshot {
     /// `readiness` rule (a circuit breaker's; see [`ReadinessRule`]).
     ///
     /// A breaker open, half-open or forced open is a reason, unless its
-    /// rule is `ignore`; with `degraded` (the default) the service stays
+    /// rule is `ignore`, and so is a shared backend that is down (its
+    /// section's `readiness`, `degraded` by default); with `degraded` (the default) the service stays
     /// ready, with `not_ready` it is not. A keyed breaker's keys are
     /// reasons each, and count as `not_ready` only when every key of the
     /// spec is unhealthy: one host down must not take every replica out
@@ -257,6 +259,18 @@ impl Snapshot {
         let mut reasons = Vec::new();
         for spec in &self.specs {
             spec_reasons(spec, &mut reasons);
+        }
+        for backend in &self.backends {
+            if backend.state == BackendState::Down && backend.readiness != ReadinessRule::Ignore {
+                reasons.push(Reason {
+                    spec: backend.backend,
+                    path: backend.path,
+                    key: None,
+                    state: backend.state.label(),
+                    rule: backend.readiness,
+                    effect: effect(backend.readiness),
+                });
+            }
         }
         let status = reasons
             .iter()

@@ -5,8 +5,9 @@
 use std::any::{Any, TypeId};
 use std::sync::Arc;
 
+use crate::backend::BackendSnapshot;
 use crate::settings::{Problem, Value};
-use crate::telemetry::{Listeners, Switches};
+use crate::telemetry::{Listeners, Recorded, Switches};
 
 /// A registry-level section, recorded with `inventory::submit!` by the
 /// module that reads it.
@@ -23,10 +24,23 @@ pub(crate) struct SectionEntry {
     /// The WARN of the section present while none of the specs' sections
     /// (as read) would use it, if it can have no effect then.
     pub(crate) unused: fn(sections: &[&Value]) -> Option<String>,
+    /// What it built, as the snapshot shows it, given the specs' sections
+    /// as read (name, path, section); `None` when it shows nothing.
+    pub(crate) snapshot: ShowSection,
+    /// The recent events of what it built (its own telemetry's) newer than
+    /// `after`, into `out`.
+    pub(crate) recent: fn(part: &(dyn Any + Send + Sync), after: u64, out: &mut Vec<Recorded>),
 }
 
 /// What a registry-level section built, by its type.
 pub(crate) type Part = Arc<dyn Any + Send + Sync>;
+
+/// The specs' sections as read: each spec's name, path and section.
+pub(crate) type Sections<'a> = [(&'static str, &'static str, &'a Value)];
+
+/// See [`SectionEntry::snapshot`].
+pub(crate) type ShowSection =
+    fn(part: &(dyn Any + Send + Sync), sections: &Sections<'_>) -> Option<BackendSnapshot>;
 
 /// See [`SectionEntry::build`].
 pub(crate) type BuildSection = fn(
@@ -59,7 +73,8 @@ impl SectionEntry {
 #[doc(hidden)]
 #[derive(Clone, Default)]
 pub struct Context {
-    parts: Vec<(TypeId, Part)>,
+    /// What each section built, by its type, with the section's path.
+    parts: Vec<(TypeId, &'static str, Part)>,
     /// The paths of the sections present, valid or not.
     present: Vec<&'static str>,
     /// Each section as it was when built (name, path, value), for a
@@ -91,8 +106,10 @@ impl Context {
             .map(|entry| entry.path)
             .collect();
         let parts = SectionEntry::all()
-            .filter_map(|entry| (entry.build)(root, problems, listeners, switches))
-            .map(|part| ((*part).type_id(), part))
+            .filter_map(|entry| {
+                let part = (entry.build)(root, problems, listeners, switches)?;
+                Some(((*part).type_id(), entry.path, part))
+            })
             .collect();
         let read = SectionEntry::all()
             .map(|e| (e.name, e.path, crate::settings::at(root, e.path).cloned()))
@@ -172,7 +189,27 @@ impl Context {
     pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
         self.parts
             .iter()
-            .find(|(id, _)| *id == TypeId::of::<T>())
-            .and_then(|(_, part)| Arc::clone(part).downcast::<T>().ok())
+            .find(|(id, _, _)| *id == TypeId::of::<T>())
+            .and_then(|(_, _, part)| Arc::clone(part).downcast::<T>().ok())
+    }
+
+    /// Each section that built something to show, as the snapshot shows it.
+    pub(crate) fn snapshots(&self, sections: &Sections<'_>) -> Vec<BackendSnapshot> {
+        self.parts
+            .iter()
+            .filter_map(|(_, path, part)| {
+                let entry = SectionEntry::all().find(|e| e.path == *path)?;
+                (entry.snapshot)(&**part, sections)
+            })
+            .collect()
+    }
+
+    /// The recent events of what the sections built, newer than `after`.
+    pub(crate) fn recent(&self, after: u64, out: &mut Vec<Recorded>) {
+        for (_, path, part) in &self.parts {
+            if let Some(entry) = SectionEntry::all().find(|e| e.path == *path) {
+                (entry.recent)(&**part, after, out);
+            }
+        }
     }
 }

@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::readiness::ReadinessRule;
+use crate::backend::BackendSnapshot;
 use crate::keyed::KeySettings;
 use crate::spec::SpecKind;
 
@@ -55,6 +56,11 @@ erased_serde::serialize_trait_object!(Part);
 pub struct Snapshot {
     /// One entry per spec, sorted by path.
     pub specs: Vec<SpecSnapshot>,
+    /// The registry's shared backends (`resilient.redis`), each with its
+    /// state and the specs that use it; empty (and left out of the JSON)
+    /// without one.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub backends: Vec<BackendSnapshot>,
 }
 
 /// One spec in a [`Snapshot`]: what it is, the settings it runs with, and

@@ -143,6 +143,29 @@ pub enum Event {
         /// The state after.
         to: State,
     },
+    /// A registry's shared backend (`resilient.redis`) answered again, or
+    /// stopped answering (see [`BackendState`](crate::backend::BackendState)).
+    BackendChanged {
+        /// Which backend: `"redis"`.
+        backend: &'static str,
+        /// Its section's path.
+        path: &'static str,
+        /// Its state now.
+        state: crate::backend::BackendState,
+    },
+    /// The circuit breaker of a registry's shared backend changed state:
+    /// open, no decision is tried and each spec's `on_backend_failure`
+    /// applies at once; closed, decisions are tried again.
+    BackendTransition {
+        /// Which backend: `"redis"`.
+        backend: &'static str,
+        /// Its section's path.
+        path: &'static str,
+        /// The state its breaker left.
+        from: State,
+        /// The state its breaker entered.
+        to: State,
+    },
     /// A `#[fallback]` answered a failure.
     FallbackTaken {
         /// The annotated fn's name.

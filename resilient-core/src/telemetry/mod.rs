@@ -47,6 +47,8 @@
 //! | `resilient_concurrency_in_use` | gauge | | places held now |
 //! | `resilient_concurrency_limit` | gauge | | the limit in force: `limit`, or where an adaptive limit stands |
 //! | `resilient_fallbacks_total` | counter | `function` (instead of `spec` and `path`) | a fallback answered a failure (the global metrics switch) |
+//! | `resilient_backend_up` | gauge | `backend` = `redis` (instead of `spec` and `path`) | 1 while the shared backend's last decision was made, 0 after one failed; set from its first decision or startup check (the global metrics switch) |
+//! | `resilient_backend_failures_total` | counter | `backend` = `redis`, `reason` = `connect`, `timeout`, `error`, `garbage`, `runtime` (instead of `spec` and `path`) | each decision of the shared backend that failed (recorded whatever the switches) |
 //! | `resilient_reloads_total` | counter | `result` = `applied`, `rejected` (instead of `spec` and `path`) | a reload ended (the global metrics switch) |
 //!
 //! A spec with metrics off (the default) records nothing and reads no clock
