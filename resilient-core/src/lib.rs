@@ -173,6 +173,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "admin")]
+pub mod admin;
 pub mod backend;
 pub mod blocking;
 pub mod chaos;

@@ -400,6 +400,14 @@ fn sorted(mut problems: Vec<Problem>) -> Vec<Problem> {
 }
 
 impl RegistryBuilder {
+    /// A builder of a registry of no spec, for a unit test.
+    #[cfg(test)]
+    pub(crate) fn none() -> Self {
+        Self {
+            only: Some(Vec::new()),
+        }
+    }
+
     /// Limits the registry to the given spec (call once per spec). Without any
     /// call, the registry covers every spec linked into the binary, which is
     /// what an application wants; a test names the specs it uses, so that the
@@ -530,6 +538,7 @@ impl RegistryBuilder {
 
 /// What a [`Registry::reload`] changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Reloaded {
     /// The global telemetry switches' keys that changed, as in
@@ -541,6 +550,7 @@ pub struct Reloaded {
 
 /// What a reload changed for one spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct SpecChange {
     /// The spec type's name.
@@ -855,6 +865,17 @@ impl Registry {
             out.sort_by_key(|r| r.seq);
             out
         })
+    }
+
+    /// Whether a listener is subscribed.
+    #[cfg(all(test, feature = "admin"))]
+    pub(crate) fn listening(&self) -> bool {
+        self.inner.listeners.any()
+    }
+
+    /// The number given to the latest event (kept or not).
+    pub(crate) fn last_event_seq(&self) -> u64 {
+        self.inner.listeners.seq.load(Ordering::Relaxed)
     }
 
     /// Every event kept with a number above `after`, oldest first.

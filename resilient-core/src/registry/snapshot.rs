@@ -226,7 +226,10 @@ impl SpecSnapshot {
     /// [`circuit_breaker::Metrics`](crate::circuit_breaker::Metrics), a
     /// concurrency limit's [`concurrency::Places`](crate::concurrency::Places),
     /// a retry spec's [`retry::BudgetTokens`](crate::retry::BudgetTokens) when it has a
-    /// budget. `None` for another type, or a mechanism without state.
+    /// budget, a rate limiter's
+    /// [`rate_limiter::Permits`](crate::rate_limiter::Permits) when its
+    /// permits are kept in the process. `None` for another type, or a
+    /// mechanism without state.
     pub fn status<T: 'static>(&self) -> Option<&T> {
         let part: &dyn Part = self.status.as_deref()?;
         part.as_any().downcast_ref()
@@ -314,8 +317,9 @@ impl KeyStatus {
     /// The instance's state now, if it is a `T` (as
     /// [`SpecSnapshot::status`] reads it): a breaker's
     /// [`circuit_breaker::Metrics`](crate::circuit_breaker::Metrics), a
-    /// limit's [`concurrency::Places`](crate::concurrency::Places); a rate
-    /// limiter shows no state.
+    /// limit's [`concurrency::Places`](crate::concurrency::Places), a rate
+    /// limiter's [`rate_limiter::Permits`](crate::rate_limiter::Permits)
+    /// (kept in the process).
     pub fn status<T: 'static>(&self) -> Option<&T> {
         let part: &dyn Part = self.status.as_deref()?;
         part.as_any().downcast_ref()

@@ -18,7 +18,7 @@
 //! | same | WARN | rejections, at most once per spec per 10 s: how many since the last such line |
 //! | `resilient::timeout` | INFO | a call timed out |
 //! | `resilient::fallback` | DEBUG | a fallback answered a failure |
-//! | `resilient::admin` | WARN | an operator acted on a breaker (`Registry::operate_breaker`, an admin route): `spec`, `path`, `key`, `action`, and the state before and after |
+//! | `resilient::admin` | WARN | an operator acted on a breaker (`Registry::operate_breaker`, an admin route): `spec`, `path`, `key`, `action`, and the state before and after; an event stream client fell `buffer` frames behind and was dropped |
 //! | `resilient::registry` | ERROR | once per spec: a call found no registry with its settings (`resilient_config::init` was forgotten) |
 //! | `resilient::registry` | INFO | a reload changed a spec's settings: each key, with its old and new value, and what of the state did not carry over |
 //! | `resilient::registry` | ERROR | a reload found problems and changed nothing: every problem |
