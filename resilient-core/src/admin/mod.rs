@@ -22,7 +22,7 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `/` | the dashboard: one page, no script or style from elsewhere, updated live from `stream` |
+//! | `/`, `/dashboard` | the dashboard: one page, no script or style from elsewhere, updated live from `stream` (nested at `/resilience`, axum serves `/` at `/resilience`, not `/resilience/`) |
 //! | `/snapshot` | [`Registry::snapshot`] as JSON |
 //! | `/ready` | [`Snapshot::readiness`](crate::Snapshot::readiness) as JSON; 200, or 503 when not ready |
 //! | `/specs/{path}` | one spec of the snapshot; 404 with the paths there are |
@@ -218,6 +218,7 @@ impl Admin {
     pub fn read_routes<S: Clone + Send + Sync + 'static>(&self) -> Router<S> {
         Router::new()
             .route("/", get(page))
+            .route("/dashboard", get(page))
             .route("/snapshot", get(snapshot))
             .route("/ready", get(ready))
             .route("/specs/{path}", get(spec))
@@ -346,17 +347,17 @@ async fn events(State(ctx): State<Arc<Ctx>>, RawQuery(query): RawQuery) -> Respo
         .filter(|p| !p.is_empty())
     {
         match pair.split_once('=') {
-            Some(("after", n)) => {
-                match n.parse() {
-                    Ok(n) => after = n,
-                    Err(_) => return error(
+            Some(("after", n)) => match n.parse() {
+                Ok(n) => after = n,
+                Err(_) => {
+                    return error(
                         StatusCode::BAD_REQUEST,
                         format!(
                             "`after` must be an event's `seq`, a whole number ≥ 0 (found `{n}`)"
                         ),
-                    ),
+                    )
                 }
-            }
+            },
             _ => {
                 return error(
                     StatusCode::BAD_REQUEST,
