@@ -421,3 +421,42 @@ async fn a_client_that_reads_too_slowly_is_dropped_and_never_slows_a_call() {
     }
     assert_eq!(dropped, Some(1), "one client dropped, the reader kept");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_run_of_rejections_that_grows_is_sent_again_with_its_count() {
+    let r = registry_with("degraded");
+    let read: Router = Admin::new(r.clone()).read_routes();
+    let mut frames = stream(&read).await;
+    assert_eq!(next(&mut frames).await.unwrap().0, "snapshot");
+    r.scope(call(true)).await.unwrap_err();
+    r.scope(call(false)).await.unwrap_err();
+    // Every frame of the next period: the transition and the run of one.
+    let mut counts = Vec::new();
+    while counts.len() < 2 {
+        let (name, data) = next(&mut frames).await.unwrap();
+        if name == "recorded" {
+            let e: Json = serde_json::from_str(&data).unwrap();
+            counts.push((e["type"].as_str().unwrap().to_owned(), e["count"].as_u64()));
+        }
+    }
+    assert_eq!(
+        counts,
+        [
+            ("state_transition".to_owned(), Some(1)),
+            ("rejected".to_owned(), Some(1))
+        ]
+    );
+    for _ in 0..4 {
+        r.scope(call(false)).await.unwrap_err();
+    }
+    let (seq, count) = loop {
+        let (name, data) = next(&mut frames).await.unwrap();
+        if name == "recorded" {
+            let e: Json = serde_json::from_str(&data).unwrap();
+            break (e["seq"].as_u64(), e["count"].as_u64());
+        }
+    };
+    assert_eq!(count, Some(5), "the same entry, its count grown");
+    let events = r.recent_events_of(Breaker::PATH).unwrap();
+    assert_eq!(seq, Some(events[1].seq));
+}

@@ -2,7 +2,8 @@
 //! running while clients are connected, reads what the calls wrote (the
 //! specs' recent events, every `events` period; the snapshot, every
 //! `snapshots` period) and hands each client its frames through a bounded
-//! queue of its own.
+//! queue of its own. A run of rejections counted into its entry after the
+//! entry was sent is sent again, same `id`, with its count.
 //!
 //! The calls never meet a client: they write their spec's ring of recent
 //! events as they always do, whether or not anyone streams, and the task
@@ -155,21 +156,29 @@ impl Hub {
     /// every `snapshots` period, the snapshot. Ends when no client is left.
     async fn run(self: Arc<Self>, mut after: u64) {
         let mut since_snapshot = Duration::ZERO;
+        // The count sent with each ring's latest entry: a run of rejections
+        // grows in its entry, which is sent again when its count changed.
+        let mut sent: Vec<(u64, u64)> = Vec::new();
+        let frame = |recorded: &crate::telemetry::Recorded| {
+            Arc::new(Frame {
+                kind: "recorded",
+                id: Some(recorded.seq),
+                data: serde_json::to_string(recorded).unwrap_or_default(),
+            })
+        };
         loop {
             tokio::time::sleep(self.settings.events).await;
-            let mut frames: Vec<Arc<Frame>> = self
-                .registry
-                .recent_after(after)
-                .into_iter()
-                .map(|recorded| {
-                    after = after.max(recorded.seq);
-                    Arc::new(Frame {
-                        kind: "recorded",
-                        id: Some(recorded.seq),
-                        data: serde_json::to_string(&recorded).unwrap_or_default(),
-                    })
-                })
+            let latest = self.registry.recent_latest();
+            let mut frames: Vec<Arc<Frame>> = latest
+                .iter()
+                .filter(|r| r.seq <= after && r.count > 1 && !sent.contains(&(r.seq, r.count)))
+                .map(frame)
                 .collect();
+            frames.extend(self.registry.recent_after(after).iter().map(|recorded| {
+                after = after.max(recorded.seq);
+                frame(recorded)
+            }));
+            sent = latest.iter().map(|r| (r.seq, r.count)).collect();
             since_snapshot += self.settings.events;
             if since_snapshot >= self.settings.snapshots {
                 since_snapshot = Duration::ZERO;

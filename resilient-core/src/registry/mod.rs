@@ -873,6 +873,22 @@ impl Registry {
         self.inner.listeners.any()
     }
 
+    /// The latest event of each spec's ring (and the registry's, and its
+    /// backends'), with its count now: where a run of rejections grows.
+    pub(crate) fn recent_latest(&self) -> Vec<Recorded> {
+        let mut out: Vec<Recorded> = self
+            .inner
+            .specs
+            .iter()
+            .filter_map(|h| h.instance.telemetry().recent().last())
+            .chain(self.inner.recent.last())
+            .collect();
+        let mut backends = Vec::new();
+        self.inner.context.recent(0, &mut backends);
+        out.extend(backends.into_iter().max_by_key(|r| r.seq));
+        out
+    }
+
     /// The number given to the latest event (kept or not).
     pub(crate) fn last_event_seq(&self) -> u64 {
         self.inner.listeners.seq.load(Ordering::Relaxed)

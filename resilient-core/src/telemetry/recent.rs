@@ -108,6 +108,23 @@ impl Ring {
         true
     }
 
+    /// The latest entry, if any.
+    fn last(&self) -> Option<Recorded> {
+        let next = self.next.load(Ordering::Acquire);
+        if next == 0 || self.slots.is_empty() {
+            return None;
+        }
+        let slot = self.slot(next - 1);
+        let entry = slot.entry.lock().unwrap_or_else(PoisonError::into_inner);
+        let seq = slot.seq.load(Ordering::Acquire);
+        entry.as_ref().map(|(event, at_ms)| Recorded {
+            seq,
+            at_ms: *at_ms,
+            count: slot.repeats.load(Ordering::Relaxed).saturating_add(1),
+            event: event.clone(),
+        })
+    }
+
     /// The entries newer than `after` (a `seq`), oldest first.
     fn after(&self, after: u64, out: &mut Vec<Recorded>) {
         let next = self.next.load(Ordering::Acquire);
@@ -232,6 +249,12 @@ impl Recent {
         }
         last.repeats.fetch_add(1, Ordering::Relaxed);
         true
+    }
+
+    /// The latest event kept, with its count now: the only entry whose
+    /// count can still grow.
+    pub(crate) fn last(&self) -> Option<Recorded> {
+        self.ring.get().last()
     }
 
     /// The events kept newer than `after` (a `seq`; 0 for all), oldest
