@@ -198,6 +198,7 @@ mod spec;
 pub mod stream;
 pub mod telemetry;
 pub mod timeout;
+mod versions;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -42,7 +42,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::circuit_breaker::State;
+pub use crate::registry::{BackendSnapshot, BackendUse};
+pub use crate::telemetry::BackendState;
+
 use crate::registry::{Context, ReadinessRule, SectionEntry};
 use crate::settings::{Problem, Section, Value};
 use crate::spec::SpecKind;
@@ -53,102 +55,6 @@ impl SpecKind {
     /// snapshot ([`BackendSnapshot`]), the metrics (`backend` label) and
     /// the events, not a spec.
     pub const BACKEND: SpecKind = SpecKind::new("backend", "shared backend");
-}
-
-/// Whether a shared backend answers, as its last decision found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Serialize),
-    serde(rename_all = "snake_case")
-)]
-#[non_exhaustive]
-pub enum BackendState {
-    /// No decision was asked of it yet (and no startup check made).
-    Unknown,
-    /// Its last decision was made.
-    Up,
-    /// Its last decision failed (down, slower than `timeout`, an answer
-    /// that is no decision), or its breaker does not try it: each spec that
-    /// uses it applies its `on_backend_failure`.
-    Down,
-}
-
-impl BackendState {
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    fn code(self) -> u8 {
-        match self {
-            BackendState::Unknown => 0,
-            BackendState::Up => 1,
-            BackendState::Down => 2,
-        }
-    }
-
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    fn from_code(code: u8) -> Self {
-        match code {
-            1 => BackendState::Up,
-            2 => BackendState::Down,
-            _ => BackendState::Unknown,
-        }
-    }
-
-    /// Its name, as the snapshot writes it.
-    pub const fn label(self) -> &'static str {
-        match self {
-            BackendState::Unknown => "unknown",
-            BackendState::Up => "up",
-            BackendState::Down => "down",
-        }
-    }
-}
-
-/// A spec that uses a shared backend, and what its calls get while the
-/// backend is down: in a [`BackendSnapshot`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct BackendUse {
-    /// The spec's name.
-    pub spec: &'static str,
-    /// Its config path.
-    pub path: &'static str,
-    /// Its `on_backend_failure` (a retry spec's
-    /// `retry_budget.on_backend_failure`): `"deny"`, `"allow"` or
-    /// `"local"`.
-    pub on_backend_failure: &'static str,
-}
-
-/// A registry's shared backend in its snapshot: whether it answers, since
-/// when, and the specs that use it with their policy while it does not
-/// (see [`Snapshot::backends`](crate::Snapshot::backends)).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct BackendSnapshot {
-    /// Which backend: `"redis"`.
-    pub backend: &'static str,
-    /// Its section's path.
-    pub path: &'static str,
-    /// Where it is, without its password.
-    pub url: String,
-    /// Whether it answers now.
-    pub state: BackendState,
-    /// When it entered `state`, in ms since the Unix epoch; `None` while
-    /// unknown.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
-    pub since_ms: Option<u64>,
-    /// Decisions that failed since the start.
-    pub failures: u64,
-    /// Its own circuit breaker's state: while open, no decision is tried
-    /// and each spec's policy applies at once.
-    pub breaker: State,
-    /// What it down makes of the service's readiness (the section's
-    /// `readiness`).
-    pub readiness: ReadinessRule,
-    /// The specs that use it, in path order, and their policy while it is
-    /// down.
-    pub used_by: Vec<BackendUse>,
 }
 
 /// The specs among `sections` (name, path, section as read) that use Redis,

@@ -92,8 +92,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::error::State;
+pub use crate::telemetry::Action;
 pub use breaker::Breaker;
-pub use operate::{Action, OperateError, Operated};
+pub use operate::{OperateError, Operated};
 pub use settings::{CircuitBreakerSettings, SlowCall, WindowSettings};
 pub use window::Counts;
 
@@ -160,8 +161,16 @@ impl Mechanism for Breaker {
         Breaker::evictable(self)
     }
 
-    fn healthy(&self) -> bool {
-        crate::registry::unhealthy(self.state()).is_none()
+    const READINESS: bool = true;
+
+    fn unhealthy(&self) -> Option<&'static str> {
+        // A disabled breaker lets every call through: healthy.
+        match self.state() {
+            State::Open => Some("open"),
+            State::HalfOpen => Some("half_open"),
+            State::ForcedOpen => Some("forced_open"),
+            _ => None,
+        }
     }
 
     fn join(&self, share: &Arc<KeyShare>) {

@@ -4,69 +4,12 @@
 //! breaker is refused, never created (Resilience4j's POST to an unknown
 //! name creates a breaker).
 
-use std::fmt;
 use std::sync::Arc;
 
-use super::{Breaker, State};
+use super::{Action, Breaker, State};
 use crate::registry::Registry;
 use crate::spec::SpecKind;
 use crate::telemetry::Event;
-
-/// What an operator can do to a circuit breaker (Resilience4j's
-/// `FORCE_OPEN`, `CLOSE`, `DISABLE`, and its `reset`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Serialize),
-    serde(rename_all = "snake_case")
-)]
-#[non_exhaustive]
-pub enum Action {
-    /// Rejects every call until `close` or `reset`
-    /// ([`CircuitBreakerHandle::force_open`](super::CircuitBreakerHandle::force_open)).
-    ForceOpen,
-    /// Back to normal: the breaker closes with an empty window and runs its
-    /// state machine again, undoing `force_open` and `disable`
-    /// ([`CircuitBreakerHandle::reset`](super::CircuitBreakerHandle::reset)).
-    Close,
-    /// Lets every call through and counts nothing until `close` or `reset`
-    /// ([`CircuitBreakerHandle::disable`](super::CircuitBreakerHandle::disable)).
-    Disable,
-    /// As `close`, and its counts (openings, closings, rejections) and what
-    /// opened it forgotten: as a breaker just built.
-    Reset,
-}
-
-impl Action {
-    /// Every action, in the order written here.
-    pub const ALL: [Action; 4] = [
-        Action::ForceOpen,
-        Action::Close,
-        Action::Disable,
-        Action::Reset,
-    ];
-
-    /// Its name: `force_open`, `close`, `disable`, `reset`.
-    pub const fn label(self) -> &'static str {
-        match self {
-            Action::ForceOpen => "force_open",
-            Action::Close => "close",
-            Action::Disable => "disable",
-            Action::Reset => "reset",
-        }
-    }
-
-    /// The action named `name` (as [`label`](Self::label) writes it).
-    pub fn from_label(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|a| a.label() == name)
-    }
-}
-
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.label())
-    }
-}
 
 /// What an action did: [`Registry::operate_breaker`].
 #[derive(Debug, Clone, PartialEq, Eq)]

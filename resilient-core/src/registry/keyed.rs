@@ -519,8 +519,14 @@ impl<M: Mechanism> Keyed<M> {
             .collect();
         let mut unhealthy: Vec<KeyStatus> = keys
             .iter()
-            .filter(|(_, entry)| !entry.instance.healthy())
-            .map(|(text, entry)| KeyStatus::new(Arc::clone(text), entry.instance.status()))
+            .filter_map(|(text, entry)| {
+                let state = entry.instance.unhealthy()?;
+                Some(KeyStatus::new(
+                    Arc::clone(text),
+                    entry.instance.status(),
+                    Some(state),
+                ))
+            })
             .collect();
         unhealthy.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         if keys.len() > KeysSnapshot::SHOWN {
@@ -530,7 +536,9 @@ impl<M: Mechanism> Keyed<M> {
         keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let shown = keys
             .into_iter()
-            .map(|(text, entry)| KeyStatus::new(text, entry.instance.status()))
+            .map(|(text, entry)| {
+                KeyStatus::new(text, entry.instance.status(), entry.instance.unhealthy())
+            })
             .collect();
         let (ejected, held_closed) = self.share.ejections();
         KeysSnapshot {

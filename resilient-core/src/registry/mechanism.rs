@@ -89,12 +89,18 @@ pub trait Mechanism: Sealed + Send + Sync + Sized + 'static {
         true
     }
 
-    /// Whether the instance is healthy now: `false` for a breaker open,
-    /// half-open or forced open (a keyed instance that is not is listed in
-    /// the snapshot's `keys.unhealthy`).
+    /// Whether its state can be unhealthy (a breaker's), so that its spec
+    /// takes a `readiness` rule.
     #[doc(hidden)]
-    fn healthy(&self) -> bool {
-        true
+    const READINESS: bool = false;
+
+    /// Its state in words if it is unhealthy now (a breaker open,
+    /// half-open or forced open: `"open"`, `"half_open"`,
+    /// `"forced_open"`); `None` when healthy. A keyed instance that is not
+    /// is listed in the snapshot's `keys.unhealthy`.
+    #[doc(hidden)]
+    fn unhealthy(&self) -> Option<&'static str> {
+        None
     }
 
     /// What the registry's own sections built (a shared backend), given

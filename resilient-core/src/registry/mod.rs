@@ -36,7 +36,6 @@ mod shared;
 mod snapshot;
 mod unread;
 pub(crate) mod uses;
-mod versions;
 
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
@@ -48,18 +47,18 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+pub(crate) use crate::versions::{Pinned, Tag, Versions};
 pub(crate) use entry::{CallInstance, Key, Shared};
 pub use entry::{Slot, Spec, SpecEntry};
 pub use mechanism::Mechanism;
 pub(crate) use mechanism::Sealed;
-pub(crate) use readiness::unhealthy;
 pub use readiness::{Readiness, ReadinessRule, Ready, Reason};
 #[doc(hidden)]
 pub use shared::Context;
 pub(crate) use shared::SectionEntry;
+pub use shared::{BackendSnapshot, BackendUse};
 use snapshot::KeyTable;
 pub use snapshot::{KeyStatus, KeysSnapshot, Part, Snapshot, SpecSnapshot};
-pub(crate) use versions::{Pinned, Tag, Versions};
 
 use crate::error::{Error, Unconfigured};
 use crate::keyed::{KeyRef, KeySettings};
@@ -342,7 +341,7 @@ fn read_all<'e>(
             }
             let mut section = Section::root(entry.name, entry.path, root, problems);
             let own = TelemetrySettings::read(&mut section);
-            let readiness = ReadinessRule::read(&mut section, entry.kind);
+            let readiness = ReadinessRule::read(&mut section, entry);
             let settings = entry.read(&mut section);
             let keys = entry
                 .keyed()
@@ -401,7 +400,7 @@ fn sorted(mut problems: Vec<Problem>) -> Vec<Problem> {
 
 impl RegistryBuilder {
     /// A builder of a registry of no spec, for a unit test.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "admin"))]
     pub(crate) fn none() -> Self {
         Self {
             only: Some(Vec::new()),
@@ -875,6 +874,7 @@ impl Registry {
 
     /// The latest event of each spec's ring (and the registry's, and its
     /// backends'), with its count now: where a run of rejections grows.
+    #[cfg(feature = "admin")]
     pub(crate) fn recent_latest(&self) -> Vec<Recorded> {
         let mut out: Vec<Recorded> = self
             .inner
@@ -890,6 +890,7 @@ impl Registry {
     }
 
     /// The number given to the latest event (kept or not).
+    #[cfg(feature = "admin")]
     pub(crate) fn last_event_seq(&self) -> u64 {
         self.inner.listeners.seq.load(Ordering::Relaxed)
     }
@@ -937,7 +938,7 @@ impl Registry {
                         h.entry.path,
                         h.entry.kind,
                         ReadinessRule::from_code(h.readiness.load(Ordering::Relaxed)),
-                        h.instance.status(),
+                        (h.instance.status(), h.instance.unhealthy()),
                         h.instance.settings(),
                         h.keyed
                             .as_ref()

@@ -11,12 +11,10 @@
 
 use std::sync::Arc;
 
+use super::entry::SpecEntry;
 use super::snapshot::{Snapshot, SpecSnapshot};
-use crate::backend::BackendState;
-use crate::circuit_breaker::Metrics;
-use crate::error::State;
 use crate::settings::Section;
-use crate::spec::SpecKind;
+use crate::telemetry::BackendState;
 
 /// What an unhealthy state of a spec (a circuit breaker open, half-open or
 /// forced open) makes of the service's readiness: the `readiness` key of a
@@ -57,9 +55,10 @@ impl ReadinessRule {
     /// Reads `readiness` from a spec's section: `Some(None)` for a spec of
     /// a kind that takes none (and has none), `None` for a problem
     /// (recorded).
-    pub(crate) fn read(s: &mut Section<'_>, kind: SpecKind) -> Option<Option<Self>> {
-        if kind != SpecKind::CIRCUIT_BREAKER {
+    pub(crate) fn read(s: &mut Section<'_>, entry: &SpecEntry) -> Option<Option<Self>> {
+        if !entry.takes_readiness() {
             if s.present("readiness") {
+                let kind = entry.kind;
                 s.invalid(
                     "readiness",
                     format!(
@@ -186,17 +185,6 @@ fn some_key<S: serde::Serializer>(key: &Option<Arc<str>>, s: S) -> Result<S::Ok,
     }
 }
 
-/// The state of a breaker in words, if it is unhealthy: open, half-open or
-/// forced open (a disabled breaker lets every call through: healthy).
-pub(crate) fn unhealthy(state: State) -> Option<&'static str> {
-    match state {
-        State::Open => Some("open"),
-        State::HalfOpen => Some("half_open"),
-        State::ForcedOpen => Some("forced_open"),
-        _ => None,
-    }
-}
-
 fn effect(rule: ReadinessRule) -> Ready {
     match rule {
         ReadinessRule::NotReady => Ready::NotReady,
@@ -217,7 +205,7 @@ fn spec_reasons(spec: &SpecSnapshot, out: &mut Vec<Reason>) {
         rule,
         effect,
     };
-    if let Some(state) = spec.status::<Metrics>().and_then(|m| unhealthy(m.state)) {
+    if let Some(state) = spec.unhealthy() {
         out.push(reason(None, state, effect(rule)));
     }
     let Some(keys) = spec.keys() else { return };
@@ -226,7 +214,7 @@ fn spec_reasons(spec: &SpecSnapshot, out: &mut Vec<Reason>) {
     // every one of them is unhealthy.
     let all = !keys.unhealthy.is_empty() && keys.unhealthy.len() >= keys.count;
     for key in &keys.unhealthy {
-        if let Some(state) = key.status::<Metrics>().and_then(|m| unhealthy(m.state)) {
+        if let Some(state) = key.unhealthy() {
             let effect = if all { effect(rule) } else { Ready::Degraded };
             out.push(reason(Some(Arc::clone(&key.key)), state, effect));
         }

@@ -5,9 +5,59 @@
 use std::any::{Any, TypeId};
 use std::sync::Arc;
 
-use crate::backend::BackendSnapshot;
+use super::readiness::ReadinessRule;
+use crate::error::State;
 use crate::settings::{Problem, Value};
-use crate::telemetry::{Listeners, Recorded, Switches};
+use crate::telemetry::{BackendState, Listeners, Recorded, Switches};
+
+/// A spec that uses a shared backend, and what its calls get while the
+/// backend is down: in a [`BackendSnapshot`]. Also `backend::BackendUse`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct BackendUse {
+    /// The spec's name.
+    pub spec: &'static str,
+    /// Its config path.
+    pub path: &'static str,
+    /// Its `on_backend_failure` (a retry spec's
+    /// `retry_budget.on_backend_failure`): `"deny"`, `"allow"` or
+    /// `"local"`.
+    pub on_backend_failure: &'static str,
+}
+
+/// A registry's shared backend in its snapshot: whether it answers, since
+/// when, and the specs that use it with their policy while it does not
+/// (see [`Snapshot::backends`](crate::Snapshot::backends)). Also
+/// `backend::BackendSnapshot`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct BackendSnapshot {
+    /// Which backend: `"redis"`.
+    pub backend: &'static str,
+    /// Its section's path.
+    pub path: &'static str,
+    /// Where it is, without its password.
+    pub url: String,
+    /// Whether it answers now.
+    pub state: BackendState,
+    /// When it entered `state`, in ms since the Unix epoch; `None` while
+    /// unknown.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub since_ms: Option<u64>,
+    /// Decisions that failed since the start.
+    pub failures: u64,
+    /// Its own circuit breaker's state: while open, no decision is tried
+    /// and each spec's policy applies at once.
+    pub breaker: State,
+    /// What it down makes of the service's readiness (the section's
+    /// `readiness`).
+    pub readiness: ReadinessRule,
+    /// The specs that use it, in path order, and their policy while it is
+    /// down.
+    pub used_by: Vec<BackendUse>,
+}
 
 /// A registry-level section, recorded with `inventory::submit!` by the
 /// module that reads it.

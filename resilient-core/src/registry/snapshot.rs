@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::readiness::ReadinessRule;
-use crate::backend::BackendSnapshot;
+use super::shared::BackendSnapshot;
 use crate::keyed::KeySettings;
 use crate::spec::SpecKind;
 
@@ -98,6 +98,11 @@ pub struct SpecSnapshot {
         serde(skip_serializing_if = "Option::is_none", serialize_with = "some_part")
     )]
     status: Option<Arc<dyn Part>>,
+    /// Its own instance's state in words when it is unhealthy (a breaker
+    /// open, half-open or forced open), for readiness; not serialized (the
+    /// status says it).
+    #[cfg_attr(feature = "serde", serde(skip))]
+    unhealthy: Option<&'static str>,
     /// The settings running now, with the `keys` table of a spec that
     /// takes `key = ..` (written inside them, as the config writes it); see
     /// [`settings`](Self::settings).
@@ -189,13 +194,12 @@ fn some_part<S: serde::Serializer>(part: &Option<Arc<dyn Part>>, s: S) -> Result
 }
 
 impl SpecSnapshot {
-    #[allow(clippy::too_many_arguments)] // the fields, given by the registry alone
     pub(crate) fn new(
         spec: &'static str,
         path: &'static str,
         kind: SpecKind,
         readiness: Option<ReadinessRule>,
-        status: Option<Arc<dyn Part>>,
+        (status, unhealthy): (Option<Arc<dyn Part>>, Option<&'static str>),
         settings: Arc<dyn Part>,
         key_settings: Option<KeyTable>,
         keys: Option<KeysSnapshot>,
@@ -206,12 +210,20 @@ impl SpecSnapshot {
             kind,
             readiness,
             status,
+            unhealthy,
             settings: Settings {
                 part: settings,
                 keys: key_settings,
             },
             keys,
         }
+    }
+
+    /// Its own instance's state in words when it is unhealthy (a breaker
+    /// `"open"`, `"half_open"`, `"forced_open"`); `None` when healthy, or
+    /// of a kind whose state cannot be unhealthy.
+    pub fn unhealthy(&self) -> Option<&'static str> {
+        self.unhealthy
     }
 
     /// The spec's keyed instances (see [`keyed`](crate::keyed)): `None`
@@ -302,6 +314,9 @@ pub struct KeyStatus {
         serde(skip_serializing_if = "Option::is_none", serialize_with = "some_part")
     )]
     status: Option<Arc<dyn Part>>,
+    /// Its state in words when it is unhealthy, for readiness.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    unhealthy: Option<&'static str>,
 }
 
 #[cfg(feature = "serde")]
@@ -310,8 +325,22 @@ fn text<S: serde::Serializer>(text: &Arc<str>, s: S) -> Result<S::Ok, S::Error> 
 }
 
 impl KeyStatus {
-    pub(crate) fn new(key: Arc<str>, status: Option<Arc<dyn Part>>) -> Self {
-        Self { key, status }
+    pub(crate) fn new(
+        key: Arc<str>,
+        status: Option<Arc<dyn Part>>,
+        unhealthy: Option<&'static str>,
+    ) -> Self {
+        Self {
+            key,
+            status,
+            unhealthy,
+        }
+    }
+
+    /// Its instance's state in words when it is unhealthy (a breaker
+    /// `"open"`, `"half_open"`, `"forced_open"`); `None` when healthy.
+    pub fn unhealthy(&self) -> Option<&'static str> {
+        self.unhealthy
     }
 
     /// The instance's state now, if it is a `T` (as

@@ -137,21 +137,21 @@ pub enum Event {
         )]
         key: Option<Arc<str>>,
         /// What was done.
-        action: crate::circuit_breaker::Action,
+        action: Action,
         /// The state before.
         from: State,
         /// The state after.
         to: State,
     },
     /// A registry's shared backend (`resilient.redis`) answered again, or
-    /// stopped answering (see [`BackendState`](crate::backend::BackendState)).
+    /// stopped answering (see [`BackendState`]).
     BackendChanged {
         /// Which backend: `"redis"`.
         backend: &'static str,
         /// Its section's path.
         path: &'static str,
         /// Its state now.
-        state: crate::backend::BackendState,
+        state: BackendState,
     },
     /// The circuit breaker of a registry's shared backend changed state:
     /// open, no decision is tried and each spec's `on_backend_failure`
@@ -201,6 +201,116 @@ pub enum Event {
         )]
         after: Duration,
     },
+}
+
+/// What an operator can do to a circuit breaker (Resilience4j's
+/// `FORCE_OPEN`, `CLOSE`, `DISABLE`, and its `reset`): see
+/// [`Registry::operate_breaker`](crate::Registry::operate_breaker); in
+/// [`Event::Operated`]. Also `circuit_breaker::Action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
+#[non_exhaustive]
+pub enum Action {
+    /// Rejects every call until `close` or `reset`
+    /// ([`CircuitBreakerHandle::force_open`](crate::circuit_breaker::CircuitBreakerHandle::force_open)).
+    ForceOpen,
+    /// Back to normal: the breaker closes with an empty window and runs its
+    /// state machine again, undoing `force_open` and `disable`
+    /// ([`CircuitBreakerHandle::reset`](crate::circuit_breaker::CircuitBreakerHandle::reset)).
+    Close,
+    /// Lets every call through and counts nothing until `close` or `reset`
+    /// ([`CircuitBreakerHandle::disable`](crate::circuit_breaker::CircuitBreakerHandle::disable)).
+    Disable,
+    /// As `close`, and its counts (openings, closings, rejections) and what
+    /// opened it forgotten: as a breaker just built.
+    Reset,
+}
+
+impl Action {
+    /// Every action, in the order written here.
+    pub const ALL: [Action; 4] = [
+        Action::ForceOpen,
+        Action::Close,
+        Action::Disable,
+        Action::Reset,
+    ];
+
+    /// Its name: `force_open`, `close`, `disable`, `reset`.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Action::ForceOpen => "force_open",
+            Action::Close => "close",
+            Action::Disable => "disable",
+            Action::Reset => "reset",
+        }
+    }
+
+    /// The action named `name` (as [`label`](Self::label) writes it).
+    pub fn from_label(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.label() == name)
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// Whether a registry's shared backend answers, as its last decision
+/// found: in [`Event::BackendChanged`] and the snapshot's backends. Also
+/// `backend::BackendState`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
+#[non_exhaustive]
+pub enum BackendState {
+    /// No decision was asked of it yet (and no startup check made).
+    Unknown,
+    /// Its last decision was made.
+    Up,
+    /// Its last decision failed (down, slower than `timeout`, an answer
+    /// that is no decision), or its breaker does not try it: each spec that
+    /// uses it applies its `on_backend_failure`.
+    Down,
+}
+
+impl BackendState {
+    /// Its code in an atomic word.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            BackendState::Unknown => 0,
+            BackendState::Up => 1,
+            BackendState::Down => 2,
+        }
+    }
+
+    /// The state of a code [`code`](Self::code) gave.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn from_code(code: u8) -> Self {
+        match code {
+            1 => BackendState::Up,
+            2 => BackendState::Down,
+            _ => BackendState::Unknown,
+        }
+    }
+
+    /// Its name, as the snapshot writes it.
+    pub const fn label(self) -> &'static str {
+        match self {
+            BackendState::Unknown => "unknown",
+            BackendState::Up => "up",
+            BackendState::Down => "down",
+        }
+    }
 }
 
 /// Why retry stopped retrying.

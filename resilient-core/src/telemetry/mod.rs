@@ -66,7 +66,7 @@ use metrics::{Counter, Gauge, Histogram, Label};
 use tokio::time::Instant;
 
 pub(crate) use events::Listeners;
-pub use events::{Event, Fault, StoppedBy};
+pub use events::{Action, BackendState, Event, Fault, StoppedBy};
 pub(crate) use recent::Recent;
 pub use recent::Recorded;
 

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::events::Event;
-use crate::registry::{Tag, Versions};
+use crate::versions::{Tag, Versions};
 
 /// The most events a ring keeps: `recent_events` is read in `0..=MAX`.
 pub(crate) const MAX_RECENT: u64 = 10_000;
@@ -109,6 +109,7 @@ impl Ring {
     }
 
     /// The latest entry, if any.
+    #[cfg(feature = "admin")]
     fn last(&self) -> Option<Recorded> {
         let next = self.next.load(Ordering::Acquire);
         if next == 0 || self.slots.is_empty() {
@@ -253,6 +254,7 @@ impl Recent {
 
     /// The latest event kept, with its count now: the only entry whose
     /// count can still grow.
+    #[cfg(feature = "admin")]
     pub(crate) fn last(&self) -> Option<Recorded> {
         self.ring.get().last()
     }
