@@ -30,7 +30,7 @@ use super::window::{Counts, Record, Window};
 use super::{Metrics, Opening};
 use crate::error::State;
 use crate::registry::{KeyShare, Tag, Versions};
-use crate::telemetry::Telemetry;
+use crate::telemetry::{LazyCounter, Telemetry};
 
 const TAG_SHIFT: u32 = 62;
 const CLOSED: u64 = 0b10;
@@ -207,10 +207,12 @@ impl Config {
     }
 }
 
-/// The metric handles only a breaker records.
+/// The metric handles only a breaker records: its transitions to `open`
+/// registered at once, the others when they first happen (see
+/// `LazyCounter`).
 #[derive(Debug)]
 struct BreakerMeters {
-    transitions: [Counter; 5],
+    transitions: [LazyCounter; 5],
     state: Gauge,
 }
 
@@ -291,14 +293,22 @@ impl Breaker {
         }
         let meters = self.meters.get_or_init(|| BreakerMeters {
             transitions: STATES.map(|s| {
-                self.telemetry.counter(
-                    "resilient_circuit_breaker_transitions_total",
-                    &[("to", state_label(s))],
-                )
+                if s == State::Open {
+                    LazyCounter::now(self.transitions_counter(s))
+                } else {
+                    LazyCounter::later()
+                }
             }),
             state: self.telemetry.gauge("resilient_circuit_breaker_state"),
         });
         meters.state.set(state_value(self.state()));
+    }
+
+    fn transitions_counter(&self, to: State) -> Counter {
+        self.telemetry.counter(
+            "resilient_circuit_breaker_transitions_total",
+            &[("to", state_label(to))],
+        )
     }
 
     fn meters(&self) -> Option<&BreakerMeters> {
@@ -524,7 +534,7 @@ impl Breaker {
             self.give_back_ejection();
         }
         if let Some(m) = self.meters() {
-            m.transitions[state_index(to)].increment(1);
+            m.transitions[state_index(to)].increment(1, || self.transitions_counter(to));
             m.state.set(state_value(to));
         }
         let t = &self.telemetry;

@@ -47,6 +47,10 @@
 //! | `resilient_concurrency_in_use` | gauge | | places held now |
 //! | `resilient_concurrency_limit` | gauge | | the limit in force: `limit`, or where an adaptive limit stands |
 //! | `resilient_fallbacks_total` | counter | `function` (instead of `spec` and `path`) | a fallback answered a failure (the global metrics switch) |
+//! | `resilient_hedging_attempts_total` | counter | `outcome` = `started`, `won`, `failed`, `cancelled` | each attempt of a hedged call starts (the first included), and ends: its outcome returned, a failure, or dropped (another won, or the call was dropped); `started` = `won` + `failed` + `cancelled` once no call is in flight |
+//! | `resilient_chaos_injected_total` | counter | `fault` = `latency`, `error`, `outcome` | a chaos spec injected a fault into a call (a chaos spec records no `resilient_calls_total`: the mechanisms around it count the call) |
+//! | `resilient_rate_limiter_backend_unavailable_total` | counter | `policy` = `deny`, `allow`, `local` | a rate limiter's call that its shared backend did not decide, answered by its `on_backend_failure` |
+//! | `resilient_retry_budget_backend_unavailable_total` | counter | `policy` = `deny`, `allow`, `local` | a retry whose shared budget's backend did not decide, answered by `retry_budget.on_backend_failure` |
 //! | `resilient_backend_up` | gauge | `backend` = `redis` (instead of `spec` and `path`) | 1 while the shared backend's last decision was made, 0 after one failed; set from its first decision or startup check (the global metrics switch) |
 //! | `resilient_backend_failures_total` | counter | `backend` = `redis`, `reason` = `connect`, `timeout`, `error`, `garbage`, `runtime` (instead of `spec` and `path`) | each decision of the shared backend that failed (recorded whatever the switches) |
 //! | `resilient_reloads_total` | counter | `result` = `applied`, `rejected` (instead of `spec` and `path`) | a reload ended (the global metrics switch) |
@@ -251,10 +255,63 @@ impl Outcome {
     }
 }
 
+/// A counter registered when it is first incremented, unless it was
+/// registered at once: the zero-series policy.
+///
+/// Prometheus asks to export 0 for "any time series you know may exist in
+/// advance" ("Avoid missing metrics", prometheus.io/docs/practices/
+/// instrumentation): a ratio or an alert over a series that is missing
+/// until something happens shows no data instead of 0. Registered at once
+/// are the series a dashboard's ratios and alerts read: every spec's
+/// `success` and `failure` calls, a breaker's, limit's or rate limiter's
+/// `rejected` calls, a timeout's `timed_out` calls, a breaker's
+/// transitions to `open`, a retry's exhaustion by `attempts`. The others
+/// (`ignored` and `cancelled` calls, the other transitions and reasons)
+/// only say that something happened, and appear when it first does: a
+/// first service built on this crate exported 72 of its 118 series at 0,
+/// every outcome of every spec. The first occurrence registers the series
+/// (an allocation, and the recorder's lock), once per series.
+#[derive(Debug, Default)]
+pub(crate) struct LazyCounter(OnceLock<Counter>);
+
+impl LazyCounter {
+    /// A counter registered now.
+    pub(crate) fn now(counter: Counter) -> Self {
+        Self(OnceLock::from(counter))
+    }
+
+    /// A counter registered when first incremented.
+    pub(crate) fn later() -> Self {
+        Self(OnceLock::new())
+    }
+
+    /// Adds `n`, registering the series with `register` the first time.
+    #[inline]
+    pub(crate) fn increment(&self, n: u64, register: impl FnOnce() -> Counter) {
+        self.0.get_or_init(register).increment(n);
+    }
+}
+
+/// Whether a call outcome's series is registered at once for `kind` (see
+/// [`LazyCounter`]).
+fn eager(kind: SpecKind, outcome: Outcome) -> bool {
+    match outcome {
+        Outcome::Success | Outcome::Failure => true,
+        Outcome::Rejected => [
+            SpecKind::CIRCUIT_BREAKER,
+            SpecKind::CONCURRENCY_LIMIT,
+            SpecKind::RATE_LIMITER,
+        ]
+        .contains(&kind),
+        Outcome::TimedOut => kind == SpecKind::TIMEOUT,
+        Outcome::Ignored | Outcome::Cancelled => false,
+    }
+}
+
 /// The handles of the metrics every kind of spec records.
 #[derive(Debug)]
 struct CallMeters {
-    calls: [Counter; 6],
+    calls: [LazyCounter; 6],
     duration: Histogram,
 }
 
@@ -428,13 +485,12 @@ impl Telemetry {
                 let kind = self.kind.label();
                 CallMeters {
                     calls: Outcome::ALL.map(|o| {
-                        if self.outcomes.contains(&o) {
-                            self.counter(
-                                "resilient_calls_total",
-                                &[("kind", kind), ("outcome", o.label())],
-                            )
+                        if !self.outcomes.contains(&o) {
+                            LazyCounter::now(Counter::noop())
+                        } else if eager(self.kind, o) {
+                            LazyCounter::now(self.calls_counter(o))
                         } else {
-                            Counter::noop()
+                            LazyCounter::later()
                         }
                     }),
                     duration: metrics::histogram!(
@@ -498,6 +554,14 @@ impl Telemetry {
         labels
     }
 
+    /// The counter of this spec's calls that end with `outcome`.
+    fn calls_counter(&self, outcome: Outcome) -> Counter {
+        self.counter(
+            "resilient_calls_total",
+            &[("kind", self.kind.label()), ("outcome", outcome.label())],
+        )
+    }
+
     /// A counter of this spec, registered now.
     pub(crate) fn counter(
         &self,
@@ -546,7 +610,7 @@ impl Telemetry {
     #[inline]
     pub(crate) fn ended(&self, outcome: Outcome, took: Option<Duration>) {
         if let Some(m) = self.meters() {
-            m.calls[outcome as usize].increment(1);
+            m.calls[outcome as usize].increment(1, || self.calls_counter(outcome));
             if let Some(took) = took {
                 m.duration.record(took.as_secs_f64());
             }
