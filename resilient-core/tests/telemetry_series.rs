@@ -135,7 +135,11 @@ async fn the_series_a_dashboard_needs_exist_at_once_and_the_others_when_they_hap
         )
     };
     assert_eq!(
-        (transitions("open"), transitions("half_open"), transitions("closed")),
+        (
+            transitions("open"),
+            transitions("half_open"),
+            transitions("closed")
+        ),
         (Some(1), Some(1), Some(1)),
         "the first occurrence counted too"
     );

@@ -934,9 +934,7 @@ impl Registry {
                 .iter()
                 .map(|h| {
                     SpecSnapshot::new(
-                        h.entry.name,
-                        h.entry.path,
-                        h.entry.kind,
+                        &h.entry,
                         ReadinessRule::from_code(h.readiness.load(Ordering::Relaxed)),
                         (h.instance.status(), h.instance.unhealthy()),
                         h.instance.settings(),
@@ -1316,6 +1314,7 @@ pub(crate) fn fallback_taken(function: &'static str) {
             None => (true, false),
         };
         if logging {
+            crate::telemetry::on_caller_span(crate::telemetry::span_fields::FALLBACK, function);
             tracing::debug!(target: "resilient::fallback", r#fn = function, "fallback taken");
         }
         if metrics {

@@ -6,6 +6,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use super::entry::SpecEntry;
 use super::readiness::ReadinessRule;
 use super::shared::BackendSnapshot;
 use crate::keyed::KeySettings;
@@ -195,9 +196,7 @@ fn some_part<S: serde::Serializer>(part: &Option<Arc<dyn Part>>, s: S) -> Result
 
 impl SpecSnapshot {
     pub(crate) fn new(
-        spec: &'static str,
-        path: &'static str,
-        kind: SpecKind,
+        entry: &SpecEntry,
         readiness: Option<ReadinessRule>,
         (status, unhealthy): (Option<Arc<dyn Part>>, Option<&'static str>),
         settings: Arc<dyn Part>,
@@ -205,9 +204,9 @@ impl SpecSnapshot {
         keys: Option<KeysSnapshot>,
     ) -> Self {
         Self {
-            spec,
-            path,
-            kind,
+            spec: entry.name,
+            path: entry.path,
+            kind: entry.kind,
             readiness,
             status,
             unhealthy,

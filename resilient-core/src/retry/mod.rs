@@ -558,6 +558,8 @@ impl Retry {
             delay,
         });
         if t.logging() {
+            crate::telemetry::on_caller_span(crate::telemetry::span_fields::RESEND_COUNT, retry);
+            crate::telemetry::on_caller_span(crate::telemetry::span_fields::RETRIES, retry);
             let (spec, path, wait_from, said) = (t.spec, t.path, from.label(), from.said());
             tracing::info!(
                 target: "resilient::retry",

@@ -255,6 +255,32 @@ impl Outcome {
     }
 }
 
+/// Records `value` as `field` of the span the call runs in (the caller's:
+/// the chain enters no span of its own), if that span declared the field,
+/// as `#[tracing::instrument(fields(http.request.resend_count =
+/// tracing::field::Empty))]` does; nothing otherwise. A trace exporter
+/// (tracing-opentelemetry) then shows it as an attribute of that span.
+/// Off the success path only: a retry, a hedge, a fallback.
+pub(crate) fn on_caller_span(field: &'static str, value: impl tracing::Value) {
+    tracing::Span::current().record(field, value);
+}
+
+/// The fields of the caller's span that the chain records, when the span
+/// declares them (see [`on_caller_span`]).
+pub(crate) mod span_fields {
+    /// Retries scheduled so far in the call: OpenTelemetry's one standard
+    /// attribute about resending, "the ordinal number of request resending
+    /// attempt (for any reason, including redirects)".
+    pub(crate) const RESEND_COUNT: &str = "http.request.resend_count";
+    /// The same count under this crate's own name, for a span that is no
+    /// HTTP request's.
+    pub(crate) const RETRIES: &str = "resilience.retries";
+    /// Hedges started so far in the call (attempts after the first).
+    pub(crate) const HEDGES: &str = "resilience.hedges";
+    /// The annotated fn whose `#[fallback]` answered the call.
+    pub(crate) const FALLBACK: &str = "resilience.fallback";
+}
+
 /// A counter registered when it is first incremented, unless it was
 /// registered at once: the zero-series policy.
 ///
