@@ -2,9 +2,10 @@
 //! server whose handlers call an upstream through reqwest), a scripted
 //! loopback server that counts the requests it receives, so that the
 //! examples and their tests count real requests over real sockets, its
-//! `/health` and `/metrics` routes, and a watch that reloads the
-//! configuration when its file changes.
+//! `/health` and `/metrics` routes, its admin routes and dashboard, and a
+//! watch that reloads the configuration when its file changes.
 
+pub mod admin;
 pub mod health;
 pub mod http;
 pub mod petstore;

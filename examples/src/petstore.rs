@@ -13,7 +13,8 @@
 //!   answer the upstream gave for that pet when the resilience layers gave
 //!   up.
 //! - [`app`]: the routes; a request that [`PetsLimit`] refuses is answered
-//!   503 by [`RespondLayer`], and a lookup the layers gave up on 502.
+//!   503 by [`RespondLayer`], and a lookup the layers gave up on 502; the
+//!   admin routes and the dashboard at `/resilience`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -25,6 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
+use resilient_core::admin::Admin;
 use resilient_core::layer::RespondLayer;
 use resilient_core::prelude::*;
 use resilient_core::Registry;
@@ -221,10 +223,25 @@ pub async fn flaky_upstream() -> std::io::Result<Server> {
     .await
 }
 
-/// The service's routes: `GET /pets/{id}` under [`PetsLimit`], and
-/// `/health` and `/metrics` (see [`health`](crate::health)) from `registry`
-/// and `metrics`.
+/// The service's routes: `GET /pets/{id}` under [`PetsLimit`], `/health`
+/// and `/metrics` (see [`health`](crate::health)) from `registry` and
+/// `metrics`, and the admin read routes at `/resilience` (the dashboard at
+/// `/resilience` itself, see [`admin`](crate::admin)).
 pub fn app(client: PetClient, registry: Registry, metrics: Option<PrometheusHandle>) -> Router {
+    let admin = Admin::new(registry.clone());
+    service(client, registry, metrics, &admin, None)
+}
+
+/// [`app`] with the admin routes of `admin`, its write routes too when
+/// `token` is given (each request then needs `Authorization: Bearer
+/// <token>`).
+pub fn service(
+    client: PetClient,
+    registry: Registry,
+    metrics: Option<PrometheusHandle>,
+    admin: &Admin,
+    token: Option<&str>,
+) -> Router {
     Router::new()
         .route(
             "/pets/{id}",
@@ -232,6 +249,7 @@ pub fn app(client: PetClient, registry: Registry, metrics: Option<PrometheusHand
         )
         .with_state(client)
         .merge(crate::health::routes(registry, metrics))
+        .nest("/resilience", crate::admin::routes(admin, token))
 }
 
 async fn pet(State(client): State<PetClient>, Path(id): Path<u64>) -> Result<Json<Pet>, PetError> {

@@ -173,6 +173,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "admin")]
+pub mod admin;
 pub mod backend;
 pub mod blocking;
 pub mod chaos;
@@ -197,6 +199,7 @@ mod spec;
 pub mod stream;
 pub mod telemetry;
 pub mod timeout;
+mod versions;
 
 #[doc(hidden)]
 #[path = "private.rs"]

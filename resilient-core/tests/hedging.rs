@@ -875,7 +875,10 @@ async fn a_call_dropped_between_attempts_counts_as_cancelled() -> TestResult {
         "telemetry",
         table([("metrics", table([("enabled", Value::Bool(true))]))]),
     );
-    let registry = metrics::with_local_recorder(&meters, || registry::<Dropped>(section));
+    // The recorder in use for the whole test: the `cancelled` series is
+    // registered when the first call is cancelled.
+    let _recorder = metrics::set_default_local_recorder(&meters);
+    let registry = registry::<Dropped>(section);
     let replica = Replica::new(&[fail(10), ok(10)]);
     let call = registry.scope(dropped(replica.clone()));
     // Dropped at 50 ms: the first attempt failed at 10 ms, the second is

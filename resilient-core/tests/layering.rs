@@ -123,6 +123,9 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("spec", 0),
             // Reading settings, and the outcome of one call in a chain.
             ("settings", 1),
+            // A value replaced while calls read it (settings, a ring of
+            // recent events), with no lock on the reading side.
+            ("versions", 1),
             ("outcome", 1),
             ("http", 1),
             // What every mechanism shares, and the registry that knows none.
@@ -161,6 +164,8 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("explain", 9),
             ("__private", 9),
             ("prelude", 9),
+            // What an operator reads and does over HTTP: every spec's state.
+            ("admin", 9),
             ("lib", 10),
         ],
     );

@@ -243,7 +243,7 @@ fn telemetry_keys_are_one_set() {
     // A spec's own switches (read from its section), then the global ones.
     let rows = |from| Rows {
         from: Some(from),
-        len: 2,
+        len: 3,
     };
     check(
         source,
@@ -279,4 +279,62 @@ fn redis_backend_keys_are_one_set() {
             let _ = resilient_core::backend::RedisSettings::read(s);
         },
     );
+}
+
+#[test]
+fn readme_holds_the_readiness_row() {
+    let docs = table_rows(include_str!("../src/registry/readiness.rs"), "///");
+    assert_eq!(docs.len(), 1, "the readiness key's row");
+    let readme = table_rows(README, "");
+    assert!(
+        readme.contains(&docs[0]),
+        "README lacks the row: {}",
+        docs[0]
+    );
+}
+
+/// Every metric name registered in the crate's source (a `"resilient_…"`
+/// literal), read from the files.
+fn metric_names_in_source() -> BTreeSet<String> {
+    fn walk(dir: &std::path::Path, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let mut rest = text.as_str();
+                while let Some(at) = rest.find("\"resilient_") {
+                    let name: String = rest[at + 1..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if rest[at + 1 + name.len()..].starts_with('"') {
+                        out.insert(name.clone());
+                    }
+                    rest = &rest[at + 1 + name.len()..];
+                }
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut out,
+    );
+    out
+}
+
+#[test]
+fn readme_metrics_table_lists_every_metric_the_source_registers_and_no_other() {
+    let documented: BTreeSet<String> = table_rows(README, "")
+        .iter()
+        .filter_map(|r| {
+            let name = key(r);
+            name.starts_with("resilient_").then_some(name)
+        })
+        .collect();
+    let source = metric_names_in_source();
+    assert!(source.len() >= 16, "{source:?}");
+    assert_eq!(documented, source, "README's metrics table and the source");
 }

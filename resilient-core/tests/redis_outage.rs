@@ -93,8 +93,8 @@ fn each_policy_does_what_it_says_while_redis_is_down_and_after() {
     let closed = Arc::new(AtomicU64::new(0));
     let (o, c) = (Arc::clone(&opened), Arc::clone(&closed));
     let _subscription = r.subscribe(move |event| {
-        if let Event::StateTransition {
-            spec: "RedisBackend",
+        if let Event::BackendTransition {
+            backend: "redis",
             to,
             ..
         } = event

@@ -170,8 +170,8 @@ fn the_first_probe_after_a_restart_reconnects_within_connect_timeout_and_timeout
     let transitions = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = std::sync::Arc::clone(&transitions);
     let _subscription = r.subscribe(move |event| {
-        if let resilient_core::telemetry::Event::StateTransition {
-            spec: "RedisBackend",
+        if let resilient_core::telemetry::Event::BackendTransition {
+            backend: "redis",
             to,
             ..
         } = event

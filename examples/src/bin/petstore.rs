@@ -4,10 +4,16 @@
 //! under a concurrency limit that is a route layer. As its own client, it
 //! asks for a pet while the upstream fails twice, then answers; asks again
 //! while the upstream fails, and gets the cached pet; edits its
-//! configuration file, which it watches and reloads; then reads its
-//! `/health` and `/metrics`.
+//! configuration file, which it watches and reloads; reads its admin
+//! routes (readiness, recent events, the dashboard) and finds the routes
+//! that act not mounted; then reads its `/health` and `/metrics`.
 //!
-//! Run with `cargo run -p examples --bin petstore`.
+//! Run with `cargo run -p examples --bin petstore`. With `-- --serve` it
+//! keeps serving after that, and prints its address: the dashboard is at
+//! `/resilience` (`GET /pets/7` a few times opens the breaker, the page
+//! shows it). With `APP_ADMIN_TOKEN` set, the routes that act (breaker
+//! actions, reload) are mounted too, behind `Authorization: Bearer
+//! <token>`.
 
 use std::future::IntoFuture;
 use std::path::{Path, PathBuf};
@@ -15,6 +21,7 @@ use std::time::Duration;
 
 use examples::petstore::{PetBreaker, PetClient};
 use metrics_exporter_prometheus::PrometheusBuilder;
+use resilient_core::admin::Admin;
 use resilient_core::{CircuitBreakerSpec, Registry};
 
 /// The configuration: the file, then `APP__...` environment overrides.
@@ -59,10 +66,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The service, on a port of its own.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let service = format!("http://{}", listener.local_addr()?);
-    let app = examples::petstore::app(
+    // The admin routes: reads for everyone; the routes that act only with
+    // a token, and then a reload that reads the file again.
+    let token = std::env::var("APP_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
+    let reloads = file.0.clone();
+    let admin = Admin::new(registry.clone()).reload_with(move || {
+        let config = load(&reloads)?;
+        Ok(resilient_config::reload(&config)?)
+    });
+    let app = examples::petstore::service(
         PetClient::new(upstream.addr()),
         registry.clone(),
         Some(prometheus),
+        &admin,
+        token.as_deref(),
     );
     tokio::spawn(axum::serve(listener, app).into_future());
 
@@ -107,6 +126,60 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     watch.task.abort();
 
+    // What an operator reads: readiness, what happened, the dashboard.
+    let ready = get("/resilience/ready").await?;
+    let status = ready.status().as_u16();
+    let readiness: serde_json::Value = serde_json::from_str(&ready.text().await?)?;
+    println!(
+        "GET /resilience/ready: {status} {}",
+        readiness["status"].as_str().unwrap_or("?")
+    );
+    let events: serde_json::Value =
+        serde_json::from_str(&get("/resilience/events").await?.text().await?)?;
+    // Each event as who and what, a run of the same written once.
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for e in events.as_array().into_iter().flatten() {
+        let what = e["type"].as_str().unwrap_or("?");
+        let who = e["spec"].as_str().or(e["function"].as_str());
+        let line = who.map_or(what.to_owned(), |who| format!("{who} {what}"));
+        match runs.last_mut() {
+            Some((last, n)) if *last == line => *n += 1,
+            _ => runs.push((line, 1)),
+        }
+    }
+    println!("GET /resilience/events (oldest first):");
+    for (line, n) in runs {
+        if n > 1 {
+            println!("  {line} x{n}");
+        } else {
+            println!("  {line}");
+        }
+    }
+    let page = get("/resilience").await?;
+    println!(
+        "GET /resilience: {} {} (the dashboard)",
+        page.status().as_u16(),
+        page.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    );
+    let act = http
+        .post(format!(
+            "{service}/resilience/breakers/resilient.circuitbreaker.pet/force_open"
+        ))
+        .send()
+        .await?;
+    println!(
+        "POST /resilience/breakers/resilient.circuitbreaker.pet/force_open: {} ({})",
+        act.status().as_u16(),
+        if token.is_some() {
+            "APP_ADMIN_TOKEN is set: the routes that act need it"
+        } else {
+            "no APP_ADMIN_TOKEN: the routes that act are not mounted"
+        }
+    );
+
     let health = get("/health").await?;
     println!(
         "GET /health: {}\n{}",
@@ -124,6 +197,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     calls.sort_unstable();
     for line in calls {
         println!("{line}");
+    }
+    if std::env::args().any(|a| a == "--serve") {
+        println!("serving {service} (the dashboard at {service}/resilience); stop with Ctrl-C");
+        std::future::pending::<()>().await;
     }
     Ok(())
 }

@@ -51,9 +51,53 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::keyed::KeyRef;
-use crate::registry::{Context, SectionEntry};
+pub use crate::registry::{BackendSnapshot, BackendUse};
+pub use crate::telemetry::BackendState;
+
+use crate::registry::{Context, ReadinessRule, SectionEntry};
 use crate::settings::{Problem, Section, Value};
-use crate::telemetry::{Listeners, Switches};
+use crate::spec::SpecKind;
+use crate::telemetry::{Listeners, Recorded, Switches};
+
+impl SpecKind {
+    /// A registry's shared backend (`resilient.redis`): its own kind in the
+    /// snapshot ([`BackendSnapshot`]), the metrics (`backend` label) and
+    /// the events, not a spec.
+    pub const BACKEND: SpecKind = SpecKind::new("backend", "shared backend");
+}
+
+/// The specs among `sections` (name, path, section as read) that use Redis,
+/// with their policy while it is down.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+fn users(sections: &[(&'static str, &'static str, &Value)]) -> Vec<BackendUse> {
+    let redis = |v: Option<&Value>| matches!(v, Some(Value::Str(s)) if s.trim().eq_ignore_ascii_case("redis"));
+    let policy = |v: Option<&Value>| match v {
+        Some(Value::Str(s)) => ["allow", "local"]
+            .into_iter()
+            .find(|p| s.trim().eq_ignore_ascii_case(p))
+            .unwrap_or("deny"),
+        _ => "deny",
+    };
+    let mut out = Vec::new();
+    for &(spec, path, raw) in sections {
+        let at = |key: &str| crate::settings::at(raw, key);
+        if redis(at("backend")) {
+            out.push(BackendUse {
+                spec,
+                path,
+                on_backend_failure: policy(at("on_backend_failure")),
+            });
+        }
+        if redis(at("retry_budget.backend")) {
+            out.push(BackendUse {
+                spec,
+                path,
+                on_backend_failure: policy(at("retry_budget.on_backend_failure")),
+            });
+        }
+    }
+    out
+}
 
 /// Where a rate limiter keeps its permits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -208,6 +252,7 @@ pub(crate) fn read_backend(
 /// | `require_at_startup` | `false` | `true`: the registry is not built while Redis does not answer a `PING` |
 /// | `cluster` | `false` | `true`: `url` is a node of a Redis Cluster (feature `redis-cluster`), whose other nodes and slots are read from it |
 /// | `nodes` | `[]` | with `cluster = true`: a list of more nodes' URLs, asked for the cluster's nodes and slots when `url` does not answer (list one per shard, or give a name that resolves to live nodes) |
+/// | `readiness` | `"degraded"` | `"ignore"`, `"degraded"` or `"not_ready"`: what Redis down (its last decision failed) makes of the service's readiness (`Snapshot::readiness`) |
 ///
 /// The backend's own failures go through a circuit breaker (count window of
 /// the last 10 decisions, opens at 50% failures after 5, open for 1 s, then
@@ -246,6 +291,8 @@ pub struct RedisSettings {
     /// without it.
     #[cfg_attr(feature = "serde", serde(serialize_with = "ser_shown_list"))]
     pub nodes: Vec<String>,
+    /// What Redis down makes of the service's readiness.
+    pub readiness: ReadinessRule,
 }
 
 impl RedisSettings {
@@ -276,6 +323,7 @@ impl RedisSettings {
             );
         }
         let nodes = read_nodes(s, cluster);
+        let readiness = ReadinessRule::read_key(s);
         let url = match url {
             Some(url) => match check_url(&url).and_then(|()| {
                 if cluster == Some(true) {
@@ -302,6 +350,7 @@ impl RedisSettings {
             require_at_startup: require_at_startup?,
             cluster: cluster?,
             nodes: nodes?,
+            readiness: readiness?,
         })
     }
 
@@ -392,6 +441,7 @@ impl std::fmt::Debug for RedisSettings {
                 "nodes",
                 &self.nodes.iter().map(|n| shown(n)).collect::<Vec<_>>(),
             )
+            .field("readiness", &self.readiness)
             .finish()
     }
 }
@@ -667,6 +717,37 @@ inventory::submit! {
         path: RedisSettings::PATH,
         build: build_redis,
         unused: unused_redis,
+        snapshot: snapshot_redis,
+        recent: recent_redis,
+    }
+}
+
+/// The Redis backend's part of the snapshot.
+fn snapshot_redis(
+    part: &(dyn Any + Send + Sync),
+    sections: &[(&'static str, &'static str, &Value)],
+) -> Option<BackendSnapshot> {
+    #[cfg(feature = "redis")]
+    {
+        let part = part.downcast_ref::<RedisPart>()?;
+        Some(part.backend.snapshot(users(sections)))
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = (part, sections);
+        None
+    }
+}
+
+/// The Redis backend's recent events newer than `after`.
+fn recent_redis(part: &(dyn Any + Send + Sync), after: u64, out: &mut Vec<Recorded>) {
+    #[cfg(feature = "redis")]
+    if let Some(part) = part.downcast_ref::<RedisPart>() {
+        part.backend.recent(after, out);
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = (part, after, out);
     }
 }
 
@@ -696,7 +777,9 @@ fn build_redis(
         match redis::RedisBackend::new(settings, listeners, switches) {
             Ok(backend) => {
                 let unreachable = if backend.settings().require_at_startup {
-                    backend.ping_blocking().err()
+                    let pinged = backend.ping_blocking();
+                    backend.checked(pinged.is_ok());
+                    pinged.err()
                 } else {
                     None
                 };

@@ -2,16 +2,22 @@
 //! run per decision, a circuit breaker of this crate around it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::conn::{AsyncConn, BlockingConn, Client};
-use super::{Ask, BudgetAnswer, BudgetAsk, Decision, Keys, RedisSettings, Unavailable, MAX_ARG};
+use super::{
+    Ask, BackendSnapshot, BackendState, BackendUse, BudgetAnswer, BudgetAsk, Decision, Keys,
+    RedisSettings, Unavailable, MAX_ARG,
+};
 use crate::circuit_breaker::{Breaker, CircuitBreakerSettings, Permit, WindowSettings};
 use crate::registry::Mechanism;
 use crate::spec::SpecKind;
-use crate::telemetry::{Listeners, Switches, Telemetry};
+use crate::telemetry::{Event, Listeners, Recorded, Switches, Telemetry};
+
+/// The backend's name: its telemetry's, its metrics' `backend` label.
+const NAME: &str = "redis";
 
 /// The fixed window, as the local limiter keeps it (see `roll` there), in
 /// µs of the Redis server's clock: the window's start and the permits taken
@@ -176,9 +182,21 @@ pub(crate) struct RedisBackend {
     /// waiting leaves it here.
     blocking: Arc<Mutex<Vec<BlockingConn>>>,
     /// The backend's own failures: while open, a decision is not tried.
+    /// Its telemetry is the backend's: name `redis`, kind `backend`, no
+    /// metrics of a breaker.
     breaker: Breaker,
     /// An outage was logged, and its end is not yet.
     down: AtomicBool,
+    /// Whether it answers, as the last decision found
+    /// ([`BackendState`]'s code), and since when (ms since the Unix epoch).
+    health: AtomicU8,
+    since_ms: AtomicU64,
+    /// Decisions that failed since the start.
+    failures: AtomicU64,
+    /// Whether the registry records metrics (the global switch), and the
+    /// gauge `resilient_backend_up`, registered once the state is known.
+    metrics: bool,
+    up: OnceLock<metrics::Gauge>,
     fixed_window: Script,
     token_bucket: Script,
     budget: Script,
@@ -363,12 +381,17 @@ impl RedisBackend {
             settings.timeout,
         )
         .map_err(|e| settings.scrub(&format!("must be a Redis URL (`redis://host:port`): {e}")))?;
+        // The backend's breaker records no breaker metrics: the backend
+        // has its own (`resilient_backend_*`).
         let telemetry = Telemetry::new(
-            "RedisBackend",
+            NAME,
             RedisSettings::PATH,
-            SpecKind::CIRCUIT_BREAKER,
+            SpecKind::BACKEND,
             <Breaker as Mechanism>::OUTCOMES,
-            switches,
+            Switches {
+                metrics: false,
+                ..switches
+            },
             Arc::clone(listeners),
         );
         Ok(Self {
@@ -382,6 +405,11 @@ impl RedisBackend {
             blocking: Arc::default(),
             breaker: <Breaker as Mechanism>::build(breaker_settings(), telemetry),
             down: AtomicBool::new(false),
+            health: AtomicU8::new(BackendState::Unknown.code()),
+            since_ms: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            metrics: switches.metrics,
+            up: OnceLock::new(),
             fixed_window: Script::new(FIXED_WINDOW),
             token_bucket: Script::new(TOKEN_BUCKET),
             budget: Script::new(BUDGET),
@@ -390,6 +418,65 @@ impl RedisBackend {
 
     pub(crate) fn settings(&self) -> &RedisSettings {
         &self.settings
+    }
+
+    /// Records what the startup check found: up when Redis answered.
+    pub(crate) fn checked(&self, answered: bool) {
+        self.mark(if answered {
+            BackendState::Up
+        } else {
+            BackendState::Down
+        });
+    }
+
+    /// Records that a decision was made (`Up`) or failed (`Down`): at a
+    /// change, its time, its event and the gauge. One relaxed load when
+    /// nothing changed.
+    fn mark(&self, state: BackendState) {
+        let code = state.code();
+        if self.health.load(Ordering::Relaxed) == code
+            || self.health.swap(code, Ordering::AcqRel) == code
+        {
+            return;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.since_ms.store(now, Ordering::Relaxed);
+        if self.metrics {
+            self.up
+                .get_or_init(|| metrics::gauge!("resilient_backend_up", "backend" => NAME))
+                .set(if state == BackendState::Up { 1.0 } else { 0.0 });
+        }
+        let t = &self.breaker.telemetry;
+        t.emit(|| Event::BackendChanged {
+            backend: NAME,
+            path: RedisSettings::PATH,
+            state,
+        });
+    }
+
+    /// The backend as the snapshot shows it, used by `used_by`.
+    pub(crate) fn snapshot(&self, used_by: Vec<BackendUse>) -> BackendSnapshot {
+        let state = BackendState::from_code(self.health.load(Ordering::Acquire));
+        BackendSnapshot {
+            backend: NAME,
+            path: RedisSettings::PATH,
+            url: self.shown.clone(),
+            state,
+            since_ms: (state != BackendState::Unknown)
+                .then(|| self.since_ms.load(Ordering::Relaxed)),
+            failures: self.failures.load(Ordering::Relaxed),
+            breaker: self.breaker.state(),
+            readiness: self.settings.readiness,
+            used_by,
+        }
+    }
+
+    /// Its recent events (its breaker's transitions and rejections, its
+    /// changes of state) newer than `after`.
+    pub(crate) fn recent(&self, after: u64, out: &mut Vec<Recorded>) {
+        self.breaker.telemetry.recent().after(after, out);
     }
 
     /// Connects and sends `PING`, blocking the thread, within
@@ -653,6 +740,7 @@ impl RedisBackend {
         match outcome {
             Ok(decision) => {
                 permit.success();
+                self.mark(BackendState::Up);
                 if self.down.swap(false, Ordering::AcqRel) {
                     tracing::info!(
                         target: "resilient::backend",
@@ -712,6 +800,8 @@ impl RedisBackend {
 
     /// Counts and, once per outage, logs `failure`.
     fn failed(&self, failure: &Failure) -> Unavailable {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        self.mark(BackendState::Down);
         metrics::counter!(
             "resilient_backend_failures_total",
             "backend" => "redis",

@@ -30,7 +30,7 @@ use super::window::{Counts, Record, Window};
 use super::{Metrics, Opening};
 use crate::error::State;
 use crate::registry::{KeyShare, Tag, Versions};
-use crate::telemetry::Telemetry;
+use crate::telemetry::{LazyCounter, Telemetry};
 
 const TAG_SHIFT: u32 = 62;
 const CLOSED: u64 = 0b10;
@@ -207,10 +207,12 @@ impl Config {
     }
 }
 
-/// The metric handles only a breaker records.
+/// The metric handles only a breaker records: its transitions to `open`
+/// registered at once, the others when they first happen (see
+/// `LazyCounter`).
 #[derive(Debug)]
 struct BreakerMeters {
-    transitions: [Counter; 5],
+    transitions: [LazyCounter; 5],
     state: Gauge,
 }
 
@@ -291,14 +293,22 @@ impl Breaker {
         }
         let meters = self.meters.get_or_init(|| BreakerMeters {
             transitions: STATES.map(|s| {
-                self.telemetry.counter(
-                    "resilient_circuit_breaker_transitions_total",
-                    &[("to", state_label(s))],
-                )
+                if s == State::Open {
+                    LazyCounter::now(self.transitions_counter(s))
+                } else {
+                    LazyCounter::later()
+                }
             }),
             state: self.telemetry.gauge("resilient_circuit_breaker_state"),
         });
         meters.state.set(state_value(self.state()));
+    }
+
+    fn transitions_counter(&self, to: State) -> Counter {
+        self.telemetry.counter(
+            "resilient_circuit_breaker_transitions_total",
+            &[("to", state_label(to))],
+        )
     }
 
     fn meters(&self) -> Option<&BreakerMeters> {
@@ -524,16 +534,28 @@ impl Breaker {
             self.give_back_ejection();
         }
         if let Some(m) = self.meters() {
-            m.transitions[state_index(to)].increment(1);
+            m.transitions[state_index(to)].increment(1, || self.transitions_counter(to));
             m.state.set(state_value(to));
         }
         let t = &self.telemetry;
-        t.emit(|| crate::telemetry::Event::StateTransition {
-            spec: t.spec,
-            path: t.path,
-            from,
-            to,
-            key: t.event_key(),
+        t.emit(|| {
+            if t.kind == crate::spec::SpecKind::BACKEND {
+                // A shared backend's own breaker: no spec's.
+                crate::telemetry::Event::BackendTransition {
+                    backend: t.spec,
+                    path: t.path,
+                    from,
+                    to,
+                }
+            } else {
+                crate::telemetry::Event::StateTransition {
+                    spec: t.spec,
+                    path: t.path,
+                    from,
+                    to,
+                    key: t.event_key(),
+                }
+            }
         });
         if !t.logging() {
             return;
@@ -780,6 +802,23 @@ impl Breaker {
         self.window.get().clear();
         self.mode.store(NORMAL, Ordering::Release);
         self.transition(from, State::Closed);
+    }
+
+    /// Forgets its counts (transitions, rejections) and what opened it, as
+    /// a breaker just built; its state is left as it is.
+    pub(crate) fn forget_counts(&self) {
+        for count in [
+            &self.opened,
+            &self.half_opened,
+            &self.closed,
+            &self.rejected,
+        ] {
+            count.store(0, Ordering::Relaxed);
+        }
+        self.opening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by = None;
     }
 
     /// Runs `settings` from now on (see the module docs of

@@ -82,6 +82,7 @@
 //! ```
 
 mod breaker;
+mod operate;
 mod settings;
 mod window;
 
@@ -91,7 +92,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::error::State;
+pub use crate::telemetry::Action;
 pub use breaker::Breaker;
+pub use operate::{OperateError, Operated};
 pub use settings::{CircuitBreakerSettings, SlowCall, WindowSettings};
 pub use window::Counts;
 
@@ -156,6 +159,18 @@ impl Mechanism for Breaker {
 
     fn evictable(&self) -> bool {
         Breaker::evictable(self)
+    }
+
+    const READINESS: bool = true;
+
+    fn unhealthy(&self) -> Option<&'static str> {
+        // A disabled breaker lets every call through: healthy.
+        match self.state() {
+            State::Open => Some("open"),
+            State::HalfOpen => Some("half_open"),
+            State::ForcedOpen => Some("forced_open"),
+            _ => None,
+        }
     }
 
     fn join(&self, share: &Arc<KeyShare>) {

@@ -454,6 +454,10 @@ impl Hedging {
             after_failure: matches!(why, HedgeReason::Failure),
         });
         if t.logging() {
+            crate::telemetry::on_caller_span(
+                crate::telemetry::span_fields::HEDGES,
+                attempt.saturating_sub(1),
+            );
             let (spec, path) = (t.spec, t.path);
             match why {
                 HedgeReason::Delay => tracing::debug!(

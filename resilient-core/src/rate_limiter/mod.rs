@@ -566,7 +566,7 @@ impl Mechanism for RateLimiter {
     }
 
     fn status(&self) -> Option<Arc<dyn Part>> {
-        None
+        Some(Arc::new(self.permits()?))
     }
 
     const KEYED: bool = true;
@@ -592,7 +592,51 @@ impl Mechanism for RateLimiter {
     }
 }
 
+/// A rate limiter's permits now, as this process counts them: its part of
+/// the registry's [`Snapshot`](crate::Snapshot), for a limiter kept in
+/// the process and enabled (one whose permits live in Redis shows none:
+/// the process does not know them without asking).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Permits {
+    /// Permits a call could take now, without waiting.
+    pub available: u32,
+    /// Permits per period: `limit_for_period`.
+    pub limit_for_period: u32,
+}
+
 impl RateLimiter {
+    /// Its permits now (see [`Permits`]): one clock read, nothing written.
+    fn permits(&self) -> Option<Permits> {
+        let c = self.config.get();
+        if c.unusual {
+            return None;
+        }
+        let limit = u64::from(c.settings.limit_for_period);
+        let (w, now) = (self.word.load(Ordering::Acquire), self.now_ns());
+        let available = match c.settings.algorithm {
+            Algorithm::FixedWindow => {
+                let (_, taken) = roll(w, now / 1_000_000, c.period_ms, limit);
+                limit.saturating_sub(taken)
+            }
+            // A permit is due now while the bucket's arrival time lies
+            // within the burst tolerance of now; each one moves it an
+            // interval later.
+            Algorithm::TokenBucket => {
+                let ahead = w.saturating_sub(now);
+                match c.tolerance_ns.checked_sub(ahead) {
+                    Some(room) => room / c.interval_ns.max(1) + 1,
+                    None => 0,
+                }
+            }
+        };
+        Some(Permits {
+            available: u32::try_from(available.min(limit)).unwrap_or(u32::MAX),
+            limit_for_period: c.settings.limit_for_period,
+        })
+    }
+
     /// Takes a permit due within `max_wait` (now, or reserved for later):
     /// `Ok` with how long until it is due, or `Err` with how long until a
     /// permit would be free.

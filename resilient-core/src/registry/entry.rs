@@ -62,6 +62,8 @@ pub struct SpecEntry {
     check: fn(&AnySettings, &Context) -> Option<(&'static str, String)>,
     keyed: Option<KeyedFns>,
     outcomes: &'static [Outcome],
+    /// Whether its state can be unhealthy, so that it takes `readiness`.
+    readiness: bool,
 }
 
 /// How the registry builds and installs a spec's keyed instances, for the
@@ -107,7 +109,14 @@ impl SpecEntry {
                 None
             },
             outcomes: <S::Mechanism as Mechanism>::OUTCOMES,
+            readiness: <S::Mechanism as Mechanism>::READINESS,
         }
+    }
+
+    /// Whether the spec takes a `readiness` rule: its state can be
+    /// unhealthy.
+    pub(crate) fn takes_readiness(&self) -> bool {
+        self.readiness
     }
 
     /// Every spec linked into this binary, in no particular order.
@@ -274,6 +283,7 @@ pub(crate) trait Instance: Send + Sync + 'static {
     fn attach(&self, context: &Context);
     fn settings(&self) -> Arc<dyn Part>;
     fn status(&self) -> Option<Arc<dyn Part>>;
+    fn unhealthy(&self) -> Option<&'static str>;
     fn as_any(&self) -> &dyn Any;
     fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
@@ -305,6 +315,10 @@ impl<M: Mechanism> Instance for M {
 
     fn status(&self) -> Option<Arc<dyn Part>> {
         Mechanism::status(self)
+    }
+
+    fn unhealthy(&self) -> Option<&'static str> {
+        Mechanism::unhealthy(self)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -517,6 +517,18 @@ impl<M: Mechanism> Keyed<M> {
             .iter(&guard)
             .filter_map(|(_, e)| Some((e.instance.telemetry().event_key()?, e)))
             .collect();
+        let mut unhealthy: Vec<KeyStatus> = keys
+            .iter()
+            .filter_map(|(text, entry)| {
+                let state = entry.instance.unhealthy()?;
+                Some(KeyStatus::new(
+                    Arc::clone(text),
+                    entry.instance.status(),
+                    Some(state),
+                ))
+            })
+            .collect();
+        unhealthy.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         if keys.len() > KeysSnapshot::SHOWN {
             keys.select_nth_unstable_by(KeysSnapshot::SHOWN - 1, |a, b| a.0.cmp(&b.0));
             keys.truncate(KeysSnapshot::SHOWN);
@@ -524,7 +536,9 @@ impl<M: Mechanism> Keyed<M> {
         keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let shown = keys
             .into_iter()
-            .map(|(text, entry)| KeyStatus::new(text, entry.instance.status()))
+            .map(|(text, entry)| {
+                KeyStatus::new(text, entry.instance.status(), entry.instance.unhealthy())
+            })
             .collect();
         let (ejected, held_closed) = self.share.ejections();
         KeysSnapshot {
@@ -532,8 +546,24 @@ impl<M: Mechanism> Keyed<M> {
             overflowed: self.overflowed.load(Ordering::Relaxed),
             ejected,
             held_closed,
+            unhealthy,
             shown,
         }
+    }
+
+    /// The instance of the key written `text` (an integer key as its
+    /// decimal text), if it has one now: found, never made, so that a
+    /// mistyped key creates nothing.
+    pub(crate) fn existing(&self, text: &str) -> Option<Arc<M>> {
+        let guard = self.map.guard();
+        let int = text.parse::<i128>().ok().map(KeyRef::Int);
+        [int, Some(KeyRef::Text(text))]
+            .into_iter()
+            .flatten()
+            .find_map(|key| {
+                let entry = self.map.get(&key, &guard)?;
+                (entry.used.load(Ordering::Relaxed) != EVICTED).then(|| Arc::clone(&entry.instance))
+            })
     }
 
     /// The `keys` table running now.

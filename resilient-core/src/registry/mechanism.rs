@@ -89,6 +89,20 @@ pub trait Mechanism: Sealed + Send + Sync + Sized + 'static {
         true
     }
 
+    /// Whether its state can be unhealthy (a breaker's), so that its spec
+    /// takes a `readiness` rule.
+    #[doc(hidden)]
+    const READINESS: bool = false;
+
+    /// Its state in words if it is unhealthy now (a breaker open,
+    /// half-open or forced open: `"open"`, `"half_open"`,
+    /// `"forced_open"`); `None` when healthy. A keyed instance that is not
+    /// is listed in the snapshot's `keys.unhealthy`.
+    #[doc(hidden)]
+    fn unhealthy(&self) -> Option<&'static str> {
+        None
+    }
+
     /// What the registry's own sections built (a shared backend), given
     /// to each instance it builds.
     #[doc(hidden)]

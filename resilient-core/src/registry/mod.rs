@@ -31,12 +31,12 @@
 mod entry;
 mod keyed;
 mod mechanism;
+mod readiness;
 mod shared;
 mod snapshot;
 mod unread;
 pub(crate) mod uses;
 pub(crate) use uses::{CrossCheck, Finding};
-mod versions;
 
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
@@ -45,24 +45,28 @@ use std::future::Future;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::marker::PhantomData;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+pub(crate) use crate::versions::{Pinned, Tag, Versions};
 pub(crate) use entry::{CallInstance, Key, Shared};
 pub use entry::{Slot, Spec, SpecEntry};
 pub use mechanism::Mechanism;
 pub(crate) use mechanism::Sealed;
+pub use readiness::{Readiness, ReadinessRule, Ready, Reason};
 #[doc(hidden)]
 pub use shared::Context;
 pub(crate) use shared::SectionEntry;
+pub use shared::{BackendSnapshot, BackendUse};
 use snapshot::KeyTable;
 pub use snapshot::{KeyStatus, KeysSnapshot, Part, Snapshot, SpecSnapshot};
-pub(crate) use versions::{Pinned, Tag, Versions};
 
 use crate::error::{Error, Unconfigured};
 use crate::keyed::{KeyRef, KeySettings};
 use crate::settings::{self, Problem, Section, Value, UNKNOWN_KEY};
-use crate::telemetry::{Event, GlobalTelemetry, Listeners, Telemetry, TelemetrySettings};
+use crate::telemetry::{
+    Event, GlobalTelemetry, Listeners, Recent, Recorded, Telemetry, TelemetrySettings,
+};
 use entry::{AnySettings, Instance, KeyedInstances};
 pub(crate) use keyed::Keyed;
 #[doc(hidden)]
@@ -162,6 +166,8 @@ struct Inner {
     specs: Vec<Held>,
     by_type: HashMap<TypeId, usize, BuildHasherDefault<TypeIdHasher>>,
     listeners: Arc<Listeners>,
+    /// The registry's own recent events: fallbacks, rejected reloads.
+    recent: Recent,
     /// The global telemetry switches; the fallbacks' and reloads' own.
     logging: AtomicBool,
     metrics: AtomicBool,
@@ -186,6 +192,9 @@ struct Held {
     /// The same, as a scoped call takes them (by their type).
     keyed_any: Option<Arc<dyn Any + Send + Sync>>,
     section: Mutex<Read>,
+    /// Its `readiness` rule ([`ReadinessRule::code`]; 0 for a kind that
+    /// takes none), reloaded with its section.
+    readiness: AtomicU8,
 }
 
 /// Hashes a [`TypeId`], which is a hash already, by keeping its bits: a
@@ -219,6 +228,8 @@ struct Read {
 struct Pending {
     raw: Value,
     own: TelemetrySettings,
+    /// Its `readiness` rule, for a kind that takes one.
+    readiness: Option<ReadinessRule>,
     /// The `keys` table of a spec that takes `key = ..`.
     keys: Option<KeySettings>,
     settings: AnySettings,
@@ -331,6 +342,7 @@ fn read_all<'e>(
             }
             let mut section = Section::root(entry.name, entry.path, root, problems);
             let own = TelemetrySettings::read(&mut section);
+            let readiness = ReadinessRule::read(&mut section, entry);
             let settings = entry.read(&mut section);
             let keys = entry
                 .keyed()
@@ -339,6 +351,7 @@ fn read_all<'e>(
             Some(Pending {
                 raw: raw_section(root, entry.path),
                 own: own?,
+                readiness: readiness?,
                 keys: keys.transpose().ok()?,
                 settings: settings?,
             })
@@ -400,6 +413,14 @@ fn sorted(mut problems: Vec<Problem>) -> Vec<Problem> {
 }
 
 impl RegistryBuilder {
+    /// A builder of a registry of no spec, for a unit test.
+    #[cfg(all(test, feature = "admin"))]
+    pub(crate) fn none() -> Self {
+        Self {
+            only: Some(Vec::new()),
+        }
+    }
+
     /// Limits the registry to the given spec (call once per spec). Without any
     /// call, the registry covers every spec linked into the binary, which is
     /// what an application wants; a test names the specs it uses, so that the
@@ -473,6 +494,7 @@ impl RegistryBuilder {
             let Some(Pending {
                 raw,
                 own,
+                readiness,
                 keys,
                 settings,
             }) = pending
@@ -500,6 +522,7 @@ impl RegistryBuilder {
                 keyed_any: keyed.as_ref().map(|k| Arc::clone(k).into_any()),
                 keyed,
                 section: Mutex::new(Read { raw }),
+                readiness: AtomicU8::new(readiness.map_or(0, ReadinessRule::code)),
             });
         }
         let by_type = specs
@@ -507,11 +530,13 @@ impl RegistryBuilder {
             .enumerate()
             .map(|(i, h)| ((h.entry.type_id)(), i))
             .collect();
+        let recent = Recent::new(Arc::clone(&listeners.seq), global.recent_events);
         let registry = Registry {
             inner: Arc::new(Inner {
                 specs,
                 by_type,
                 listeners,
+                recent,
                 logging: AtomicBool::new(global.logging),
                 metrics: AtomicBool::new(global.metrics),
                 global: Mutex::new(global),
@@ -526,6 +551,7 @@ impl RegistryBuilder {
 
 /// What a [`Registry::reload`] changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Reloaded {
     /// The global telemetry switches' keys that changed, as in
@@ -537,6 +563,7 @@ pub struct Reloaded {
 
 /// What a reload changed for one spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct SpecChange {
     /// The spec type's name.
@@ -711,6 +738,49 @@ impl Registry {
             .ok()
     }
 
+    /// The spec at `path` (the first, in name order, if several share it).
+    pub(crate) fn entry_at(&self, path: &str) -> Option<SpecEntry> {
+        self.inner
+            .specs
+            .iter()
+            .find(|h| h.entry.path == path)
+            .map(|h| h.entry)
+    }
+
+    /// The paths of the specs of kind `kind`, in path order.
+    pub(crate) fn paths_of(&self, kind: crate::spec::SpecKind) -> Vec<&'static str> {
+        self.inner
+            .specs
+            .iter()
+            .filter(|h| h.entry.kind == kind)
+            .map(|h| h.entry.path)
+            .collect()
+    }
+
+    /// The instance of the spec at `path`, if it is an `M`: for what
+    /// names a spec by its path (an operator's action).
+    pub(crate) fn instance_at<M: Mechanism>(&self, path: &str) -> Option<(SpecEntry, Arc<M>)> {
+        self.inner
+            .specs
+            .iter()
+            .filter(|h| h.entry.path == path)
+            .find_map(|h| Some((h.entry, Arc::clone(&h.any).downcast::<M>().ok()?)))
+    }
+
+    /// The keyed instances of the spec at `path`, if it is an `M` spec
+    /// that takes keys.
+    pub(crate) fn keyed_at<M: Mechanism>(&self, path: &str) -> Option<Arc<Keyed<M>>> {
+        self.inner
+            .specs
+            .iter()
+            .filter(|h| h.entry.path == path)
+            .find_map(|h| {
+                Arc::clone(h.keyed_any.as_ref()?)
+                    .downcast::<Keyed<M>>()
+                    .ok()
+            })
+    }
+
     /// The installed registry, if [`install`](Self::install) was called: for
     /// a health endpoint's [`snapshot`](Self::snapshot), or to
     /// [`subscribe`](Self::subscribe) to the application's events.
@@ -768,23 +838,119 @@ impl Registry {
         self.inner.listeners.remove(subscription.0)
     }
 
+    /// The latest events of every spec of this registry, and of the
+    /// registry itself (fallbacks taken while it is in use, rejected
+    /// reloads), oldest first: kept whether or not anyone listens, so that
+    /// what happened before anyone looked can be read (Resilience4j's
+    /// event buffer).
+    ///
+    /// Each spec keeps its latest `telemetry.recent_events` (100 unless
+    /// configured, the global `resilient.telemetry.recent_events`), its
+    /// keys' included; the registry keeps the global number of its own. A
+    /// run of rejections by one instance, with no other event of its spec
+    /// between them, is one entry with its [`count`](Recorded::count).
+    ///
+    /// ```
+    /// # use resilient_core::{Registry, telemetry::Event};
+    /// # fn demo(registry: &Registry) {
+    /// for recorded in registry.recent_events() {
+    ///     if let Event::StateTransition { spec, to, .. } = &recorded.event {
+    ///         println!("#{} at {} ms: {spec} -> {to}", recorded.seq, recorded.at_ms);
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn recent_events(&self) -> Vec<Recorded> {
+        self.recent_after(0)
+    }
+
+    /// The latest events of the spec at `path` (its keys' included), oldest
+    /// first; `None` when the registry has no spec there. See
+    /// [`recent_events`](Self::recent_events).
+    pub fn recent_events_of(&self, path: &str) -> Option<Vec<Recorded>> {
+        let mut out = Vec::new();
+        let mut found = false;
+        for held in self.inner.specs.iter().filter(|h| h.entry.path == path) {
+            found = true;
+            held.instance.telemetry().recent().after(0, &mut out);
+        }
+        found.then(|| {
+            out.sort_by_key(|r| r.seq);
+            out
+        })
+    }
+
+    /// Whether a listener is subscribed.
+    #[cfg(all(test, feature = "admin"))]
+    pub(crate) fn listening(&self) -> bool {
+        self.inner.listeners.any()
+    }
+
+    /// The latest event of each spec's ring (and the registry's, and its
+    /// backends'), with its count now: where a run of rejections grows.
+    #[cfg(feature = "admin")]
+    pub(crate) fn recent_latest(&self) -> Vec<Recorded> {
+        let mut out: Vec<Recorded> = self
+            .inner
+            .specs
+            .iter()
+            .filter_map(|h| h.instance.telemetry().recent().last())
+            .chain(self.inner.recent.last())
+            .collect();
+        let mut backends = Vec::new();
+        self.inner.context.recent(0, &mut backends);
+        out.extend(backends.into_iter().max_by_key(|r| r.seq));
+        out
+    }
+
+    /// The number given to the latest event (kept or not).
+    #[cfg(feature = "admin")]
+    pub(crate) fn last_event_seq(&self) -> u64 {
+        self.inner.listeners.seq.load(Ordering::Relaxed)
+    }
+
+    /// Every event kept with a number above `after`, oldest first.
+    pub(crate) fn recent_after(&self, after: u64) -> Vec<Recorded> {
+        let mut out = Vec::new();
+        for held in &self.inner.specs {
+            held.instance.telemetry().recent().after(after, &mut out);
+        }
+        self.inner.recent.after(after, &mut out);
+        self.inner.context.recent(after, &mut out);
+        out.sort_by_key(|r| r.seq);
+        out
+    }
+
     /// The state of every spec now, sorted by path: what a health endpoint
     /// shows. Serializable with the `serde` feature.
     ///
     /// Each spec's counts are read one after the other, without stopping
     /// calls: a snapshot taken under load is a close view, not an atomic one.
     pub fn snapshot(&self) -> Snapshot {
+        let held: Vec<_> = self
+            .inner
+            .specs
+            .iter()
+            .map(|h| (h, h.section.lock().unwrap_or_else(PoisonError::into_inner)))
+            .collect();
+        let sections: Vec<(&'static str, &'static str, &Value)> = held
+            .iter()
+            .map(|(h, read)| (h.entry.name, h.entry.path, &read.raw))
+            .collect();
+        let backends = self.inner.context.snapshots(&sections);
+        drop(sections);
+        drop(held);
         Snapshot {
+            backends,
             specs: self
                 .inner
                 .specs
                 .iter()
                 .map(|h| {
                     SpecSnapshot::new(
-                        h.entry.name,
-                        h.entry.path,
-                        h.entry.kind,
-                        h.instance.status(),
+                        &h.entry,
+                        ReadinessRule::from_code(h.readiness.load(Ordering::Relaxed)),
+                        (h.instance.status(), h.instance.unhealthy()),
                         h.instance.settings(),
                         h.keyed
                             .as_ref()
@@ -877,16 +1043,20 @@ impl Registry {
         *global_was = global;
         inner.logging.store(global.logging, Ordering::Relaxed);
         inner.metrics.store(global.metrics, Ordering::Relaxed);
+        inner.recent.resize(global.recent_events);
         for (held, pending) in inner.specs.iter().zip(read) {
             let Some(Pending {
                 raw,
                 own,
+                readiness,
                 keys,
                 settings,
             }) = pending
             else {
                 continue;
             };
+            held.readiness
+                .store(readiness.map_or(0, ReadinessRule::code), Ordering::Relaxed);
             let mut applied = held.section.lock().unwrap_or_else(PoisonError::into_inner);
             let telemetry = held.instance.telemetry();
             let switches = own.under(global);
@@ -985,11 +1155,7 @@ impl Registry {
             "configuration reload rejected, every spec keeps its running settings ({n} problem{}):{list}",
             if n == 1 { "" } else { "s" }
         );
-        if self.inner.listeners.any() {
-            self.inner
-                .listeners
-                .emit("", "", &Event::ReloadRejected { problems: n });
-        }
+        self.inner.publish(Event::ReloadRejected { problems: n });
         if self.inner.metrics.load(Ordering::Relaxed) {
             metrics::counter!("resilient_reloads_total", "result" => "rejected").increment(1);
         }
@@ -1008,7 +1174,22 @@ fn global_value(g: GlobalTelemetry) -> Value {
     Value::Table(BTreeMap::from([
         ("logging".to_owned(), switch(g.logging)),
         ("metrics".to_owned(), switch(g.metrics)),
+        (
+            "recent_events".to_owned(),
+            Value::Int(i128::from(g.recent_events)),
+        ),
     ]))
+}
+
+impl Inner {
+    /// Publishes an event of the registry itself (no spec's): to the
+    /// listeners, and among the registry's recent events.
+    fn publish(&self, event: Event) {
+        if self.listeners.any() {
+            self.listeners.emit("", "", &event);
+        }
+        self.recent.record(event);
+    }
 }
 
 /// The keys whose values differ between two sections, each as
@@ -1159,17 +1340,14 @@ pub(crate) fn fallback_taken(function: &'static str) {
             None => (true, false),
         };
         if logging {
+            crate::telemetry::on_caller_span(crate::telemetry::span_fields::FALLBACK, function);
             tracing::debug!(target: "resilient::fallback", r#fn = function, "fallback taken");
         }
         if metrics {
             metrics::counter!("resilient_fallbacks_total", "function" => function).increment(1);
         }
         if let Some(r) = registry {
-            if r.inner.listeners.any() {
-                r.inner
-                    .listeners
-                    .emit("", "", &Event::FallbackTaken { function });
-            }
+            r.inner.publish(Event::FallbackTaken { function });
         }
     });
 }

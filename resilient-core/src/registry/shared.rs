@@ -5,8 +5,59 @@
 use std::any::{Any, TypeId};
 use std::sync::Arc;
 
+use super::readiness::ReadinessRule;
+use crate::error::State;
 use crate::settings::{Problem, Value};
-use crate::telemetry::{Listeners, Switches};
+use crate::telemetry::{BackendState, Listeners, Recorded, Switches};
+
+/// A spec that uses a shared backend, and what its calls get while the
+/// backend is down: in a [`BackendSnapshot`]. Also `backend::BackendUse`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct BackendUse {
+    /// The spec's name.
+    pub spec: &'static str,
+    /// Its config path.
+    pub path: &'static str,
+    /// Its `on_backend_failure` (a retry spec's
+    /// `retry_budget.on_backend_failure`): `"deny"`, `"allow"` or
+    /// `"local"`.
+    pub on_backend_failure: &'static str,
+}
+
+/// A registry's shared backend in its snapshot: whether it answers, since
+/// when, and the specs that use it with their policy while it does not
+/// (see [`Snapshot::backends`](crate::Snapshot::backends)). Also
+/// `backend::BackendSnapshot`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct BackendSnapshot {
+    /// Which backend: `"redis"`.
+    pub backend: &'static str,
+    /// Its section's path.
+    pub path: &'static str,
+    /// Where it is, without its password.
+    pub url: String,
+    /// Whether it answers now.
+    pub state: BackendState,
+    /// When it entered `state`, in ms since the Unix epoch; `None` while
+    /// unknown.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub since_ms: Option<u64>,
+    /// Decisions that failed since the start.
+    pub failures: u64,
+    /// Its own circuit breaker's state: while open, no decision is tried
+    /// and each spec's policy applies at once.
+    pub breaker: State,
+    /// What it down makes of the service's readiness (the section's
+    /// `readiness`).
+    pub readiness: ReadinessRule,
+    /// The specs that use it, in path order, and their policy while it is
+    /// down.
+    pub used_by: Vec<BackendUse>,
+}
 
 /// A registry-level section, recorded with `inventory::submit!` by the
 /// module that reads it.
@@ -23,10 +74,23 @@ pub(crate) struct SectionEntry {
     /// The WARN of the section present while none of the specs' sections
     /// (as read) would use it, if it can have no effect then.
     pub(crate) unused: fn(sections: &[&Value]) -> Option<String>,
+    /// What it built, as the snapshot shows it, given the specs' sections
+    /// as read (name, path, section); `None` when it shows nothing.
+    pub(crate) snapshot: ShowSection,
+    /// The recent events of what it built (its own telemetry's) newer than
+    /// `after`, into `out`.
+    pub(crate) recent: fn(part: &(dyn Any + Send + Sync), after: u64, out: &mut Vec<Recorded>),
 }
 
 /// What a registry-level section built, by its type.
 pub(crate) type Part = Arc<dyn Any + Send + Sync>;
+
+/// The specs' sections as read: each spec's name, path and section.
+pub(crate) type Sections<'a> = [(&'static str, &'static str, &'a Value)];
+
+/// See [`SectionEntry::snapshot`].
+pub(crate) type ShowSection =
+    fn(part: &(dyn Any + Send + Sync), sections: &Sections<'_>) -> Option<BackendSnapshot>;
 
 /// See [`SectionEntry::build`].
 pub(crate) type BuildSection = fn(
@@ -59,7 +123,8 @@ impl SectionEntry {
 #[doc(hidden)]
 #[derive(Clone, Default)]
 pub struct Context {
-    parts: Vec<(TypeId, Part)>,
+    /// What each section built, by its type, with the section's path.
+    parts: Vec<(TypeId, &'static str, Part)>,
     /// The paths of the sections present, valid or not.
     present: Vec<&'static str>,
     /// Each section as it was when built (name, path, value), for a
@@ -91,8 +156,10 @@ impl Context {
             .map(|entry| entry.path)
             .collect();
         let parts = SectionEntry::all()
-            .filter_map(|entry| (entry.build)(root, problems, listeners, switches))
-            .map(|part| ((*part).type_id(), part))
+            .filter_map(|entry| {
+                let part = (entry.build)(root, problems, listeners, switches)?;
+                Some(((*part).type_id(), entry.path, part))
+            })
             .collect();
         let read = SectionEntry::all()
             .map(|e| (e.name, e.path, crate::settings::at(root, e.path).cloned()))
@@ -172,7 +239,27 @@ impl Context {
     pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
         self.parts
             .iter()
-            .find(|(id, _)| *id == TypeId::of::<T>())
-            .and_then(|(_, part)| Arc::clone(part).downcast::<T>().ok())
+            .find(|(id, _, _)| *id == TypeId::of::<T>())
+            .and_then(|(_, _, part)| Arc::clone(part).downcast::<T>().ok())
+    }
+
+    /// Each section that built something to show, as the snapshot shows it.
+    pub(crate) fn snapshots(&self, sections: &Sections<'_>) -> Vec<BackendSnapshot> {
+        self.parts
+            .iter()
+            .filter_map(|(_, path, part)| {
+                let entry = SectionEntry::all().find(|e| e.path == *path)?;
+                (entry.snapshot)(&**part, sections)
+            })
+            .collect()
+    }
+
+    /// The recent events of what the sections built, newer than `after`.
+    pub(crate) fn recent(&self, after: u64, out: &mut Vec<Recorded>) {
+        for (_, path, part) in &self.parts {
+            if let Some(entry) = SectionEntry::all().find(|e| e.path == *path) {
+                (entry.recent)(&**part, after, out);
+            }
+        }
     }
 }

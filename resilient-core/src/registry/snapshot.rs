@@ -6,6 +6,9 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use super::entry::SpecEntry;
+use super::readiness::ReadinessRule;
+use super::shared::BackendSnapshot;
 use crate::keyed::KeySettings;
 use crate::spec::SpecKind;
 
@@ -54,6 +57,11 @@ erased_serde::serialize_trait_object!(Part);
 pub struct Snapshot {
     /// One entry per spec, sorted by path.
     pub specs: Vec<SpecSnapshot>,
+    /// The registry's shared backends (`resilient.redis`), each with its
+    /// state and the specs that use it; empty (and left out of the JSON)
+    /// without one.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub backends: Vec<BackendSnapshot>,
 }
 
 /// One spec in a [`Snapshot`]: what it is, the settings it runs with, and
@@ -80,12 +88,22 @@ pub struct SpecSnapshot {
     pub path: &'static str,
     /// Its mechanism.
     pub kind: SpecKind,
+    /// What its unhealthy states make of the service's readiness (its
+    /// `readiness` key): a circuit breaker's; `None` for other kinds (left
+    /// out of the JSON). See [`Snapshot::readiness`].
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub readiness: Option<ReadinessRule>,
     /// The mechanism's state now; see [`status`](Self::status).
     #[cfg_attr(
         feature = "serde",
         serde(skip_serializing_if = "Option::is_none", serialize_with = "some_part")
     )]
     status: Option<Arc<dyn Part>>,
+    /// Its own instance's state in words when it is unhealthy (a breaker
+    /// open, half-open or forced open), for readiness; not serialized (the
+    /// status says it).
+    #[cfg_attr(feature = "serde", serde(skip))]
+    unhealthy: Option<&'static str>,
     /// The settings running now, with the `keys` table of a spec that
     /// takes `key = ..` (written inside them, as the config writes it); see
     /// [`settings`](Self::settings).
@@ -178,25 +196,33 @@ fn some_part<S: serde::Serializer>(part: &Option<Arc<dyn Part>>, s: S) -> Result
 
 impl SpecSnapshot {
     pub(crate) fn new(
-        spec: &'static str,
-        path: &'static str,
-        kind: SpecKind,
-        status: Option<Arc<dyn Part>>,
+        entry: &SpecEntry,
+        readiness: Option<ReadinessRule>,
+        (status, unhealthy): (Option<Arc<dyn Part>>, Option<&'static str>),
         settings: Arc<dyn Part>,
         key_settings: Option<KeyTable>,
         keys: Option<KeysSnapshot>,
     ) -> Self {
         Self {
-            spec,
-            path,
-            kind,
+            spec: entry.name,
+            path: entry.path,
+            kind: entry.kind,
+            readiness,
             status,
+            unhealthy,
             settings: Settings {
                 part: settings,
                 keys: key_settings,
             },
             keys,
         }
+    }
+
+    /// Its own instance's state in words when it is unhealthy (a breaker
+    /// `"open"`, `"half_open"`, `"forced_open"`); `None` when healthy, or
+    /// of a kind whose state cannot be unhealthy.
+    pub fn unhealthy(&self) -> Option<&'static str> {
+        self.unhealthy
     }
 
     /// The spec's keyed instances (see [`keyed`](crate::keyed)): `None`
@@ -211,7 +237,10 @@ impl SpecSnapshot {
     /// [`circuit_breaker::Metrics`](crate::circuit_breaker::Metrics), a
     /// concurrency limit's [`concurrency::Places`](crate::concurrency::Places),
     /// a retry spec's [`retry::BudgetTokens`](crate::retry::BudgetTokens) when it has a
-    /// budget. `None` for another type, or a mechanism without state.
+    /// budget, a rate limiter's
+    /// [`rate_limiter::Permits`](crate::rate_limiter::Permits) when its
+    /// permits are kept in the process. `None` for another type, or a
+    /// mechanism without state.
     pub fn status<T: 'static>(&self) -> Option<&T> {
         let part: &dyn Part = self.status.as_deref()?;
         part.as_any().downcast_ref()
@@ -255,6 +284,11 @@ pub struct KeysSnapshot {
     /// Breakers only: times a key's breaker would have opened and stayed
     /// closed, `keys.max_open_percent` of the keys being open already.
     pub held_closed: u64,
+    /// Every key whose instance is unhealthy now (a breaker open,
+    /// half-open or forced open), in text order, each with its state,
+    /// whatever [`SHOWN`](Self::SHOWN) lists: what the spec's own instance,
+    /// closed and unused, does not show.
+    pub unhealthy: Vec<KeyStatus>,
     /// The first [`SHOWN`](Self::SHOWN) keys in text order (byte order:
     /// `"10"` before `"9"`), each with its instance's state; past `SHOWN`
     /// keys, the counts above are the whole picture.
@@ -279,6 +313,9 @@ pub struct KeyStatus {
         serde(skip_serializing_if = "Option::is_none", serialize_with = "some_part")
     )]
     status: Option<Arc<dyn Part>>,
+    /// Its state in words when it is unhealthy, for readiness.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    unhealthy: Option<&'static str>,
 }
 
 #[cfg(feature = "serde")]
@@ -287,15 +324,30 @@ fn text<S: serde::Serializer>(text: &Arc<str>, s: S) -> Result<S::Ok, S::Error> 
 }
 
 impl KeyStatus {
-    pub(crate) fn new(key: Arc<str>, status: Option<Arc<dyn Part>>) -> Self {
-        Self { key, status }
+    pub(crate) fn new(
+        key: Arc<str>,
+        status: Option<Arc<dyn Part>>,
+        unhealthy: Option<&'static str>,
+    ) -> Self {
+        Self {
+            key,
+            status,
+            unhealthy,
+        }
+    }
+
+    /// Its instance's state in words when it is unhealthy (a breaker
+    /// `"open"`, `"half_open"`, `"forced_open"`); `None` when healthy.
+    pub fn unhealthy(&self) -> Option<&'static str> {
+        self.unhealthy
     }
 
     /// The instance's state now, if it is a `T` (as
     /// [`SpecSnapshot::status`] reads it): a breaker's
     /// [`circuit_breaker::Metrics`](crate::circuit_breaker::Metrics), a
-    /// limit's [`concurrency::Places`](crate::concurrency::Places); a rate
-    /// limiter shows no state.
+    /// limit's [`concurrency::Places`](crate::concurrency::Places), a rate
+    /// limiter's [`rate_limiter::Permits`](crate::rate_limiter::Permits)
+    /// (kept in the process).
     pub fn status<T: 'static>(&self) -> Option<&T> {
         let part: &dyn Part = self.status.as_deref()?;
         part.as_any().downcast_ref()

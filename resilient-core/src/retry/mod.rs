@@ -106,7 +106,7 @@ use crate::registry::{
 };
 use crate::settings::Section;
 use crate::spec::{Classify, SpecKind, Verdict};
-use crate::telemetry::{Event, Outcome, StoppedBy, Telemetry};
+use crate::telemetry::{Event, LazyCounter, Outcome, StoppedBy, Telemetry};
 use budget::{Budget, BudgetParams};
 
 impl SpecKind {
@@ -249,7 +249,9 @@ impl Tag for RetryConfig {
 #[derive(Debug)]
 struct RetryMeters {
     retries: Counter,
-    exhausted: [Counter; 4],
+    /// By `attempts` registered at once, the other reasons when they first
+    /// happen (see `LazyCounter`).
+    exhausted: [LazyCounter; 4],
 }
 
 /// A retry spec's budget, in its part of the
@@ -439,11 +441,19 @@ impl Retry {
                     StoppedBy::BudgetUnavailable,
                 ]
                 .map(|r| {
-                    self.telemetry
-                        .counter("resilient_retry_exhausted_total", &[("reason", r.label())])
+                    if r == StoppedBy::Attempts {
+                        LazyCounter::now(self.exhausted_counter(r))
+                    } else {
+                        LazyCounter::later()
+                    }
                 }),
             });
         }
+    }
+
+    fn exhausted_counter(&self, by: StoppedBy) -> Counter {
+        self.telemetry
+            .counter("resilient_retry_exhausted_total", &[("reason", by.label())])
     }
 
     fn meters(&self) -> Option<&RetryMeters> {
@@ -548,6 +558,8 @@ impl Retry {
             delay,
         });
         if t.logging() {
+            crate::telemetry::on_caller_span(crate::telemetry::span_fields::RESEND_COUNT, retry);
+            crate::telemetry::on_caller_span(crate::telemetry::span_fields::RETRIES, retry);
             let (spec, path, wait_from, said) = (t.spec, t.path, from.label(), from.said());
             tracing::info!(
                 target: "resilient::retry",
@@ -567,7 +579,7 @@ impl Retry {
         status: Option<u16>,
     ) {
         if let Some(m) = self.meters() {
-            m.exhausted[by as usize].increment(1);
+            m.exhausted[by as usize].increment(1, || self.exhausted_counter(by));
         }
         let t = &self.telemetry;
         t.emit(|| Event::RetryExhausted {
