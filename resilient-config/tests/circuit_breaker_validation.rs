@@ -906,7 +906,8 @@ fn the_known_settings_listed_are_those_of_the_type_with_each_tables_keys() {
     assert_eq!(
         only(&err).rule,
         "is not a known setting; known settings here: \
-         `telemetry` (a table: `logging.enabled`, `metrics.enabled`), `enabled`, `type`, \
+         `telemetry` (a table: `logging.enabled`, `metrics.enabled`, `recent_events`), \
+         `readiness`, `enabled`, `type`, \
          `failure_rate_threshold`, `minimum_required_calls`, `wait_duration_in_open_state`, \
          `permitted_calls_in_half_open_state`, `count_based` (a table: `window_size`), \
          `slow_call` (a table: `duration_threshold`, `rate_threshold`), `max_wait_in_half_open`, \

@@ -279,8 +279,8 @@ fn the_known_settings_listed_are_those_valid_here_with_each_tables_keys() {
     assert_eq!(
         problem.to_string(),
         "PetRetry at `resilient.retry.pet`: key `zzz` is not a known setting; known settings here: \
-         `telemetry` (a table: `logging.enabled`, `metrics.enabled`), `enabled`, `delay`, \
-         `attempts`, `delay_step`, `backoff` (a table: `type`, `multiplier`, `delay_max`), \
+         `telemetry` (a table: `logging.enabled`, `metrics.enabled`, `recent_events`), \
+         `enabled`, `delay`, `attempts`, `delay_step`, `backoff` (a table: `type`, `multiplier`, `delay_max`), \
          `jitter` (a table: `type`, `ratio`), `retry_call_not_permitted`, `timeout`, \
          `max_hinted_delay`, `retry_budget` (a table: `enabled`, `ratio`, `tokens_max`, \
          `tokens_initial`, `min_tokens_per_second`, `backend`, `on_backend_failure`, \

@@ -9,8 +9,6 @@ mod support;
 use support::capture::Capture;
 use support::*;
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use resilient_core::circuit_breaker::{Action, Metrics, OperateError, State};
 use resilient_core::telemetry::Event;
 use resilient_core::{
@@ -38,11 +36,15 @@ struct HostBreaker;
 #[spec("operate.retry")]
 struct Retry;
 
-static RAN: AtomicU32 = AtomicU32::new(0);
+thread_local! {
+    /// Bodies run on this test's thread: each test has its own
+    /// current-thread runtime, so the tests running beside it do not count.
+    static RAN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
 
 #[circuit_breakable(Breaker)]
 async fn call(fail: bool) -> Result<(), StoreError> {
-    RAN.fetch_add(1, Ordering::SeqCst);
+    RAN.with(|ran| ran.set(ran.get() + 1));
     if fail {
         Err(StoreError::Unavailable)
     } else {
@@ -106,7 +108,7 @@ async fn force_open_rejects_every_call_until_close_and_each_action_is_kept_and_l
             State::ForcedOpen
         )
     );
-    let before = RAN.load(Ordering::SeqCst);
+    let before = RAN.with(std::cell::Cell::get);
     for _ in 0..3 {
         let e = r.scope(call(false)).await.unwrap_err();
         assert!(matches!(
@@ -117,13 +119,13 @@ async fn force_open_rejects_every_call_until_close_and_each_action_is_kept_and_l
             })
         ));
     }
-    assert_eq!(RAN.load(Ordering::SeqCst), before, "no body ran");
+    assert_eq!(RAN.with(std::cell::Cell::get), before, "no body ran");
     let done = r
         .operate_breaker(Breaker::PATH, None, Action::Close)
         .unwrap();
     assert_eq!((done.from, done.to), (State::ForcedOpen, State::Closed));
     r.scope(call(false)).await.unwrap();
-    assert_eq!(RAN.load(Ordering::SeqCst), before + 1);
+    assert_eq!(RAN.with(std::cell::Cell::get), before + 1);
 
     let events: Vec<String> = r
         .recent_events_of(Breaker::PATH)

@@ -565,7 +565,9 @@ async fn metrics_count_calls_by_outcome_retries_transitions_and_durations() {
 
     // Open the breaker by hand: a transition, the gauge, a rejection.
     let handle = registry.sync_scope(MeteredBreaker::get).unwrap();
-    handle.force_open();
+    // A transition to `forced_open` is registered when it first happens,
+    // with the recorder in use then (README, Metrics).
+    metrics::with_local_recorder(&meters, || handle.force_open());
     registry.scope(metered()).await.unwrap_err();
     assert_eq!(call(&breaker, "circuit_breaker", "rejected"), Some(1));
     assert_eq!(
