@@ -4,6 +4,11 @@
 //! each, with settings read from configuration and validated when the
 //! application starts.
 //!
+//! The [guide] has a chapter for each mechanism (its settings, what each
+//! does), for composing them, for configuration, keyed instances, Redis,
+//! tower, telemetry, operations, testing and migrating from other
+//! libraries. This page lists the attributes and the modules they live in.
+//!
 //! | attribute | spec derive | module |
 //! |---|---|---|
 //! | `#[retryable(Spec)]` | `RetrySpec` | [`retry`] |
@@ -184,6 +189,7 @@ mod error;
 pub mod explain;
 pub mod fallback;
 mod gate;
+pub mod guide;
 pub mod hedging;
 pub mod http;
 pub mod keyed;
@@ -204,6 +210,11 @@ mod versions;
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+
+/// README.md's Rust blocks, compiled (and run) by `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
 
 pub use chaos::{ChaosHandle, ChaosSpec};
 pub use circuit_breaker::{CircuitBreakerHandle, CircuitBreakerSpec, Permit};

@@ -86,7 +86,7 @@
 //! Hedge only calls that are safe to run twice (reads, or writes with an
 //! idempotency key that the dependency checks). There is no marker to write
 //! for it: the compiler cannot check the property, so a marker would be a
-//! ritual; this is said here, in README, and on the attribute.
+//! ritual; this is said here, in the guide, and on the attribute.
 //!
 //! # Order with the other attributes
 //!
