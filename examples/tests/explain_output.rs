@@ -1,4 +1,4 @@
-//! README shows what `cargo run -p examples --bin explain` prints: the two
+//! The guide's explain chapter shows what `cargo run -p examples --bin explain` prints: the two
 //! must not drift apart, and the pet store's lookup reads as 3 calls.
 
 use std::error::Error;
@@ -6,11 +6,14 @@ use std::error::Error;
 const OPENING: &str = "prints the pet store's:\n\n```text\n";
 
 #[test]
-fn explain_prints_what_readme_shows() -> Result<(), Box<dyn Error>> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))?;
+fn explain_prints_what_the_guide_shows() -> Result<(), Box<dyn Error>> {
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../resilient-core/guide/explain.md"
+    ))?;
     let start = readme
         .find(OPENING)
-        .ok_or("README shows the explanation after 'prints the pet store's:'")?
+        .ok_or("the explain chapter shows the explanation after 'prints the pet store's:'")?
         + OPENING.len();
     let end = start + readme[start..].find("```").ok_or("the block ends")?;
     let shown = &readme[start..end];

@@ -1,6 +1,6 @@
 //! The Grafana dashboard (`examples/grafana/resilient.json`) and the alert
 //! rules beside it query only metrics the library emits, and the
-//! dashboard queries every metric README's Metrics table lists; the main
+//! dashboard queries every metric the guide's Metrics table lists; the main
 //! ones are checked against a real Prometheus exporter's page after the
 //! pet store's calls, with the labels the panels group by.
 
@@ -14,7 +14,8 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 const DASHBOARD: &str = include_str!("../grafana/resilient.json");
 const ALERTS: &str = include_str!("../grafana/alerts.yml");
-const README: &str = include_str!("../../README.md");
+/// The telemetry chapter of the guide, which holds the Metrics table.
+const GUIDE: &str = include_str!("../../resilient-core/guide/telemetry.md");
 
 /// Every `resilient_…` name in `text`, a histogram's `_bucket`, `_sum`
 /// and `_count` series named by the histogram.
@@ -49,9 +50,9 @@ fn queries() -> Result<Vec<String>, Box<dyn std::error::Error>> {
     Ok(out)
 }
 
-/// The metric names README's Metrics table lists (its rows' first cells).
+/// The metric names the guide's Metrics table lists (its rows' first cells).
 fn documented() -> BTreeSet<String> {
-    README
+    GUIDE
         .lines()
         .filter_map(|l| l.strip_prefix("| `resilient_"))
         .filter_map(|l| l.split('`').next())
@@ -64,7 +65,7 @@ fn the_dashboard_and_the_alerts_query_documented_metrics_and_every_one_of_them()
     let documented = documented();
     assert!(
         documented.len() >= 16,
-        "README's metrics table: {documented:?}"
+        "the guide's metrics table: {documented:?}"
     );
     let queried: BTreeSet<String> = queries()?.iter().flat_map(|q| names(q)).collect();
     let unknown: Vec<_> = queried.difference(&documented).collect();

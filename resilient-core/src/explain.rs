@@ -777,7 +777,7 @@ impl fmt::Display for Explanation {
 // ---------------------------------------------------------------- checks
 
 /// The checks of specs against each other along every annotated fn's
-/// chain (see README's table): a problem where the combination cannot do
+/// chain (see the guide's table, [explain](crate::guide::explain)): a problem where the combination cannot do
 /// what it says, a WARN where it may be meant.
 fn cross_check(known: &[Known<'_>]) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();

@@ -4,6 +4,11 @@
 //! each, with settings read from configuration and validated when the
 //! application starts.
 //!
+//! The [guide] has a chapter for each mechanism (its settings, what each
+//! does), for composing them, for configuration, keyed instances, Redis,
+//! tower, telemetry, operations, testing and migrating from other
+//! libraries. This page lists the attributes and the modules they live in.
+//!
 //! | attribute | spec derive | module |
 //! |---|---|---|
 //! | `#[retryable(Spec)]` | `RetrySpec` | [`retry`] |
@@ -184,6 +189,7 @@ mod error;
 pub mod explain;
 pub mod fallback;
 mod gate;
+pub mod guide;
 pub mod hedging;
 pub mod http;
 pub mod keyed;
@@ -204,6 +210,11 @@ mod versions;
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+
+/// README.md's Rust blocks, compiled (and run) by `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
 
 pub use chaos::{ChaosHandle, ChaosSpec};
 pub use circuit_breaker::{CircuitBreakerHandle, CircuitBreakerSpec, Permit};
@@ -230,6 +241,28 @@ pub use timeout::{TimeoutHandle, TimeoutSpec};
 ///
 /// See the [crate docs](crate#order) for how several resilience attributes on
 /// one fn nest.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(RetrySpec)]
+/// #[spec("resilient.retry.pet")]
+/// pub struct PetRetry;
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// #[retryable(PetRetry)]
+/// pub async fn find(id: u64) -> Result<String, PetError> {
+///     Ok(format!("pet {id}"))
+/// }
+/// ```
 pub use resilient_macros::retryable;
 
 /// Runs an `async fn` through a circuit breaker: `#[circuit_breakable(PetBreaker)]`;
@@ -243,6 +276,28 @@ pub use resilient_macros::retryable;
 /// `#[circuit_breakable(HostBreaker, key = host)]` gives each value of the
 /// expression `host` (over the fn's arguments) a breaker of its own; see
 /// [`keyed`].
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(CircuitBreakerSpec)]
+/// #[spec("resilient.circuitbreaker.pet")]
+/// pub struct PetBreaker;
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// #[circuit_breakable(PetBreaker)]
+/// pub async fn find(id: u64) -> Result<String, PetError> {
+///     Ok(format!("pet {id}"))
+/// }
+/// ```
 pub use resilient_macros::circuit_breakable;
 
 /// Declares a circuit breaker spec:
@@ -250,6 +305,27 @@ pub use resilient_macros::circuit_breakable;
 ///
 /// Option after the path: `classify = ..` (`all_errors`, `custom`, `http`, or
 /// a shared classifier type; see [`Classify`]).
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(CircuitBreakerSpec)]
+/// #[spec("resilient.circuitbreaker.pet")]
+/// pub struct PetBreaker;
+/// ```
+///
+/// with its section in the configuration:
+///
+/// ```toml
+/// [resilient.circuitbreaker.pet]
+/// failure_rate_threshold = 50
+/// minimum_required_calls = 10
+/// wait_duration_in_open_state = "30s"
+/// permitted_calls_in_half_open_state = 2
+/// count_based = { window_size = 20 }
+/// ```
 pub use resilient_macros::CircuitBreakerSpec;
 
 /// Answers a failed call with another method's result:
@@ -257,15 +333,86 @@ pub use resilient_macros::CircuitBreakerSpec;
 ///
 /// See [`fallback`](mod@fallback) for the reference syntax, the optional error
 /// parameter, sync and async fallbacks, and `on = ..` / `when = ..`.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(RetrySpec)]
+/// #[spec("resilient.retry.pet")]
+/// pub struct PetRetry;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// pub struct PetClient;
+///
+/// impl PetClient {
+///     #[fallback(method = "cached(id)")] // outermost: sees what retry gave up on
+///     #[retryable(PetRetry)]
+///     pub async fn find(&self, id: u64) -> Result<String, PetError> {
+///         Err(PetError::Down)
+///     }
+///
+///     fn cached(&self, id: u64) -> Result<String, PetError> {
+///         Ok(format!("pet {id} (cached)"))
+///     }
+/// }
+/// ```
 pub use resilient_macros::fallback;
 
 /// Gives up on an `async fn` that takes too long: `#[timeout(PetTimeout)]`.
 ///
 /// The call's future is dropped when the limit passes, and the fn returns
 /// [`Error::Timeout`] through its error type. See [`timeout`](mod@timeout).
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(TimeoutSpec)]
+/// #[spec("resilient.timeout.pet")]
+/// pub struct PetTimeout;
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// #[timeout(PetTimeout)]
+/// pub async fn find(id: u64) -> Result<String, PetError> {
+///     Ok(format!("pet {id}"))
+/// }
+/// ```
 pub use resilient_macros::timeout;
 
 /// Declares a timeout spec: `#[derive(TimeoutSpec)] #[spec("resilient.timeout.pet")]`.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(TimeoutSpec)]
+/// #[spec("resilient.timeout.pet")]
+/// pub struct PetTimeout;
+/// ```
+///
+/// with its section in the configuration:
+///
+/// ```toml
+/// [resilient.timeout.pet]
+/// duration = "2s"
+/// ```
 pub use resilient_macros::TimeoutSpec;
 
 /// Limits how many calls run at once: `#[concurrency_limit(Reviews)]`; on a
@@ -274,10 +421,49 @@ pub use resilient_macros::TimeoutSpec;
 /// A rejected call returns [`Error::ConcurrencyLimitReached`] through the
 /// fn's error type. See [`concurrency`]. With `key = expr`, one limit per
 /// value of the expression; see [`keyed`].
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(ConcurrencyLimitSpec)]
+/// #[spec("resilient.concurrency.pet")]
+/// pub struct PetLimit;
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// #[concurrency_limit(PetLimit)]
+/// pub async fn find(id: u64) -> Result<String, PetError> {
+///     Ok(format!("pet {id}"))
+/// }
+/// ```
 pub use resilient_macros::concurrency_limit;
 
 /// Declares a concurrency limit spec:
 /// `#[derive(ConcurrencyLimitSpec)] #[spec("resilient.concurrency.reviews")]`.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(ConcurrencyLimitSpec)]
+/// #[spec("resilient.concurrency.pet")]
+/// pub struct PetLimit;
+/// ```
+///
+/// with its section in the configuration:
+///
+/// ```toml
+/// [resilient.concurrency.pet]
+/// limit = 64
+/// ```
 pub use resilient_macros::ConcurrencyLimitSpec;
 
 /// Limits how many calls start per period: `#[rate_limited(PetRate)]`; on a
@@ -286,10 +472,50 @@ pub use resilient_macros::ConcurrencyLimitSpec;
 /// A rejected call returns [`Error::RateLimitExceeded`] through the fn's
 /// error type. See [`rate_limiter`]. With `key = expr`, one limiter per
 /// value of the expression; see [`keyed`].
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(RateLimiterSpec)]
+/// #[spec("resilient.ratelimiter.pet")]
+/// pub struct PetRate;
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// #[rate_limited(PetRate)]
+/// pub async fn find(id: u64) -> Result<String, PetError> {
+///     Ok(format!("pet {id}"))
+/// }
+/// ```
 pub use resilient_macros::rate_limited;
 
 /// Declares a rate limiter spec:
 /// `#[derive(RateLimiterSpec)] #[spec("resilient.ratelimiter.pet")]`.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(RateLimiterSpec)]
+/// #[spec("resilient.ratelimiter.pet")]
+/// pub struct PetRate;
+/// ```
+///
+/// with its section in the configuration:
+///
+/// ```toml
+/// [resilient.ratelimiter.pet]
+/// limit_for_period = 100
+/// limit_refresh_period = "1s"
+/// ```
 pub use resilient_macros::RateLimiterSpec;
 
 /// Injects latency and errors into an `async fn`, at the rates its spec
@@ -298,9 +524,49 @@ pub use resilient_macros::RateLimiterSpec;
 /// Off unless its section says `enabled = true`. An injected error returns
 /// [`Error::Injected`] through the fn's error type. Where it sits among the
 /// other attributes decides what it tests; see [`chaos`](mod@chaos).
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(ChaosSpec)]
+/// #[spec("resilient.chaos.pet")]
+/// pub struct PetChaos;
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// #[chaos(PetChaos)]
+/// pub async fn find(id: u64) -> Result<String, PetError> {
+///     Ok(format!("pet {id}"))
+/// }
+/// ```
 pub use resilient_macros::chaos;
 
 /// Declares a chaos spec: `#[derive(ChaosSpec)] #[spec("resilient.chaos.pet")]`.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(ChaosSpec)]
+/// #[spec("resilient.chaos.pet")]
+/// pub struct PetChaos;
+/// ```
+///
+/// with its section in the configuration:
+///
+/// ```toml
+/// [resilient.chaos.pet]
+/// enabled = true
+/// error_rate = 0.1
+/// ```
 pub use resilient_macros::ChaosSpec;
 
 /// Starts another attempt of an `async fn` beside a slow one and returns the
@@ -310,11 +576,50 @@ pub use resilient_macros::ChaosSpec;
 /// under `#[retryable]`, inside the fn's own future; the attempts that lose
 /// are dropped. Hedge only calls that are safe to run twice (idempotent);
 /// see [`hedging`].
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(HedgingSpec)]
+/// #[spec("resilient.hedging.pet")]
+/// pub struct PetHedging;
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// #[hedged(PetHedging)]
+/// pub async fn find(id: u64) -> Result<String, PetError> {
+///     Ok(format!("pet {id}"))
+/// }
+/// ```
 pub use resilient_macros::hedged;
 
 /// Declares a hedging spec:
 /// `#[derive(HedgingSpec)] #[spec("resilient.hedging.pet")]`, with
 /// `classify = ..` as a retry spec takes it.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(HedgingSpec)]
+/// #[spec("resilient.hedging.pet")]
+/// pub struct PetHedging;
+/// ```
+///
+/// with its section in the configuration:
+///
+/// ```toml
+/// [resilient.hedging.pet]
+/// delay = "50ms"
+/// ```
 pub use resilient_macros::HedgingSpec;
 
 /// Declares a retry spec: `#[derive(RetrySpec)] #[spec("resilient.retry.pet")]`.
@@ -322,4 +627,22 @@ pub use resilient_macros::HedgingSpec;
 /// Options after the path: `classify = ..` (`all_errors`, `custom`, `http`,
 /// or a shared classifier type; see [`Classify`]) and
 /// `exhausted = last_failure` (see [`retry::ReturnLastFailure`]).
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+///
+/// #[derive(RetrySpec)]
+/// #[spec("resilient.retry.pet")]
+/// pub struct PetRetry;
+/// ```
+///
+/// with its section in the configuration:
+///
+/// ```toml
+/// [resilient.retry.pet]
+/// delay = "100ms"
+/// attempts = 2      # retries after the first call: at most 3 calls
+/// ```
 pub use resilient_macros::RetrySpec;

@@ -390,10 +390,10 @@ fn key(row: &str) -> String {
 fn the_adaptive_keys_are_one_set_in_readme_rustdoc_and_reader() {
     let adaptive_rows = rows(include_str!("../src/concurrency/adaptive.rs"));
     let common_rows = rows(include_str!("../src/concurrency/mod.rs"));
-    let readme = rows(include_str!("../../README.md"));
+    let readme = rows(include_str!("../guide/concurrency_limit.md"));
     assert_eq!(adaptive_rows.len(), 5, "{adaptive_rows:#?}");
     for row in &adaptive_rows {
-        assert!(readme.contains(row), "README lacks the row: {row}");
+        assert!(readme.contains(row), "the guide lacks the row: {row}");
     }
     // An adaptive section takes the keys every type has, but `limit`, and
     // its own.

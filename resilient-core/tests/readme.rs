@@ -1,6 +1,6 @@
-//! Each settings table is written three times: in README, in the settings
+//! Each settings table is written three times: in the guide, in the settings
 //! type's rustdoc, and in the reader, as the keys it asks for. The three are
-//! the same set of keys (and README holds the rustdoc's rows word for word),
+//! the same set of keys (and the guide holds the rustdoc's rows word for word),
 //! so they cannot drift apart.
 
 use std::collections::BTreeSet;
@@ -15,7 +15,32 @@ use resilient_core::settings::{accepted_keys, Section, Value};
 use resilient_core::telemetry::{GlobalTelemetry, TelemetrySettings};
 use resilient_core::timeout::TimeoutSettings;
 
-const README: &str = include_str!("../../README.md");
+/// The guide's chapters, where the settings tables are (README.md keeps
+/// none: it links to them).
+const GUIDE: &str = concat!(
+    include_str!("../guide/getting_started.md"),
+    include_str!("../guide/configuration.md"),
+    include_str!("../guide/retry.md"),
+    include_str!("../guide/circuit_breaker.md"),
+    include_str!("../guide/timeout.md"),
+    include_str!("../guide/concurrency_limit.md"),
+    include_str!("../guide/rate_limiter.md"),
+    include_str!("../guide/redis.md"),
+    include_str!("../guide/keyed.md"),
+    include_str!("../guide/chaos.md"),
+    include_str!("../guide/hedging.md"),
+    include_str!("../guide/fallback.md"),
+    include_str!("../guide/composition.md"),
+    include_str!("../guide/tower.md"),
+    include_str!("../guide/telemetry.md"),
+    include_str!("../guide/operations.md"),
+    include_str!("../guide/explain.md"),
+    include_str!("../guide/testing.md"),
+    include_str!("../guide/migrating.md"),
+    include_str!("../guide/design.md"),
+    include_str!("../guide/benchmarks.md"),
+    include_str!("../guide/developing.md"),
+);
 
 fn table_rows(text: &str, strip: &str) -> Vec<String> {
     text.lines()
@@ -42,10 +67,10 @@ fn key(row: &str) -> String {
         .to_owned()
 }
 
-/// The rows of the README table that holds every row of `rows`.
+/// The rows of the guide's table that holds every row of `rows`.
 fn readme_table_of(rows: &[String]) -> Vec<String> {
     let mut tables: Vec<Vec<String>> = vec![Vec::new()];
-    for line in README.lines() {
+    for line in GUIDE.lines() {
         let line = line.trim();
         if line.starts_with('|') {
             if let Some(t) = tables.last_mut() {
@@ -64,7 +89,10 @@ fn readme_table_of(rows: &[String]) -> Vec<String> {
         .cloned()
         .unwrap_or_default();
     for row in rows {
-        assert!(best.contains(row), "README lacks the settings row: {row}");
+        assert!(
+            best.contains(row),
+            "the guide lacks the settings row: {row}"
+        );
     }
     best
 }
@@ -95,7 +123,7 @@ const ALL: Rows = Rows {
 };
 
 /// Checks that the rustdoc table of `source` (the `rows`), the
-/// README table holding them, and the keys `read` accepts in `probes` are
+/// guide's table holding them, and the keys `read` accepts in `probes` are
 /// one set.
 fn check(source: &str, rows: Rows, probes: &[Value], read: fn(&mut Section<'_>)) {
     let docs = table_rows(source, "///");
@@ -122,7 +150,7 @@ fn check(source: &str, rows: Rows, probes: &[Value], read: fn(&mut Section<'_>))
         })
         .cloned()
         .collect();
-    assert_eq!(readme, docs, "README's table and the rustdoc's");
+    assert_eq!(readme, docs, "the guide's table and the rustdoc's");
     assert_eq!(
         reader, docs,
         "the keys the reader accepts and the rustdoc's"
@@ -262,10 +290,10 @@ fn telemetry_keys_are_one_set() {
 fn readme_logs_and_metrics_tables_hold_the_telemetry_docs() {
     // The log lines (but the row "same") and the metrics, word for word.
     let docs = table_rows(include_str!("../src/telemetry/mod.rs"), "///");
-    let readme = table_rows(README, "");
+    let readme = table_rows(GUIDE, "");
     assert!(docs.len() >= 10 + 9, "the telemetry docs lost a table");
     for row in &docs {
-        assert!(readme.contains(row), "README lacks the row: {row}");
+        assert!(readme.contains(row), "the guide lacks the row: {row}");
     }
 }
 
@@ -285,10 +313,10 @@ fn redis_backend_keys_are_one_set() {
 fn readme_holds_the_readiness_row() {
     let docs = table_rows(include_str!("../src/registry/readiness.rs"), "///");
     assert_eq!(docs.len(), 1, "the readiness key's row");
-    let readme = table_rows(README, "");
+    let readme = table_rows(GUIDE, "");
     assert!(
         readme.contains(&docs[0]),
-        "README lacks the row: {}",
+        "the guide lacks the row: {}",
         docs[0]
     );
 }
@@ -327,7 +355,7 @@ fn metric_names_in_source() -> BTreeSet<String> {
 
 #[test]
 fn readme_metrics_table_lists_every_metric_the_source_registers_and_no_other() {
-    let documented: BTreeSet<String> = table_rows(README, "")
+    let documented: BTreeSet<String> = table_rows(GUIDE, "")
         .iter()
         .filter_map(|r| {
             let name = key(r);
@@ -336,5 +364,8 @@ fn readme_metrics_table_lists_every_metric_the_source_registers_and_no_other() {
         .collect();
     let source = metric_names_in_source();
     assert!(source.len() >= 16, "{source:?}");
-    assert_eq!(documented, source, "README's metrics table and the source");
+    assert_eq!(
+        documented, source,
+        "the guide's metrics table and the source"
+    );
 }

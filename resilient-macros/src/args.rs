@@ -388,7 +388,7 @@ fn is_duration(text: &str) -> bool {
 
 const FALLBACK_EXAMPLE: &str = "#[fallback(method = \"cached(id)\")]";
 
-/// The accepted `on = ..` values, as every message lists them (and README).
+/// The accepted `on = ..` values, as every message lists them (and the guide).
 const ON_VALUES: &str = "`on = any` (every failure: the default), `on = resilience` (failures raised by a resilience attribute inside), `on = rejection` (breaker, rate or concurrency rejections), `on = timeout`";
 
 /// What `#[fallback(..)]` says, read by darling from the known keys only

@@ -129,7 +129,7 @@ impl Kind {
         }
     }
 
-    /// The config path of [`example_spec`](Self::example_spec), as README writes it.
+    /// The config path of [`example_spec`](Self::example_spec), as the guide writes it.
     pub(crate) fn example_path(self) -> &'static str {
         match self {
             Kind::Retry => "resilient.retry.pet",

@@ -33,8 +33,9 @@
 //! primary, and the client follows `MOVED` and `ASK` (see `conn`). A
 //! keyed instance's key is escaped in its Redis key (see `key_text`).
 //! See [`RedisSettings`] for the connection's settings,
-//! and README's "Limits shared by replicas" and "Retry budgets shared by
-//! replicas" for the guarantees and the figures.
+//! and the guide's [redis](crate::guide::redis) chapter ("Limits shared by
+//! replicas" and "Retry budgets shared by replicas") for the guarantees and
+//! the figures.
 
 mod budget;
 #[cfg(feature = "redis")]

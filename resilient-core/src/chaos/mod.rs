@@ -490,6 +490,42 @@ impl Chaos {
 }
 
 /// Access to a chaos spec's settings and counts; cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+/// use resilient_core::Registry;
+///
+/// #[derive(ChaosSpec)]
+/// #[spec("resilient.chaos.pet")]
+/// pub struct PetChaos;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let settings = config::Config::builder()
+/// #     .add_source(config::File::from_str(
+/// #         "[resilient.chaos.pet]\nenabled = true\nerror_rate = 1.0",
+/// #         config::FileFormat::Toml,
+/// #     ))
+/// #     .build()?;
+/// # let registry = resilient_config::build(Registry::builder().spec::<PetChaos>(), &settings)?;
+/// # let _guard = registry.set_default();
+/// let chaos = PetChaos::get()?;
+/// let injected: Result<u32, PetError> = chaos.call(|| async { Ok(7) }).await;
+/// assert!(matches!(injected, Err(PetError::Resilience(resilient_core::Error::Injected { .. }))));
+/// println!("{:?}", chaos.counts());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct ChaosHandle<S> {
     inner: Shared<Chaos>,

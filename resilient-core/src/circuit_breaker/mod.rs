@@ -298,6 +298,46 @@ pub struct Opening {
 }
 
 /// Access to a circuit breaker spec's shared breaker; cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+/// use resilient_core::Registry;
+///
+/// #[derive(CircuitBreakerSpec)]
+/// #[spec("resilient.circuitbreaker.pet")]
+/// pub struct PetBreaker;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let settings = config::Config::builder()
+/// #     .add_source(config::File::from_str(
+/// #         "[resilient.circuitbreaker.pet]\nfailure_rate_threshold = 50\nminimum_required_calls = 2\nwait_duration_in_open_state = \"30s\"\npermitted_calls_in_half_open_state = 1\ncount_based = { window_size = 2 }",
+/// #         config::FileFormat::Toml,
+/// #     ))
+/// #     .build()?;
+/// # let registry = resilient_config::build(Registry::builder().spec::<PetBreaker>(), &settings)?;
+/// # let _guard = registry.set_default();
+/// let breaker = PetBreaker::get()?;
+/// for _ in 0..2 {
+///     let _: Result<u32, PetError> = breaker.call(|| async { Err(PetError::Down) }).await;
+/// }
+/// assert_eq!(breaker.state(), resilient_core::circuit_breaker::State::Open);
+/// let rejected: Result<u32, PetError> = breaker.call(|| async { Ok(1) }).await;
+/// assert!(matches!(rejected, Err(PetError::Resilience(resilient_core::Error::CallNotPermitted { .. }))));
+/// breaker.reset(); // closed again, its window emptied
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct CircuitBreakerHandle<S> {
     inner: Shared<Breaker>,

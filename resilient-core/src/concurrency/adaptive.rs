@@ -137,8 +137,8 @@
 //!
 //! An adaptive limit reads tokio's clock when a call enters (before it
 //! takes its place, as the metrics' timing does) and when it ends, and adds
-//! its sample to one shared word; a fixed limit does neither (README's
-//! Benchmarks has the figures).
+//! its sample to one shared word; a fixed limit does neither (the guide's
+//! [benchmarks](crate::guide::benchmarks) has the figures).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};

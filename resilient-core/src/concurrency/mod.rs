@@ -933,6 +933,44 @@ impl Limiter {
 }
 
 /// Access to a concurrency limit spec's shared limiter; cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+/// use resilient_core::Registry;
+///
+/// #[derive(ConcurrencyLimitSpec)]
+/// #[spec("resilient.concurrency.pet")]
+/// pub struct PetLimit;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let settings = config::Config::builder()
+/// #     .add_source(config::File::from_str(
+/// #         "[resilient.concurrency.pet]\nlimit = 2",
+/// #         config::FileFormat::Toml,
+/// #     ))
+/// #     .build()?;
+/// # let registry = resilient_config::build(Registry::builder().spec::<PetLimit>(), &settings)?;
+/// # let _guard = registry.set_default();
+/// let limit = PetLimit::get()?;
+/// let held = limit.try_acquire().ok_or("a permit is free")?;
+/// assert_eq!((limit.in_use(), limit.available()), (1, 1));
+/// drop(held);
+/// let found: Result<u32, PetError> = limit.call(|| async { Ok(7) }).await;
+/// assert_eq!(found?, 7);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct ConcurrencyLimitHandle<S> {
     inner: Shared<Limiter>,

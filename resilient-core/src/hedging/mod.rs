@@ -86,7 +86,7 @@
 //! Hedge only calls that are safe to run twice (reads, or writes with an
 //! idempotency key that the dependency checks). There is no marker to write
 //! for it: the compiler cannot check the property, so a marker would be a
-//! ritual; this is said here, in README, and on the attribute.
+//! ritual; this is said here, in the guide, and on the attribute.
 //!
 //! # Order with the other attributes
 //!
@@ -510,6 +510,42 @@ fn on_resilience(error: &Error) -> (Verdict, bool) {
 }
 
 /// Access to a hedging spec's settings and counts; cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+/// use resilient_core::Registry;
+///
+/// #[derive(HedgingSpec)]
+/// #[spec("resilient.hedging.pet")]
+/// pub struct PetHedging;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let settings = config::Config::builder()
+/// #     .add_source(config::File::from_str(
+/// #         "[resilient.hedging.pet]\ndelay = \"50ms\"",
+/// #         config::FileFormat::Toml,
+/// #     ))
+/// #     .build()?;
+/// # let registry = resilient_config::build(Registry::builder().spec::<PetHedging>(), &settings)?;
+/// # let _guard = registry.set_default();
+/// let hedging = PetHedging::get()?;
+/// let found: Result<u32, PetError> = hedging.call(|| async { Ok(7) }).await;
+/// assert_eq!(found?, 7); // answered before the delay: no hedge started
+/// println!("{:?}", hedging.counts());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct HedgingHandle<S> {
     inner: Shared<Hedging>,

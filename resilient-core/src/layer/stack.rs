@@ -84,7 +84,8 @@ type Out<Svc, Req> = StackOut<<Svc as Service<Req>>::Response, <Svc as Service<R
 
 /// Specs run as one tower layer, outermost first, and as one response
 /// future; also a reqwest middleware (feature `reqwest-middleware`). See
-/// the [module docs](self).
+/// the guide's [one layer for a whole
+/// stack](crate::guide::tower#one-layer-for-a-whole-stack).
 ///
 /// ```
 /// use resilient_core::layer::StackLayer;

@@ -1158,6 +1158,43 @@ impl Drop for Reservation<'_> {
 }
 
 /// Access to a rate limiter spec's shared limiter; cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+/// use resilient_core::Registry;
+///
+/// #[derive(RateLimiterSpec)]
+/// #[spec("resilient.ratelimiter.pet")]
+/// pub struct PetRate;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let settings = config::Config::builder()
+/// #     .add_source(config::File::from_str(
+/// #         "[resilient.ratelimiter.pet]\nlimit_for_period = 1\nlimit_refresh_period = \"1h\"",
+/// #         config::FileFormat::Toml,
+/// #     ))
+/// #     .build()?;
+/// # let registry = resilient_config::build(Registry::builder().spec::<PetRate>(), &settings)?;
+/// # let _guard = registry.set_default();
+/// let rate = PetRate::get()?;
+/// let first: Result<u32, PetError> = rate.call(|| async { Ok(7) }).await;
+/// assert_eq!(first?, 7);
+/// // The period's one permit is spent: the next call is refused, not run.
+/// assert!(rate.try_acquire().is_err());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct RateLimiterHandle<S> {
     inner: Shared<RateLimiter>,

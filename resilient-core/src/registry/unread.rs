@@ -39,7 +39,7 @@ use std::collections::BTreeMap;
 use crate::settings::{self, Problem, Value};
 
 /// The root that belongs to resilient whole: the global switches' table,
-/// and the one README's spec paths start in.
+/// and the one the guide's spec paths start in.
 pub(super) const RESERVED: &str = "resilient";
 
 /// A path some part of resilient reads: a spec's section, or the global

@@ -600,6 +600,49 @@ impl Retry {
 }
 
 /// Access to a retry spec's shared instance; cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+/// use resilient_core::Registry;
+///
+/// #[derive(RetrySpec)]
+/// #[spec("resilient.retry.pet")]
+/// pub struct PetRetry;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let settings = config::Config::builder()
+/// #     .add_source(config::File::from_str(
+/// #         "[resilient.retry.pet]\ndelay = \"1ms\"\nattempts = 2",
+/// #         config::FileFormat::Toml,
+/// #     ))
+/// #     .build()?;
+/// # let registry = resilient_config::build(Registry::builder().spec::<PetRetry>(), &settings)?;
+/// # let _guard = registry.set_default();
+/// let retry = PetRetry::get()?; // the spec's shared instance, as the attribute uses it
+/// let mut calls = 0;
+/// let found: Result<u32, PetError> = retry
+///     .call(|| {
+///         calls += 1;
+///         let n = calls;
+///         async move { if n < 3 { Err(PetError::Down) } else { Ok(n) } }
+///     })
+///     .await;
+/// assert_eq!(found?, 3); // two failures, then the second retry succeeds
+/// assert_eq!(retry.settings().attempts, 2);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct RetryHandle<S> {
     inner: Shared<Retry>,

@@ -339,7 +339,7 @@ mod tests {
         assert_eq!(seqs(&recent, 0), [2]);
     }
 
-    /// README says what a ring takes: 128 bytes a slot on a 64-bit target
+    /// The guide says what a ring takes: 128 bytes a slot on a 64-bit target
     /// (12.5 KiB for the default 100).
     #[cfg(target_pointer_width = "64")]
     #[test]

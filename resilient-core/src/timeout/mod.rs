@@ -201,6 +201,42 @@ impl Mechanism for Timeout {
 }
 
 /// Access to a timeout spec's settings; cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// use resilient_core::prelude::*;
+/// use resilient_core::Registry;
+///
+/// #[derive(TimeoutSpec)]
+/// #[spec("resilient.timeout.pet")]
+/// pub struct PetTimeout;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// pub enum PetError {
+///     #[error("the store is down")]
+///     Down,
+///     #[error(transparent)]
+///     Resilience(#[from] resilient_core::Error),
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let settings = config::Config::builder()
+/// #     .add_source(config::File::from_str(
+/// #         "[resilient.timeout.pet]\nduration = \"1s\"",
+/// #         config::FileFormat::Toml,
+/// #     ))
+/// #     .build()?;
+/// # let registry = resilient_config::build(Registry::builder().spec::<PetTimeout>(), &settings)?;
+/// # let _guard = registry.set_default();
+/// let timeout = PetTimeout::get()?;
+/// let quick: Result<u32, PetError> = timeout.call(|| async { Ok(7) }).await;
+/// assert_eq!(quick?, 7);
+/// assert_eq!(timeout.settings().duration, std::time::Duration::from_secs(1));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct TimeoutHandle<S> {
     inner: Shared<Timeout>,
