@@ -27,6 +27,9 @@
 # stream of numbers under retry, breaker and a timeout with `idle` set),
 # `stream_retry`, `stream_breaker`, `stream_timeout` (each alone, the
 # timeout with `idle`) and `bare_stream`; and the size of each stream.
+# A checkout with adaptive throttling adds `retry_throttle`: the `retry`
+# stack's spec with a `throttle` table (k = 2, window 2 m), whose success
+# counts an accepted attempt in the window.
 # A checkout with tower layers (resilient-core/src/layer/) adds the bench's
 # "tower layers" group, each stack built once over a `tower::service_fn` of
 # the bare fn and called as its one owner calls it,
@@ -90,6 +93,8 @@ layers = ["resilient-core/tower", "dep:tower", "dep:tower-resilience"]
 # The checkout has the stack layer (resilient-core/src/layer/stack.rs),
 # also as reqwest middleware.
 stack = ["layers", "resilient-core/reqwest-middleware", "dep:reqwest", "dep:reqwest-middleware", "dep:async-trait", "dep:http"]
+# The checkout has adaptive throttling of retries (a throttle table).
+throttle = []
 
 [profile.release]
 debug = 1
@@ -117,6 +122,10 @@ fi
 if [ -f "$root/resilient-core/src/layer/stack.rs" ]; then
   features+=(--features stack)
   stacks="$stacks stack_layer bare_middleware stack_middleware"
+fi
+if grep -q ThrottleSettings "$root/resilient-core/src/retry/settings.rs"; then
+  features+=(--features throttle)
+  stacks="$stacks retry_throttle"
 fi
 cat > "$work/src/main.rs" <<'RS'
 use std::hint::black_box;
@@ -159,6 +168,11 @@ async fn keyed_u64(tenant: u64) -> Result<u32, Failed> { let _ = tenant; Ok(blac
 #[rate_limited(Rate)] async fn rate() -> Result<u32, Failed> { Ok(black_box(1)) }
 #[hedged(Hedging)] async fn hedged() -> Result<u32, Failed> { Ok(black_box(1)) }
 async fn bare() -> Result<u32, Failed> { Ok(black_box(1)) }
+/// The retry stack's spec with adaptive throttling (`throttle`).
+#[cfg(feature = "throttle")]
+#[derive(RetrySpec)] #[spec("bench.retry_throttle")] struct RetryThrottle;
+#[cfg(feature = "throttle")]
+#[retryable(RetryThrottle)] async fn retry_throttle() -> Result<u32, Failed> { Ok(black_box(1)) }
 
 #[allow(dead_code)] // `call_blocking` without the blocking stacks
 mod hand;
@@ -432,6 +446,10 @@ fn main() {
         ("rate_window", table([("limit_for_period", Value::Int(1_048_575)),
             ("limit_refresh_period", s("1ms"))])),
     ];
+    // The retry stack's settings, with throttling by the SRE book.
+    #[cfg(feature = "throttle")]
+    bench.push(("retry_throttle", table([("delay", s("1ms")), ("attempts", Value::Int(3)),
+        ("throttle", table([("k", Value::Float(2.0)), ("window", s("2m"))]))])));
     // The streams group's timeout: 1s to the first item, 1s between items.
     #[cfg(feature = "streams")]
     bench.push(("stream_timeout", table([("duration", s("1s")), ("idle", s("1s"))])));
@@ -457,6 +475,8 @@ fn main() {
             .spec::<Hedging>().spec::<Rate>().spec::<RateWindow>();
         #[cfg(feature = "streams")]
         let builder = builder.spec::<streams::StreamTimeout>();
+        #[cfg(feature = "throttle")]
+        let builder = builder.spec::<RetryThrottle>();
         #[cfg(feature = "layers")]
         let builder = builder
             .spec::<layers::LayerRetry>().spec::<layers::LayerBreaker>()
@@ -500,6 +520,15 @@ fn main() {
                 };
                 assert!(ok);
             }
+            return;
+        }
+        #[cfg(feature = "throttle")]
+        if which == "retry_throttle" {
+            rt.block_on(async {
+                for _ in 0..n {
+                    assert!(matches!(retry_throttle().await, Ok(1)));
+                }
+            });
             return;
         }
         #[cfg(feature = "streams")]

@@ -16,7 +16,7 @@ use std::time::Duration;
 use resilient_config::ConfigError;
 use resilient_core::backend::Backend;
 use resilient_core::retry::{
-    Backoff, BudgetSettings, Jitter, OnBudgetBackendFailure, RetrySettings,
+    Backoff, BudgetSettings, Jitter, OnBudgetBackendFailure, RetrySettings, ThrottleSettings,
 };
 use resilient_core::{Registry, RetrySpec};
 
@@ -280,11 +280,12 @@ fn the_known_settings_listed_are_those_valid_here_with_each_tables_keys() {
         problem.to_string(),
         "PetRetry at `resilient.retry.pet`: key `zzz` is not a known setting; known settings here: \
          `telemetry` (a table: `logging.enabled`, `metrics.enabled`, `recent_events`), \
-         `enabled`, `delay`, `attempts`, `delay_step`, `backoff` (a table: `type`, `multiplier`, `delay_max`), \
+         `enabled`, `delay`, \
+         `attempts`, `delay_step`, `backoff` (a table: `type`, `multiplier`, `delay_max`), \
          `jitter` (a table: `type`, `ratio`), `retry_call_not_permitted`, `timeout`, \
          `max_hinted_delay`, `retry_budget` (a table: `enabled`, `ratio`, `tokens_max`, \
          `tokens_initial`, `min_tokens_per_second`, `backend`, `on_backend_failure`, \
-         `local_tokens_max`) (found 1)"
+         `local_tokens_max`), `throttle` (a table: `k`, `window`) (found 1)"
     );
     // The same list with the tables written, and keys of theirs written one
     // level too high (reported as such, never listed as settings there).
@@ -666,6 +667,87 @@ fn retry_budget_is_validated_even_when_disabled() {
         "must be a number ≥ 0",
         Some("-1"),
     );
+}
+
+// ---------------------------------------------------------------------------
+// throttle
+// ---------------------------------------------------------------------------
+
+#[test]
+fn throttle_k_must_be_a_finite_number_above_1() {
+    for (value, found) in [
+        ("1", "1"),
+        ("1.0", "1"),
+        ("0.5", "0.5"),
+        ("-2", "-2"),
+        ("\"nan\"", "\"nan\""),
+        ("\"inf\"", "\"inf\""),
+        ("\"two\"", "\"two\""),
+    ] {
+        check_pet(
+            &format!("{MINIMAL}\nthrottle = {{ k = {value} }}"),
+            "throttle.k",
+            "must be a number > 1 (the SRE book suggests 2: attempts reach the dependency at up to twice the rate it accepts them)",
+            Some(found),
+        );
+    }
+}
+
+#[test]
+fn throttle_window_must_be_a_duration_above_zero() {
+    check_pet(
+        &format!("{MINIMAL}\nthrottle = {{ window = \"0s\" }}"),
+        "throttle.window",
+        "must be > 0 (the trailing window the counts are kept over; the SRE book uses \"2m\")",
+        Some("\"0s\""),
+    );
+    check_pet(
+        &format!("{MINIMAL}\nthrottle = {{ window = 120 }}"),
+        "throttle.window",
+        "must be a duration with a unit, such as \"100ms\", \"2s\" or \"1m\"",
+        Some("120"),
+    );
+}
+
+#[test]
+fn throttle_first_calls_is_refused_not_ignored() {
+    for value in ["true", "false"] {
+        check_pet(
+            &format!("{MINIMAL}\nthrottle = {{ first_calls = {value} }}"),
+            "throttle.first_calls",
+            "is not supported: adaptive throttling refuses retries only, never the first call of a call; remove `first_calls`",
+            Some(value),
+        );
+    }
+}
+
+#[test]
+fn throttle_keys_misspelt_or_written_one_level_too_high_are_problems() {
+    let err = pet_err(&pet(&format!("{MINIMAL}\nthrottle = {{ windw = \"1m\" }}")));
+    let rule = &with_key(&err, "throttle.windw").rule;
+    assert!(rule.contains("did you mean `window`"), "{err}");
+    for key in ["k", "window"] {
+        let value = if key == "k" { "3" } else { "\"1m\"" };
+        check_pet(
+            &format!("{MINIMAL}\n{key} = {value}"),
+            key,
+            &format!("belongs under `throttle`: move it to `throttle.{key}`"),
+            Some(value),
+        );
+    }
+}
+
+#[tokio::test]
+async fn throttle_defaults_to_the_sre_book() -> TestResult {
+    let settings = pet_settings(&config(&pet(&format!("{MINIMAL}\nthrottle = {{}}")))).await?;
+    assert_eq!(
+        settings.throttle,
+        Some(ThrottleSettings {
+            k: 2.0,
+            window: Duration::from_secs(120),
+        })
+    );
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------

@@ -163,6 +163,7 @@ fn retry_keys_are_one_set() {
         ("backoff", table(&[])),
         ("jitter", table(&[("type", s("full"))])),
         ("retry_budget", table(&[])),
+        ("throttle", table(&[])),
     ]);
     check(
         include_str!("../src/retry/settings.rs"),

@@ -34,6 +34,12 @@ struct Breaker;
 #[spec("bench.retry")]
 struct Retry;
 
+/// [`Retry`]'s settings with adaptive throttling (`throttle`, k = 2 over
+/// 2 m): the "retry first-call success" group's figure beside it.
+#[derive(RetrySpec)]
+#[spec("bench.retry_throttle")]
+struct RetryThrottle;
+
 #[derive(TimeoutSpec)]
 #[spec("bench.timeout")]
 struct Timeout;
@@ -184,6 +190,17 @@ fn registry(kind: &str) -> Registry {
         table([
             ("breaker", breaker_settings(kind)),
             ("retry", retry.clone()),
+            (
+                "retry_throttle",
+                table([
+                    ("delay", Value::Str("1ms".into())),
+                    ("attempts", Value::Int(i128::from(ATTEMPTS))),
+                    (
+                        "throttle",
+                        table([("k", Value::Float(2.0)), ("window", Value::Str("2m".into()))]),
+                    ),
+                ]),
+            ),
             ("timeout", table([("duration", Value::Str("1s".into()))])),
             (
                 "stream_timeout",
@@ -233,6 +250,7 @@ fn registry(kind: &str) -> Registry {
     match Registry::builder()
         .spec::<Breaker>()
         .spec::<Retry>()
+        .spec::<RetryThrottle>()
         .spec::<Timeout>()
         .spec::<streams::StreamTimeout>()
         .spec::<Limit>()
@@ -434,6 +452,21 @@ fn retry_success(c: &mut Criterion) {
     g.bench_function("resilient", |bench| {
         bench.to_async(&rt).iter(|| {
             let handle = handle.clone();
+            async move {
+                black_box(
+                    handle
+                        .call(|| async { Ok::<u32, Failed>(black_box(1)) })
+                        .await,
+                )
+            }
+        });
+    });
+    let Ok(throttled) = r.sync_scope(RetryThrottle::get) else {
+        panic!("configured")
+    };
+    g.bench_function("resilient, throttle", |bench| {
+        bench.to_async(&rt).iter(|| {
+            let handle = throttled.clone();
             async move {
                 black_box(
                     handle

@@ -108,5 +108,6 @@ pub fn minimal() -> resilient_core::retry::RetrySettings {
         budget: None,
         retry_call_not_permitted: false,
         max_hinted_delay: None,
+        throttle: None,
     }
 }

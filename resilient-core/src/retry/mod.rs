@@ -25,7 +25,8 @@
 //!   failure. A failure it does not retry ([`Verdict::Ignore`](crate::Verdict))
 //!   passes through at once, unchanged, and uses no budget token.
 //! - Before each retry: the attempts check, then the overall `timeout` check
-//!   (a retry whose wait would cross the limit is not started), then the retry
+//!   (a retry whose wait would cross the limit is not started), then adaptive
+//!   throttling if the spec has a `throttle` table (below), then the retry
 //!   budget (an empty bucket ends the call at once with the latest failure,
 //!   unchanged).
 //! - A budget token is spent when its retry starts: a call dropped during
@@ -60,6 +61,21 @@
 //! needs a budget token. Without any cap or `timeout` a hint is waited in
 //! full: set one when the hint comes from a server you do not control.
 //!
+//! # Adaptive throttling
+//!
+//! With a `throttle` table ([`ThrottleSettings`]), the spec counts over a
+//! trailing `window` every attempt of every fn that uses it as a request,
+//! and each attempt it does not retry (a success, or a failure its
+//! classification ignores) as an accept, and refuses a retry with the
+//! probability of the Google SRE book's client-side throttling,
+//! `max(0, (requests − k·accepts) / (requests + 1))`. The first call of a
+//! call is never refused. A refused retry ends the call with its last
+//! failure unchanged, as an empty budget does, and is counted as
+//! [`StoppedBy::Throttled`]. With nothing failed in the window the
+//! probability is 0 and no random number is drawn; each attempt costs one
+//! clock read and one compare-and-swap on the window's current bucket.
+//! [`RetryHandle::throttle_counts`] shows the window.
+//!
 //! # Imperative use
 //!
 //! The macros are a thin layer over [`RetrySpec::get`] and
@@ -82,6 +98,7 @@
 pub(crate) mod budget;
 mod exhausted;
 mod settings;
+mod throttle;
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -96,7 +113,9 @@ pub use exhausted::{
     Exhaustion, IntoBoxError, Kept, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX,
 };
 pub(crate) use settings::read_budget;
-pub use settings::{Backoff, BudgetSettings, Jitter, OnBudgetBackendFailure, RetrySettings};
+pub use settings::{
+    Backoff, BudgetSettings, Jitter, OnBudgetBackendFailure, RetrySettings, ThrottleSettings,
+};
 
 use crate::backend::{Backend, BudgetVersion, SharedBudget};
 use crate::error::{Error, GaveUp};
@@ -108,6 +127,7 @@ use crate::settings::Section;
 use crate::spec::{Classify, SpecKind, Verdict};
 use crate::telemetry::{Event, LazyCounter, Outcome, StoppedBy, Telemetry};
 use budget::{Budget, BudgetParams};
+use throttle::{Throttle, ThrottleParams};
 
 impl SpecKind {
     /// `#[derive(RetrySpec)]`, used by `#[retryable]`.
@@ -163,6 +183,9 @@ pub struct Retry {
     /// The way to the registry's shared backend, if it has one: used while
     /// the settings say `retry_budget.backend = "redis"`.
     shared: OnceLock<Box<SharedBudget>>,
+    /// The attempts of the last `throttle.window`, which every fn of the
+    /// spec counts into: used while the settings have a `throttle` table.
+    throttle: Throttle,
     telemetry: Telemetry,
     meters: OnceLock<RetryMeters>,
 }
@@ -176,6 +199,8 @@ struct RetryConfig {
     budget: Option<BudgetParams>,
     /// `retry_budget.backend = "redis"`.
     shared: Option<SharedConfig>,
+    /// `throttle`.
+    throttle: Option<ThrottleParams>,
 }
 
 /// A budget whose tokens live in the backend.
@@ -218,27 +243,32 @@ impl RetryConfig {
                 (local, Some(shared))
             }
         };
+        let throttle = settings.throttle.as_ref().map(ThrottleParams::of);
         Self {
             settings,
             budget,
             shared,
+            throttle,
         }
     }
 }
 
 /// What a call that succeeds needs of its settings, in the tag that comes
-/// with them: it follows the pointer only to fail, or for a budget.
+/// with them: it follows the pointer only to fail, or to count a success
+/// (into a budget, or into adaptive throttling's window). Three bits, the
+/// alignment of the settings' address: the budget and the throttle share
+/// one.
 const ENABLED: usize = 0b001;
 const TIMED_OUT: usize = 0b010;
-const BUDGET: usize = 0b100;
+const COUNTED: usize = 0b100;
 
 impl Tag for RetryConfig {
     fn tag(&self) -> usize {
         let s = &self.settings;
         (if s.enabled { ENABLED } else { 0 })
             | (if s.timeout.is_some() { TIMED_OUT } else { 0 })
-            | (if self.budget.is_some() || self.shared.is_some() {
-                BUDGET
+            | (if self.budget.is_some() || self.shared.is_some() || self.throttle.is_some() {
+                COUNTED
             } else {
                 0
             })
@@ -251,7 +281,22 @@ struct RetryMeters {
     retries: Counter,
     /// By `attempts` registered at once, the other reasons when they first
     /// happen (see `LazyCounter`).
-    exhausted: [LazyCounter; 4],
+    exhausted: [LazyCounter; 5],
+}
+
+/// What adaptive throttling counts over its window
+/// ([`RetryHandle::throttle_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct ThrottleCounts {
+    /// Attempts made in the window, by every fn of the spec.
+    pub requests: u64,
+    /// Of those, the attempts accepted: successes, and failures the spec
+    /// does not retry.
+    pub accepts: u64,
+    /// The probability that the next retry is refused:
+    /// `max(0, (requests − k·accepts) / (requests + 1))`.
+    pub refusal: f64,
 }
 
 /// A retry spec's budget, in its part of the
@@ -290,6 +335,7 @@ impl Mechanism for Retry {
             config: Versions::new(config),
             budget,
             shared: OnceLock::new(),
+            throttle: Throttle::new(),
             telemetry,
             meters: OnceLock::new(),
         };
@@ -310,12 +356,15 @@ impl Mechanism for Retry {
                 now.version.id = id;
             }
         }
+        let throttle_notes = self.throttle_reload(was.throttle, config.throttle);
         let changes = self.budget.reload(had, config.budget, || {
             let running = config.settings.clone();
             let (now, _) = self.config.publish(|c| c.settings == running, || config);
             now.budget.as_ref()
         });
-        reload_notes(before, after, &changes)
+        let mut notes = reload_notes(before, after, &changes);
+        notes.extend(throttle_notes);
+        notes
     }
 
     fn settings(&self) -> &RetrySettings {
@@ -350,6 +399,29 @@ impl Mechanism for Retry {
     fn telemetry_switched(&self) {
         self.register_meters();
     }
+}
+
+inventory::submit! {
+    crate::registry::CrossCheck { run: throttle_without_retries }
+}
+
+/// A `throttle` table on a retry spec that makes no retry: valid, but it
+/// refuses nothing (the first call of a call is never throttled).
+fn throttle_without_retries(
+    specs: &[crate::registry::uses::Checked<'_>],
+) -> Vec<crate::registry::Finding> {
+    specs
+        .iter()
+        .filter_map(|&(entry, settings)| {
+            let s = (settings as &dyn std::any::Any).downcast_ref::<RetrySettings>()?;
+            (s.enabled && s.attempts == 0 && s.throttle.is_some()).then(|| {
+                crate::registry::Finding::Warn(format!(
+                    "`{}.throttle` has no effect: adaptive throttling refuses retries only, never the first call, and `attempts = 0` makes no retry: remove `throttle`, or allow retries with `attempts`",
+                    entry.path
+                ))
+            })
+        })
+        .collect()
 }
 
 /// Where a retry budget's tokens are, as a reload note tells it.
@@ -429,6 +501,34 @@ fn reload_notes(
 }
 
 impl Retry {
+    /// A reload takes the throttle from `was` to `now`: counts kept under
+    /// another window would be read as if their buckets were as long as
+    /// the new ones, so they are forgotten; the same window keeps them.
+    fn throttle_reload(
+        &self,
+        was: Option<ThrottleParams>,
+        now: Option<ThrottleParams>,
+    ) -> Option<String> {
+        match (was, now) {
+            (Some(a), Some(b)) if throttle::same_window(&a, &b) => None,
+            (Some(_), Some(_)) => {
+                self.throttle.clear();
+                Some(
+                    "adaptive throttling starts counting afresh over its new `throttle.window`"
+                        .to_owned(),
+                )
+            }
+            (None, Some(_)) => {
+                self.throttle.clear();
+                Some("adaptive throttling starts, with no attempt counted".to_owned())
+            }
+            (Some(_), None) => {
+                Some("adaptive throttling is gone: no retry is refused by it".to_owned())
+            }
+            (None, None) => None,
+        }
+    }
+
     /// Registers the retry's own metrics once they are switched on.
     fn register_meters(&self) {
         if self.telemetry.metrics_on() {
@@ -439,6 +539,7 @@ impl Retry {
                     StoppedBy::Timeout,
                     StoppedBy::Budget,
                     StoppedBy::BudgetUnavailable,
+                    StoppedBy::Throttled,
                 ]
                 .map(|r| {
                     if r == StoppedBy::Attempts {
@@ -473,6 +574,26 @@ impl Retry {
         }
         let p = c.budget?;
         Some(self.budget.tokens(&p))
+    }
+
+    /// Counts an attempt that did not succeed in the throttle's window:
+    /// `accepted` unless the spec retries its failure. Out of line: the
+    /// success path counts in [`succeeded`](Self::succeeded).
+    #[inline(never)]
+    fn throttled(&self, config: &RetryConfig, accepted: bool) {
+        if let Some(p) = &config.throttle {
+            self.throttle.record(p, accepted);
+        }
+    }
+
+    /// A successful attempt: counted as accepted by adaptive throttling,
+    /// and returns its share of a budget token.
+    #[inline(always)]
+    fn succeeded(&self, config: &RetryConfig) {
+        if let Some(p) = &config.throttle {
+            self.throttle.record(p, true);
+        }
+        self.deposit(config);
     }
 
     /// A successful call returns its share of a token.
@@ -670,6 +791,20 @@ impl<S: RetrySpec> RetryHandle<S> {
     /// settings in force (`tokens_initial` until it decides on it).
     pub fn budget_tokens(&self) -> Option<f64> {
         self.inner.budget_tokens()
+    }
+
+    /// The attempts adaptive throttling counts in its trailing window now,
+    /// and the probability it refuses the next retry; `None` when the
+    /// spec has no `throttle` table.
+    pub fn throttle_counts(&self) -> Option<ThrottleCounts> {
+        let config = self.inner.config.get();
+        let p = config.throttle.as_ref()?;
+        let counts = self.inner.throttle.counts(p);
+        Some(ThrottleCounts {
+            requests: counts.requests,
+            accepts: counts.accepts,
+            refusal: counts.refusal(p.k),
+        })
     }
 
     /// Calls `f` and awaits its future, again after each failure, as the
@@ -990,8 +1125,8 @@ where
         }
         let config = self.config.get(&retry.config);
         self.calls += 1;
-        if tag & BUDGET != 0 {
-            retry.deposit(config);
+        if tag & COUNTED != 0 {
+            retry.succeeded(config);
         }
         Self::ended(&mut self.timed, retry, Outcome::Success);
     }
@@ -1021,19 +1156,23 @@ where
         let calls = self.calls;
         let hint = match verdict {
             Verdict::Success => {
-                if tag & BUDGET != 0 {
-                    retry.deposit(config);
+                if tag & COUNTED != 0 {
+                    retry.succeeded(config);
                 }
                 Self::ended(&mut self.timed, retry, Outcome::Success);
                 return Step::Done(outcome);
             }
             Verdict::Ignore => {
+                // A failure the spec does not retry was no refusal of the
+                // dependency's: accepted, as a success is.
+                retry.throttled(config, true);
                 Self::ended(&mut self.timed, retry, Outcome::Ignored);
                 return Step::Done(outcome);
             }
             Verdict::Failure => None,
             Verdict::RetryAfter(hint) => Some(hint),
         };
+        retry.throttled(config, false);
         self.failed(outcome, hint, calls)
     }
 
@@ -1083,6 +1222,14 @@ where
                 stopped(retry, calls, StoppedBy::Timeout, &out, status);
                 Self::ended(&mut self.timed, retry, Outcome::Failure);
                 return Step::Done(out);
+            }
+        }
+        // Before the budget: a refused retry spends no token.
+        if let Some(p) = &config.throttle {
+            if !retry.throttle.admits(p, fastrand::f64) {
+                stopped(retry, calls, StoppedBy::Throttled, &outcome, status);
+                Self::ended(&mut self.timed, retry, Outcome::Failure);
+                return Step::Done(outcome);
             }
         }
         // Held across the wait: a call dropped before its retry starts gives

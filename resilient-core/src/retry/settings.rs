@@ -29,6 +29,8 @@ use crate::settings::{Section, Value};
 /// | `retry_budget.backend` | `"local"` | `"local"` (this process) or `"redis"` (one bucket for every replica, through the section `resilient.redis`) |
 /// | `retry_budget.on_backend_failure` | `"deny"` | with `backend = "redis"`: `"deny"`, `"allow"` or `"local"`, what a retry gets while Redis makes no decision |
 /// | `retry_budget.local_tokens_max` | required with `"local"` | whole number in 1..=`tokens_max`: the size of this process's own bucket, which decides while Redis makes no decision |
+/// | `throttle.k` | `2.0` | number > 1: adaptive throttling exists only if the `throttle` table does; a retry is refused with probability max(0, (requests − k·accepts) / (requests + 1)) over the trailing `window` |
+/// | `throttle.window` | `"2m"` | duration > 0: the trailing window of the counts (kept in 16 buckets of `window / 16`) |
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RetrySettings {
@@ -79,6 +81,29 @@ pub struct RetrySettings {
         )
     )]
     pub max_hinted_delay: Option<Duration>,
+    /// Client-side adaptive throttling of retries, if its table exists.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub throttle: Option<ThrottleSettings>,
+}
+
+/// Client-side adaptive throttling (Google SRE book, "Handling Overload"):
+/// over a trailing `window`, every attempt counts as a request, and an
+/// attempt the spec's classification does not retry (a success, or a
+/// failure it ignores) as an accept. A retry is then refused with
+/// probability `max(0, (requests − k·accepts) / (requests + 1))`: the
+/// attempts that reach a dependency stay near `k` times those it accepts.
+/// The first call of each call is never throttled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ThrottleSettings {
+    /// How many requests per accept pass before retries are refused, > 1.
+    pub k: f64,
+    /// The trailing window of the counts.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::settings::ser::duration")
+    )]
+    pub window: Duration,
 }
 
 /// Exponential backoff: the `k`-th retry waits `delay · multiplier^(k−1)`,
@@ -266,6 +291,9 @@ impl RetrySettings {
             other => other,
         };
         let budget = s.table("retry_budget", |b| read_budget(b, true));
+        s.misplaced("k", "throttle");
+        s.misplaced("window", "throttle");
+        let throttle = s.table("throttle", read_throttle);
         Some(Self {
             enabled: enabled?,
             delay: delay?,
@@ -288,6 +316,10 @@ impl RetrySettings {
             max_hinted_delay: match max_hinted_delay {
                 None => None,
                 Some(d) => Some(d?),
+            },
+            throttle: match throttle {
+                None => None,
+                Some(t) => Some(t?),
             },
         })
     }
@@ -366,6 +398,34 @@ fn from_nanos(nanos: u128) -> Duration {
         Ok(secs) => Duration::new(secs, (nanos % 1_000_000_000) as u32),
         Err(_) => Duration::MAX,
     }
+}
+
+/// Reads the `throttle` table of a retry spec.
+fn read_throttle(t: &mut Section<'_>) -> Option<ThrottleSettings> {
+    if t.present("first_calls") {
+        t.invalid(
+            "first_calls",
+            "is not supported: adaptive throttling refuses retries only, never the first call of a call; remove `first_calls`",
+        );
+    }
+    let k = t.float(
+        "k",
+        Some(2.0),
+        "must be a number > 1 (the SRE book suggests 2: attempts reach the dependency at up to twice the rate it accepts them)",
+        |k| k > 1.0,
+    );
+    let window = match t.duration("window", false) {
+        None => Some(Duration::from_secs(120)),
+        Some(Some(d)) if d.is_zero() => {
+            t.invalid("window", "must be > 0 (the trailing window the counts are kept over; the SRE book uses \"2m\")");
+            None
+        }
+        Some(d) => d,
+    };
+    Some(ThrottleSettings {
+        k: k?,
+        window: window?,
+    })
 }
 
 /// How `attempts` differs from the `max_attempts` of Resilience4j and Spring

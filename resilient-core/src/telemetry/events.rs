@@ -332,6 +332,10 @@ pub enum StoppedBy {
     /// than its `timeout`, or its breaker open), and the budget's
     /// `on_backend_failure` is `deny`: no token was known to be left.
     BudgetUnavailable,
+    /// Adaptive throttling (`throttle`) refused the retry: the attempts in
+    /// its window outran `k` times those accepted, and the draw fell in the
+    /// refused share.
+    Throttled,
 }
 
 impl StoppedBy {
@@ -341,6 +345,7 @@ impl StoppedBy {
             StoppedBy::Timeout => "timeout",
             StoppedBy::Budget => "budget",
             StoppedBy::BudgetUnavailable => "budget_unavailable",
+            StoppedBy::Throttled => "throttled",
         }
     }
 }
@@ -354,6 +359,7 @@ impl fmt::Display for StoppedBy {
             StoppedBy::BudgetUnavailable => {
                 "the retry budget's Redis backend is unavailable, and its `on_backend_failure` is \"deny\""
             }
+            StoppedBy::Throttled => "adaptive throttling refused the retry",
         })
     }
 }

@@ -1,0 +1,246 @@
+//! Client-side adaptive throttling of retries (Google SRE book, "Handling
+//! Overload"): the counts of one retry spec's attempts over a trailing
+//! window, and the probability that they refuse the next retry.
+//!
+//! The counts are a ring of [`BUCKETS`] buckets over the window, each one
+//! `AtomicU64` holding the bucket's number and its two counts, so a count
+//! and the bucket's turn over to a new period are one compare-and-swap: no
+//! count is lost to a race, and nothing is locked. A bucket holds the
+//! attempts of one period of `window / BUCKETS`; the window is the
+//! bucket of now and the `BUCKETS − 1` before it, so it spans between
+//! `window · (1 − 1/BUCKETS)` and `window`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::time::Instant;
+
+use super::settings::ThrottleSettings;
+
+/// The buckets of a window.
+pub(crate) const BUCKETS: usize = 16;
+
+/// The bits of a bucket's number, its accepts and its rejects, in that
+/// order from the top of the word.
+const PERIOD_BITS: u32 = 24;
+const COUNT_BITS: u32 = 20;
+const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
+const PERIOD_MASK: u64 = (1 << PERIOD_BITS) - 1;
+
+/// A throttle's settings, in the units it counts in: what a reload
+/// compares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct ThrottleParams {
+    pub(crate) k: f64,
+    /// The length of one bucket, in nanoseconds (≥ 1).
+    period: u64,
+}
+
+impl ThrottleParams {
+    pub(crate) fn of(s: &ThrottleSettings) -> Self {
+        let window = u64::try_from(s.window.as_nanos()).unwrap_or(u64::MAX);
+        Self {
+            k: s.k,
+            period: (window / BUCKETS as u64).max(1),
+        }
+    }
+}
+
+/// The counts of one retry spec's attempts over its window, which every
+/// fn of the spec shares (a reload with the same window keeps them).
+#[derive(Debug)]
+pub(crate) struct Throttle {
+    /// Where the bucket numbers count from.
+    origin: Instant,
+    buckets: [AtomicU64; BUCKETS],
+}
+
+/// The attempts of a window: how many were made, how many were accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Counts {
+    pub(crate) requests: u64,
+    pub(crate) accepts: u64,
+}
+
+impl Counts {
+    /// The probability that the next retry is refused:
+    /// `max(0, (requests − k·accepts) / (requests + 1))`.
+    pub(crate) fn refusal(self, k: f64) -> f64 {
+        // Counts stay below 2^25 per bucket: exact in a double.
+        let requests = self.requests as f64;
+        let over = requests - k * self.accepts as f64;
+        if over <= 0.0 {
+            0.0
+        } else {
+            over / (requests + 1.0)
+        }
+    }
+}
+
+impl Throttle {
+    pub(crate) fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// Forgets every count (a reload that changed the window).
+    pub(crate) fn clear(&self) {
+        for b in &self.buckets {
+            b.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The number of the bucket of `now`, modulo `2^PERIOD_BITS`.
+    #[inline(always)]
+    fn period(&self, p: &ThrottleParams, now: Instant) -> u64 {
+        let since = now.saturating_duration_since(self.origin);
+        let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+        (nanos / p.period) & PERIOD_MASK
+    }
+
+    /// Counts an attempt made now: accepted (a success, or a failure the
+    /// spec does not retry), or not.
+    #[inline(always)]
+    pub(crate) fn record(&self, p: &ThrottleParams, accepted: bool) {
+        let period = self.period(p, Instant::now());
+        let slot = &self.buckets[(period as usize) % BUCKETS];
+        let mut word = slot.load(Ordering::Relaxed);
+        loop {
+            let (mut accepts, mut rejects) = if word >> (2 * COUNT_BITS) == period {
+                ((word >> COUNT_BITS) & COUNT_MAX, word & COUNT_MAX)
+            } else {
+                // The bucket held an older period: it starts again.
+                (0, 0)
+            };
+            let count = if accepted { accepts } else { rejects };
+            if count == COUNT_MAX {
+                // Full: halve both counts, which keeps their ratio (and so
+                // the refusal, but for the `+ 1`).
+                accepts /= 2;
+                rejects /= 2;
+            }
+            if accepted {
+                accepts += 1;
+            } else {
+                rejects += 1;
+            }
+            let new = (period << (2 * COUNT_BITS)) | (accepts << COUNT_BITS) | rejects;
+            match slot.compare_exchange_weak(word, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(now) => word = now,
+            }
+        }
+    }
+
+    /// The counts of the window that ends now.
+    pub(crate) fn counts(&self, p: &ThrottleParams) -> Counts {
+        let period = self.period(p, Instant::now());
+        let mut counts = Counts::default();
+        for slot in &self.buckets {
+            let word = slot.load(Ordering::Relaxed);
+            let age = period.wrapping_sub(word >> (2 * COUNT_BITS)) & PERIOD_MASK;
+            // A bucket of the last `BUCKETS` periods. One left untouched
+            // for exactly 2^24 periods would be taken as recent: a count
+            // that old is never read by a spec in use, which turns its
+            // bucket over each period it is called.
+            if (age as usize) < BUCKETS {
+                let accepts = (word >> COUNT_BITS) & COUNT_MAX;
+                let rejects = word & COUNT_MAX;
+                counts.accepts += accepts;
+                counts.requests += accepts + rejects;
+            }
+        }
+        counts
+    }
+
+    /// Whether the next retry goes ahead: `draw` gives a uniform number in
+    /// `0..1`, and is called only when the refusal's probability is above
+    /// 0 (nothing failed in the window: no draw).
+    pub(crate) fn admits(&self, p: &ThrottleParams, draw: impl FnOnce() -> f64) -> bool {
+        let refusal = self.counts(p).refusal(p.k);
+        refusal <= 0.0 || draw() >= refusal
+    }
+}
+
+/// Whether counts kept under `a` still mean the same under `b`: their
+/// buckets are as long.
+pub(crate) fn same_window(a: &ThrottleParams, b: &ThrottleParams) -> bool {
+    a.period == b.period
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn params(k: f64) -> ThrottleParams {
+        ThrottleParams::of(&ThrottleSettings {
+            k,
+            window: Duration::from_secs(16),
+        })
+    }
+
+    #[test]
+    fn refusal_is_the_sre_formula() {
+        let c = Counts {
+            requests: 10,
+            accepts: 2,
+        };
+        // (10 − 2·2) / 11
+        assert!((c.refusal(2.0) - 6.0 / 11.0).abs() < 1e-12);
+        let c = Counts {
+            requests: 10,
+            accepts: 5,
+        };
+        assert_eq!(c.refusal(2.0), 0.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn counts_leave_the_window_bucket_by_bucket() {
+        let (t, p) = (Throttle::new(), params(2.0));
+        t.record(&p, true);
+        t.record(&p, false);
+        assert_eq!(
+            t.counts(&p),
+            Counts {
+                requests: 2,
+                accepts: 1
+            }
+        );
+        tokio::time::advance(Duration::from_secs(15)).await;
+        t.record(&p, false);
+        assert_eq!(t.counts(&p).requests, 3);
+        // The first bucket is now 16 periods old: out of the window.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            t.counts(&p),
+            Counts {
+                requests: 1,
+                accepts: 0
+            }
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_bucket_halves_both_counts() {
+        let (t, p) = (Throttle::new(), params(2.0));
+        let period = 0u64;
+        t.buckets[0].store(
+            (period << (2 * COUNT_BITS)) | (COUNT_MAX << COUNT_BITS) | 1000,
+            Ordering::Relaxed,
+        );
+        t.record(&p, true);
+        let c = t.counts(&p);
+        assert_eq!(c.accepts, COUNT_MAX / 2 + 1);
+        assert_eq!(c.requests, COUNT_MAX / 2 + 1 + 500);
+    }
+
+    #[test]
+    fn nothing_failed_draws_nothing() {
+        let (t, p) = (Throttle::new(), params(2.0));
+        for _ in 0..100 {
+            t.record(&p, true);
+        }
+        assert!(t.admits(&p, || unreachable!("a draw with nothing failed")));
+    }
+}
