@@ -41,6 +41,16 @@ impl Drop for ConfigFile {
     }
 }
 
+/// Writes `contents` as the whole file at once, as an editor or a
+/// ConfigMap's swap does: written beside it, then renamed over it, so the
+/// watch never reads a file half written (`fs::write` truncates first, and
+/// a poll between the two saw an empty file and refused it).
+fn replace(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    let beside = path.with_extension("toml.new");
+    std::fs::write(&beside, contents)?;
+    std::fs::rename(&beside, path)
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let original = include_str!("../../resilient.toml");
@@ -109,7 +119,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // An edit with a mistake: refused, the running settings stay.
-    std::fs::write(&file.0, original.replace("attempts = 2", "attempts = -2"))?;
+    replace(&file.0, &original.replace("attempts = 2", "attempts = -2"))?;
     if let Some(Err(e)) = watch.reloads.recv().await {
         println!("edit: attempts = -2 -> {e}");
     }
@@ -117,7 +127,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let edited = original
         .replace("attempts = 2", "attempts = 3")
         .replace("duration = \"2s\"", "duration = \"1s\"");
-    std::fs::write(&file.0, edited)?;
+    replace(&file.0, &edited)?;
     if let Some(Ok(reloaded)) = watch.reloads.recv().await {
         println!("edit: attempts = 3, duration = \"1s\" -> reloaded");
         for change in reloaded.specs {
