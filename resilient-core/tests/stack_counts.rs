@@ -300,6 +300,10 @@ const OUTCOMES: [&str; 6] = [
 async fn run<D: Door>(door: D) -> Counted {
     let meters = Meters::default();
     let r = registry(&meters);
+    // The rarer outcomes (`ignored`, `cancelled`) are registered when they
+    // first happen, with the recorder in use then: this one, while the
+    // calls run.
+    let _recorder = metrics::set_default_local_recorder(&meters);
     let events = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&events);
     let _subscription = r.subscribe(move |e| seen.lock().unwrap().push(format!("{e:?}")));
