@@ -70,8 +70,12 @@ async fn flaky(calls: &Calls, failures: u32) -> Result<u32, TestError> {
 
 fn exhausted(e: &TestError) -> (u64, GaveUp, usize, String) {
     match e {
-        TestError::Resilience(Error::RetryExhausted(e)) => {
-            (e.calls, e.reason, e.earlier.len(), e.last.to_string())
+        TestError::Resilience(Error::RetryExhausted(x)) => {
+            // README's tour: the body's last failure is the source of the
+            // error the caller gets, through its own transparent variant.
+            let source = std::error::Error::source(e).map(ToString::to_string);
+            assert_eq!(source, Some(x.last.to_string()), "the source of {e}");
+            (x.calls, x.reason, x.earlier.len(), x.last.to_string())
         }
         other => panic!("expected RetryExhausted, got {other:?}"),
     }
