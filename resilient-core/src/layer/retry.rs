@@ -199,7 +199,9 @@ where
                         *this.phase = Phase::Done;
                         continue;
                     };
-                    let out = ready!(inner.poll(cx));
+                    // A retry's polls run marked with its attempt.
+                    let attempt = this.call.attempt();
+                    let out = ready!(crate::retry::call_in(attempt, || inner.poll(cx)));
                     this.inner.set(None);
                     out
                 }
@@ -215,7 +217,12 @@ where
                     Ok(()) => {
                         // The retry starts: its token is spent.
                         *this.token = None;
-                        this.inner.set(Some(this.svc.call(this.req.clone())));
+                        // Marked with its attempt: a layer inside (such
+                        // as `AttemptHeaderLayer`) sees it.
+                        let (svc, req) = (&mut *this.svc, &*this.req);
+                        let retry =
+                            crate::retry::call_in(this.call.attempt(), || svc.call(req.clone()));
+                        this.inner.set(Some(retry));
                         *this.phase = Phase::Calling;
                         continue;
                     }

@@ -1168,7 +1168,14 @@ where
         let mut st = state.project();
         loop {
             let out = match *st.phase {
-                Phase::Calling => ready!(self.1.poll(st.next.as_mut(), cx, svc)),
+                Phase::Calling => {
+                    // A retry's polls run marked with its attempt.
+                    let attempt = st.call.as_ref().and_then(RetryCall::attempt);
+                    let next = st.next.as_mut();
+                    ready!(crate::retry::call_in(attempt, || self
+                        .1
+                        .poll(next, cx, svc)))
+                }
                 Phase::Waiting => {
                     if let Some(sleep) = st.sleep.as_mut() {
                         ready!(sleep.as_mut().poll(cx));
@@ -1186,7 +1193,11 @@ where
                             *st.phase = Phase::Done;
                             return Poll::Pending;
                         };
-                        match self.1.start(st.next.as_mut(), svc, req) {
+                        // Marked with its attempt: a layer inside (such
+                        // as `AttemptHeaderLayer`) sees it.
+                        let attempt = st.call.as_ref().and_then(RetryCall::attempt);
+                        let next = st.next.as_mut();
+                        match crate::retry::call_in(attempt, || self.1.start(next, svc, req)) {
                             Some(out) => out,
                             None => continue,
                         }

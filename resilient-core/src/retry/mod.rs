@@ -96,6 +96,7 @@
 //! ```
 
 pub(crate) mod budget;
+mod context;
 mod exhausted;
 mod settings;
 mod throttle;
@@ -109,6 +110,14 @@ use metrics::Counter;
 
 use tokio::time::Instant;
 
+pub(crate) use context::call_in;
+#[cfg(feature = "http")]
+pub use context::set_attempt_header;
+#[cfg(feature = "reqwest")]
+pub use context::with_attempt_header;
+#[doc(hidden)]
+pub use context::InAttempt;
+pub use context::{current_attempt, Attempt};
 pub use exhausted::{
     Exhaustion, IntoBoxError, Kept, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX,
 };
@@ -188,6 +197,17 @@ pub struct Retry {
     throttle: Throttle,
     telemetry: Telemetry,
     meters: OnceLock<RetryMeters>,
+    /// The retry specs this one was found running inside, each warned of
+    /// once, with its counter once metrics registered it. Read only when a
+    /// call retries inside another retry's retry.
+    nested: std::sync::Mutex<Vec<Nested>>,
+}
+
+/// An outer retry spec found around this one.
+#[derive(Debug)]
+struct Nested {
+    outer: &'static str,
+    counter: Option<Counter>,
 }
 
 /// The settings a retry runs with, and its budget's in the bucket's units.
@@ -338,6 +358,7 @@ impl Mechanism for Retry {
             throttle: Throttle::new(),
             telemetry,
             meters: OnceLock::new(),
+            nested: std::sync::Mutex::new(Vec::new()),
         };
         retry.register_meters();
         retry
@@ -657,6 +678,51 @@ impl Retry {
                     _ => Err(StoppedBy::BudgetUnavailable),
                 }
             }
+        }
+    }
+
+    /// A call of this spec retries inside a retry of `outer`, each of its
+    /// own calls making up to `attempts` + 1: counted, and warned of once
+    /// per outer spec.
+    #[cold]
+    fn nested(&self, outer: Attempt, attempts: u32) {
+        let t = &self.telemetry;
+        let metrics = t.metrics_on();
+        let mut seen = self
+            .nested
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = match seen.iter().position(|n| n.outer == outer.path()) {
+            Some(at) => at,
+            None => {
+                seen.push(Nested {
+                    outer: outer.path(),
+                    counter: None,
+                });
+                let inner_calls = u64::from(attempts).saturating_add(1);
+                let calls = outer.max_calls().saturating_mul(inner_calls);
+                if t.logging() {
+                    let (spec, path) = (t.spec, t.path);
+                    let (outer_spec, outer_path) = (outer.spec(), outer.path());
+                    let outer_calls = outer.max_calls();
+                    tracing::warn!(
+                        target: "resilient::retry",
+                        spec, path, outer_spec, outer_path, outer_calls, inner_calls, calls,
+                        "retry `{path}` runs inside retry `{outer_path}`: up to {outer_calls} × {inner_calls} = {calls} calls of the inner fn per outer call; retry at one level only, or bound both with a retry budget"
+                    );
+                }
+                seen.len() - 1
+            }
+        };
+        if metrics {
+            // Registered at the first occurrence, with the recorder then in
+            // use (a pair that never happens costs no series).
+            seen[at]
+                .counter
+                .get_or_insert_with(|| {
+                    t.counter("resilient_retry_nested_total", &[("outer", outer.path())])
+                })
+                .increment(1);
         }
     }
 
@@ -1073,6 +1139,27 @@ where
         }
     }
 
+    /// The attempt the next call of the body makes, when it is a retry
+    /// (`None` for the first call: nothing to mark, nothing read).
+    #[inline(always)]
+    pub fn attempt(&self) -> Option<Attempt> {
+        if self.calls == 0 {
+            return None;
+        }
+        self.retried()
+    }
+
+    #[inline(never)]
+    fn retried(&self) -> Option<Attempt> {
+        let retry = self.retry.as_deref()?;
+        let config = self.config.get(&retry.config);
+        Some(Attempt {
+            key: self.ops.key,
+            previous: self.calls,
+            attempts: config.settings.attempts,
+        })
+    }
+
     /// The error that ends the call before any attempt: the spec has no
     /// settings.
     #[inline(always)]
@@ -1248,6 +1335,12 @@ where
             from: WaitFrom::of(hint.is_some(), &outcome),
             status,
         };
+        if calls == 1 {
+            // This call's first retry: is it a retry inside another's?
+            if let Some(outer) = current_attempt() {
+                retry.nested(outer, s.attempts);
+            }
+        }
         let trail = self.trail.get_or_insert_with(Tr::default);
         keep(ops, retry, trail, wait, outcome);
         Step::Wait(RetryWait { delay, withdrawal })
@@ -1255,6 +1348,23 @@ where
 }
 
 impl<T, E, Tr, J> RetryCall<'_, T, E, Tr, J> {
+    /// The attempt header to send with the next call, when it is a retry
+    /// and the spec has one: its name, and the attempts made before it.
+    #[cfg(feature = "reqwest-middleware")]
+    pub(crate) fn attempt_header(&self) -> Option<(&str, u64)> {
+        if self.calls == 0 {
+            return None;
+        }
+        let retry = self.retry.as_deref()?;
+        let name = self
+            .config
+            .get(&retry.config)
+            .settings
+            .attempt_header
+            .as_deref()?;
+        Some((name, self.calls))
+    }
+
     /// Returns a budget token taken for a retry that will not start (see
     /// [`RetryWait::into_parts`]).
     pub(crate) fn give_back(&self, token: budget::Token) {
@@ -1303,7 +1413,7 @@ where
     }
     loop {
         // The match ends before the wait, as in the generated code.
-        let wait = match call.step(f().await) {
+        let wait = match call.step(InAttempt::new(call.attempt(), f()).await) {
             Step::Done(out) => return out,
             Step::Wait(w) => w,
         };

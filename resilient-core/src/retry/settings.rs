@@ -31,6 +31,7 @@ use crate::settings::{Section, Value};
 /// | `retry_budget.local_tokens_max` | required with `"local"` | whole number in 1..=`tokens_max`: the size of this process's own bucket, which decides while Redis makes no decision |
 /// | `throttle.k` | `2.0` | number > 1: adaptive throttling exists only if the `throttle` table does; a retry is refused with probability max(0, (requests − k·accepts) / (requests + 1)) over the trailing `window` |
 /// | `throttle.window` | `"2m"` | duration > 0: the trailing window of the counts (kept in 16 buckets of `window / 16`) |
+/// | `attempt_header` | none | an HTTP header name (letters, digits and ``!#$%&'*+-.^_`|~``, kept lower-case): sent on each retry with the number of attempts before it (`1` on the first retry; absent on the first call), by the tower layers, the middleware and [`with_attempt_header`](crate::retry::with_attempt_header) |
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RetrySettings {
@@ -84,6 +85,10 @@ pub struct RetrySettings {
     /// Client-side adaptive throttling of retries, if its table exists.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub throttle: Option<ThrottleSettings>,
+    /// The header that carries, on each retry, the number of attempts made
+    /// before it (lower-case); none by default.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub attempt_header: Option<String>,
 }
 
 /// Client-side adaptive throttling (Google SRE book, "Handling Overload"):
@@ -294,6 +299,7 @@ impl RetrySettings {
         s.misplaced("k", "throttle");
         s.misplaced("window", "throttle");
         let throttle = s.table("throttle", read_throttle);
+        let attempt_header = read_attempt_header(s);
         Some(Self {
             enabled: enabled?,
             delay: delay?,
@@ -321,6 +327,7 @@ impl RetrySettings {
                 None => None,
                 Some(t) => Some(t?),
             },
+            attempt_header: attempt_header?,
         })
     }
 
@@ -398,6 +405,38 @@ fn from_nanos(nanos: u128) -> Duration {
         Ok(secs) => Duration::new(secs, (nanos % 1_000_000_000) as u32),
         Err(_) => Duration::MAX,
     }
+}
+
+/// Reads `attempt_header`: `Some(None)` when absent, `None` after a problem.
+/// A name an HTTP request cannot carry is reported here, at startup, rather
+/// than found missing at a server.
+fn read_attempt_header(s: &mut Section<'_>) -> Option<Option<String>> {
+    if !s.has("attempt_header") {
+        return Some(None);
+    }
+    let name = s.text("attempt_header", None)?;
+    if name.is_empty() {
+        s.invalid(
+            "attempt_header",
+            "must be a header name, such as \"x-retry-attempt\" (leave it out to send no header)",
+        );
+        return None;
+    }
+    if let Some(c) = name.chars().find(|&c| !is_token_char(c)) {
+        s.invalid(
+            "attempt_header",
+            format!(
+                "must be an HTTP header name: letters, digits and !#$%&'*+-.^_`|~ only, and {c:?} is none of them (for example \"x-retry-attempt\")"
+            ),
+        );
+        return None;
+    }
+    Some(Some(name.to_ascii_lowercase()))
+}
+
+/// A character of an HTTP token (RFC 9110, 5.6.2), which a header name is.
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
 }
 
 /// Reads the `throttle` table of a retry spec.
