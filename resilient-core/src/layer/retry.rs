@@ -199,9 +199,9 @@ where
                         *this.phase = Phase::Done;
                         continue;
                     };
-                    // A retry's polls run marked with its attempt.
-                    let attempt = this.call.attempt();
-                    let out = ready!(crate::retry::call_in(attempt, || inner.poll(cx)));
+                    // Polled unmarked, as in the stack layer: only the
+                    // retry's call of the inner service is marked.
+                    let out = ready!(inner.poll(cx));
                     this.inner.set(None);
                     out
                 }

@@ -1168,14 +1168,11 @@ where
         let mut st = state.project();
         loop {
             let out = match *st.phase {
-                Phase::Calling => {
-                    // A retry's polls run marked with its attempt.
-                    let attempt = st.call.as_ref().and_then(RetryCall::attempt);
-                    let next = st.next.as_mut();
-                    ready!(crate::retry::call_in(attempt, || self
-                        .1
-                        .poll(next, cx, svc)))
-                }
+                // Polled unmarked: only the retry's call of the inner
+                // service is marked (below), which a layer that sets the
+                // attempt header needs; marking each poll cost the first
+                // call 31 instructions more (941 against 910 per call).
+                Phase::Calling => ready!(self.1.poll(st.next.as_mut(), cx, svc)),
                 Phase::Waiting => {
                     if let Some(sleep) = st.sleep.as_mut() {
                         ready!(sleep.as_mut().poll(cx));

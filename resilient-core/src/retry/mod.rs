@@ -76,6 +76,20 @@
 //! clock read and one compare-and-swap on the window's current bucket.
 //! [`RetryHandle::throttle_counts`] shows the window.
 //!
+//! # The attempt, the attempt header and nested retries
+//!
+//! On a retry, the body runs with the thread marked with its
+//! [`Attempt`]: [`current_attempt`] tells the code it runs which retry it
+//! is (`None` on the first call, which marks nothing and so costs nothing).
+//! With `attempt_header`, each retry of an HTTP request carries the
+//! attempts made before it (`1` on the first retry, absent on the first
+//! call, as gRPC's `grpc-previous-rpc-attempts`): the middleware set it,
+//! `layer::AttemptHeaderLayer` inside a retry layer sets it, and a
+//! retried fn sets it with `with_attempt_header` (feature `reqwest`) or
+//! `set_attempt_header` (feature `http`). A retry that is about to retry
+//! while an outer retry is on a retry logs one WARN per pair of specs with
+//! the product of their calls, and counts `resilient_retry_nested_total`.
+//!
 //! # Imperative use
 //!
 //! The macros are a thin layer over [`RetrySpec::get`] and
