@@ -772,16 +772,26 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
         (Some(retry), Some(hedging)) => retry > hedging,
         (retry, _) => retry.is_some(),
     };
+    // At the spec, where a spec of the wrong kind is reported once: the
+    // call's type is unknown then, and an error of its own at the body
+    // would repeat it.
+    let retry_span = layers
+        .iter()
+        .rev()
+        .find(|l| l.kind == Kind::Retry)
+        .and_then(|l| l.spec())
+        .map_or_else(Span::call_site, crate::model::spec_span);
+    let attempt = quote_spanned!(retry_span=> __resilient_retry.attempt());
     let body = if blocking {
         // A closure called in place: `return` and `?` leave it as they
         // left the fn.
         if marked {
-            quote_spanned!(body_span=> #p::call_in_attempt(__resilient_retry.attempt(), move || -> #ret #block))
+            quote_spanned!(body_span=> #p::call_in_attempt(#attempt, move || -> #ret #block))
         } else {
             quote_spanned!(body_span=> #p::call_once(move || -> #ret #block))
         }
     } else if marked {
-        let body = quote_spanned!(body_span=> #p::in_attempt(__resilient_retry.attempt(), async move #block));
+        let body = quote_spanned!(body_span=> #p::in_attempt(#attempt, async move #block));
         layer::awaited(timed, Span::call_site(), body)
     } else {
         let body = quote_spanned!(body_span=> async move #block);

@@ -1153,27 +1153,6 @@ where
         }
     }
 
-    /// The attempt the next call of the body makes, when it is a retry
-    /// (`None` for the first call: nothing to mark, nothing read).
-    #[inline(always)]
-    pub fn attempt(&self) -> Option<Attempt> {
-        if self.calls == 0 {
-            return None;
-        }
-        self.retried()
-    }
-
-    #[inline(never)]
-    fn retried(&self) -> Option<Attempt> {
-        let retry = self.retry.as_deref()?;
-        let config = self.config.get(&retry.config);
-        Some(Attempt {
-            key: self.ops.key,
-            previous: self.calls,
-            attempts: config.settings.attempts,
-        })
-    }
-
     /// The error that ends the call before any attempt: the spec has no
     /// settings.
     #[inline(always)]
@@ -1362,6 +1341,27 @@ where
 }
 
 impl<T, E, Tr, J> RetryCall<'_, T, E, Tr, J> {
+    /// The attempt the next call of the body makes, when it is a retry
+    /// (`None` for the first call: nothing to mark, nothing read).
+    #[inline(always)]
+    pub fn attempt(&self) -> Option<Attempt> {
+        if self.calls == 0 {
+            return None;
+        }
+        self.retried()
+    }
+
+    #[inline(never)]
+    fn retried(&self) -> Option<Attempt> {
+        let retry = self.retry.as_deref()?;
+        let config = self.config.get(&retry.config);
+        Some(Attempt {
+            key: self.ops.key,
+            previous: self.calls,
+            attempts: config.settings.attempts,
+        })
+    }
+
     /// The attempt header to send with the next call, when it is a retry
     /// and the spec has one: its name, and the attempts made before it.
     #[cfg(feature = "reqwest-middleware")]
