@@ -12,12 +12,12 @@ use tower_service::Service;
 /// [`retry::set_attempt_header`](crate::retry::set_attempt_header).
 ///
 /// ```
-/// use resilient_core::layer::{AttemptHeaderLayer, RetryLayer};
+/// use resilient_core::layer::{AttemptHeaderLayer, Layered};
 /// # use resilient_core::RetrySpec;
 /// # #[derive(RetrySpec)] #[spec("resilient.retry.pets")] struct PetsRetry;
 ///
 /// let layers = tower::ServiceBuilder::new()
-///     .layer(RetryLayer::<PetsRetry>::new())
+///     .layer(PetsRetry::layer())
 ///     .layer(AttemptHeaderLayer); // inside the retry: sees each attempt
 /// # let _ = layers;
 /// ```
