@@ -18,7 +18,10 @@ use tower_service::Service;
 ///
 /// let layers = tower::ServiceBuilder::new()
 ///     .layer(PetsRetry::layer())
-///     .layer(AttemptHeaderLayer); // inside the retry: sees each attempt
+///     .layer(AttemptHeaderLayer) // inside the retry: sees each attempt
+///     .service(tower::service_fn(|_: http::Request<()>| async {
+///         Ok::<_, resilient_core::BoxError>(http::Response::new(()))
+///     }));
 /// # let _ = layers;
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
