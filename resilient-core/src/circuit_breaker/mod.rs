@@ -451,7 +451,7 @@ pub struct Permit<'a> {
 const UNTIMED: u64 = u64::MAX;
 
 impl<'a> Permit<'a> {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(breaker: &'a Breaker) -> Result<Self, State> {
         let taken = breaker.try_acquire()?;
         // The clock is read only for a slow-call threshold, or for metrics.
