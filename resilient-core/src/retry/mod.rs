@@ -92,7 +92,9 @@
 //! call is never refused. A refused retry ends the call with its last
 //! failure unchanged, as an empty budget does, and is counted as
 //! [`StoppedBy::Throttled`]. With nothing failed in the window the
-//! probability is 0 and no random number is drawn; each attempt costs one
+//! probability is 0 and no random number is drawn. A success costs one
+//! atomic add and no clock read (its accept is dated at the throttle's last
+//! clock read, at most 31 successes earlier: see the guide); a failure, one
 //! clock read and one compare-and-swap on the window's current bucket.
 //! [`RetryHandle::throttle_counts`] shows the window.
 //!
@@ -650,7 +652,7 @@ impl Retry {
     #[inline(always)]
     fn succeeded(&self, config: &RetryConfig) {
         if let Some(p) = &config.throttle {
-            self.throttle.record(p, true);
+            self.throttle.accept(p);
         }
         self.deposit(config);
     }
