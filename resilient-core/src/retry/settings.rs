@@ -30,7 +30,7 @@ use crate::spec::Cause;
 /// | `retry_budget.backend` | `"local"` | `"local"` (this process) or `"redis"` (one bucket for every replica, through the section `resilient.redis`) |
 /// | `retry_budget.on_backend_failure` | `"deny"` | with `backend = "redis"`: `"deny"`, `"allow"` or `"local"`, what a retry gets while Redis makes no decision |
 /// | `retry_budget.local_tokens_max` | required with `"local"` | whole number in 1..=`tokens_max`: the size of this process's own bucket, which decides while Redis makes no decision |
-/// | `cause.<cause>.delay` | `delay` | duration (≤ `backoff.delay_max`): the base delay of a retry after a failure of this cause (`transient`, `throttled` or `timeout`, see [`Cause`]), in place of `delay`; `delay_step`, `backoff` and `jitter` apply to it as to `delay` |
+/// | `cause.<cause>.delay` | `delay` | duration (≤ `backoff.delay_max`): the base delay of a retry after a failure of this cause (`transient`, `throttled` or `timeout`: the failure's `Cause`), in place of `delay`; `delay_step`, `backoff` and `jitter` apply to it as to `delay` |
 /// | `cause.<cause>.cost` | `1` | whole number in 1..=`retry_budget.tokens_max`: the budget tokens a retry after a failure of this cause takes; needs a local `retry_budget` |
 /// | `throttle.k` | `2.0` | number > 1: adaptive throttling exists only if the `throttle` table does; a retry is refused with probability max(0, (requests − k·accepts) / (requests + 1)) over the trailing `window` |
 /// | `throttle.window` | `"2m"` | duration > 0: the trailing window of the counts (kept in 16 buckets of `window / 16`) |
