@@ -227,7 +227,7 @@ pub use registry::{
     SpecChange, SpecEntry, SpecSnapshot, Subscription,
 };
 pub use retry::{RetryHandle, RetrySpec};
-pub use spec::{AllErrors, Classifier, Classify, SpecKind, Verdict};
+pub use spec::{AllErrors, Cause, Classifier, Classify, SpecKind, Verdict};
 pub use timeout::{TimeoutHandle, TimeoutSpec};
 
 /// Retries an `async fn` under a retry spec: `#[retryable(PetRetry)]`; on a

@@ -83,6 +83,63 @@ pub enum Verdict {
     Ignore,
 }
 
+/// Why an attempt failed, as retry sees it: a retry spec can give each cause
+/// its own base delay and its own budget cost (its `cause.<name>` tables).
+///
+/// A classification names the cause of an outcome it calls a failure with
+/// [`Classify::cause`]; every failure is [`Transient`](Cause::Transient)
+/// unless it says otherwise. The built-in classifications name these:
+///
+/// | failure | cause |
+/// |---|---|
+/// | a response of status 429, or 503 with `Retry-After` (`classify = http`) | [`Throttled`](Cause::Throttled) |
+/// | [`Error::RateLimitExceeded`](crate::Error::RateLimitExceeded) of a rate limiter inside the retry | [`Throttled`](Cause::Throttled) |
+/// | [`Error::Timeout`](crate::Error::Timeout) of a timeout inside the retry | [`Timeout`](Cause::Timeout) |
+/// | any other failure | [`Transient`](Cause::Transient) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Cause {
+    /// A failure that may pass by itself (a dropped connection, a 500): the
+    /// default.
+    #[default]
+    Transient,
+    /// The dependency refused the call because of load, and asked the caller
+    /// to slow down (HTTP 429, a throttling error of a cloud API).
+    Throttled,
+    /// The attempt ran out of time.
+    Timeout,
+}
+
+impl Cause {
+    /// Every cause, in the order of their `index`.
+    pub(crate) const ALL: [Cause; 3] = [Cause::Transient, Cause::Throttled, Cause::Timeout];
+
+    /// The cause's name: its table's key in a retry spec (`cause.throttled`)
+    /// and its value in log lines.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Cause::Transient => "transient",
+            Cause::Throttled => "throttled",
+            Cause::Timeout => "timeout",
+        }
+    }
+
+    /// The cause's place in [`ALL`](Self::ALL).
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            Cause::Transient => 0,
+            Cause::Throttled => 1,
+            Cause::Timeout => 2,
+        }
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
 /// A type that decides which outcomes are failures, for the specs that name
 /// it: implemented by every type that implements [`Classify`].
 ///
@@ -198,6 +255,16 @@ pub trait Classify<T, E>: Classifier {
     fn status(value: &T) -> Option<u16> {
         let _ = value;
         None
+    }
+
+    /// Why an outcome that [`classify`](Classify::classify) called a failure
+    /// failed: [`Cause::Transient`] by default. A retry spec waits and pays
+    /// for a retry as its `cause.<name>` table for this cause says (see
+    /// [`Cause`]); asked only of failures, and only by a spec that has such
+    /// a table.
+    fn cause(outcome: &Result<T, E>) -> Cause {
+        let _ = outcome;
+        Cause::Transient
     }
 }
 

@@ -109,5 +109,6 @@ pub fn minimal() -> resilient_core::retry::RetrySettings {
         retry_call_not_permitted: false,
         max_hinted_delay: None,
         throttle: None,
+        causes: resilient_core::retry::Causes::default(),
     }
 }
