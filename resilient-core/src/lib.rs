@@ -75,7 +75,8 @@
 //! attempt ([`Verdict::RetryAfter`]). Specs that classify alike name one
 //! shared type, `classify = PetOutcomes` (see [`Classifier`]); HTTP
 //! responses are classified ready-made with `classify = http` (see
-//! [`http`]).
+//! [`http`]), and gRPC outcomes with `classify = grpc` (feature `grpc`, see
+//! `grpc`).
 //!
 //! # Order
 //!
@@ -189,6 +190,8 @@ mod error;
 pub mod explain;
 pub mod fallback;
 mod gate;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod guide;
 pub mod hedging;
 pub mod http;

@@ -920,6 +920,13 @@ where
         });
         match verdict {
             v @ (Verdict::Success | Verdict::Ignore) => Judged::Accepted(o, v),
+            // A failure no other attempt may follow: the call's outcome.
+            Verdict::Fatal => {
+                if let Some(h) = self.enabled() {
+                    h.count(Fate::Failed, 1);
+                }
+                Judged::Accepted(o, Verdict::Fatal)
+            }
             Verdict::Failure | Verdict::RetryAfter(_) => {
                 if let Some(h) = self.enabled() {
                     h.count(Fate::Failed, 1);
@@ -956,6 +963,7 @@ where
                     }
                     Outcome::Success
                 }
+                Some(Verdict::Fatal) => Outcome::Failure,
                 Some(_) => {
                     h.count(Fate::Won, 1);
                     Outcome::Ignored

@@ -1169,6 +1169,13 @@ where
                 Self::ended(&mut self.timed, retry, Outcome::Ignored);
                 return Step::Done(outcome);
             }
+            Verdict::Fatal => {
+                // A failure no attempt may follow: refused by the dependency
+                // (for the throttle), and returned as is.
+                retry.throttled(config, false);
+                Self::ended(&mut self.timed, retry, Outcome::Failure);
+                return Step::Done(outcome);
+            }
             Verdict::Failure => None,
             Verdict::RetryAfter(hint) => Some(hint),
         };
