@@ -325,6 +325,33 @@ impl From<Error> for Status {
     }
 }
 
+/// A tonic channel's error with a layer's rejection in it made the
+/// `Status` of [`From<Error>`](#impl-From<Error>-for-Status), which a tonic
+/// client then reports as is (it reports any other error of its channel as
+/// `UNKNOWN`). For `map_err` above the layers on a channel:
+///
+/// ```
+/// use resilient_core::layer::Layered;
+/// use resilient_core::{BoxError, CircuitBreakerSpec};
+///
+/// #[derive(CircuitBreakerSpec)]
+/// #[spec("resilient.circuitbreaker.greeter", classify = grpc)]
+/// pub struct GreeterBreaker;
+///
+/// // `tower::ServiceBuilder::new()`, then `.service(channel)`:
+/// let layers = tower::ServiceBuilder::new()
+///     .map_err(resilient_core::grpc::status_error)
+///     .layer(GreeterBreaker::layer())
+///     .map_err(BoxError::from);
+/// # let _ = layers;
+/// ```
+pub fn status_error(error: BoxError) -> BoxError {
+    match error.downcast::<Error>() {
+        Ok(rejection) => Box::new(Status::from(*rejection)),
+        Err(other) => other,
+    }
+}
+
 /// The response a gRPC server answers a request that a resilience
 /// mechanism refused: a trailers-only response (HTTP 200,
 /// `content-type: application/grpc`, no message) whose `grpc-status`,
@@ -359,10 +386,9 @@ pub(crate) fn status_response<B: Default>(status: &Status) -> http::Response<B> 
     if status.add_header(response.headers_mut()).is_err() {
         // A message that cannot be a header value (it is percent-encoded,
         // so this is not expected): the code alone still tells the client.
-        response.headers_mut().insert(
-            "grpc-status",
-            http::HeaderValue::from(status.code() as i32),
-        );
+        response
+            .headers_mut()
+            .insert("grpc-status", http::HeaderValue::from(status.code() as i32));
     }
     response
 }
@@ -435,7 +461,10 @@ mod tests {
         for value in [&b"-1"[..], b"-50", b"", b"1.5", b"soon", b"\xff", b"+5"] {
             assert_eq!(parse_pushback(value), None);
             assert_eq!(verdict(Code::Unavailable, Some(value)), Verdict::Fatal);
-            assert_eq!(verdict(Code::ResourceExhausted, Some(value)), Verdict::Fatal);
+            assert_eq!(
+                verdict(Code::ResourceExhausted, Some(value)),
+                Verdict::Fatal
+            );
         }
     }
 

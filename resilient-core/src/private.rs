@@ -46,7 +46,6 @@ macro_rules! __grpc_classifier {
         )
     };
 }
-pub use __grpc_classifier as grpc_classifier;
 use crate::keyed::{KeyRef, PartitionKey};
 pub use crate::outcome::{Fail, ResultType};
 use crate::rate_limiter::RateCall;
@@ -62,6 +61,7 @@ pub use crate::spec::{AllErrors, Classifier, Classify, Verdict};
 pub use crate::stream::Stream;
 use crate::timeout::{Bounded, TimeoutCall, Timer, TimerSleep};
 pub use crate::timeout::{Timeout, TimeoutSpec};
+pub use __grpc_classifier as grpc_classifier;
 
 /// The retry operations of spec `S` for a fn returning `R`: where
 /// `#[retryable(S)]` states every requirement, each once, on a type the user
