@@ -306,8 +306,9 @@ pub use resilient_macros::circuit_breakable;
 /// Declares a circuit breaker spec:
 /// `#[derive(CircuitBreakerSpec)] #[spec("resilient.circuitbreaker.pet")]`.
 ///
-/// Option after the path: `classify = ..` (`all_errors`, `custom`, `http`, or
-/// a shared classifier type; see [`Classify`]).
+/// Option after the path: `classify = ..` (`all_errors`, `custom`, `http`,
+/// `grpc` with the `grpc` feature, or a shared classifier type; see
+/// [`Classify`]).
 ///
 /// # Example
 ///
@@ -628,7 +629,8 @@ pub use resilient_macros::HedgingSpec;
 /// Declares a retry spec: `#[derive(RetrySpec)] #[spec("resilient.retry.pet")]`.
 ///
 /// Options after the path: `classify = ..` (`all_errors`, `custom`, `http`,
-/// or a shared classifier type; see [`Classify`]) and
+/// `grpc` with the `grpc` feature, or a shared classifier type; see
+/// [`Classify`]) and
 /// `exhausted = last_failure` (see [`retry::ReturnLastFailure`]).
 ///
 /// # Example

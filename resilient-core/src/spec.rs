@@ -146,6 +146,7 @@ pub trait Classifier {}
 /// | `classify = custom` | the spec itself: you implement `Classify` for it |
 /// | `classify = PetOutcomes` | the named type, shared by every spec that names it (see [`Classifier`]) |
 /// | `classify = http` | [`http::Http`](crate::http::Http): 5xx, 408 and 429 responses are failures, `Retry-After` the delay hint |
+/// | `classify = grpc` (feature `grpc`) | `grpc::Grpc`: `tonic::Status` by gRPC's retry policy, `grpc-retry-pushback-ms` the delay hint (see the guide's `grpc` chapter) |
 ///
 /// You write one implementation for each result type the spec is used with,
 /// and the compiler checks that there is one wherever the spec is used:

@@ -496,7 +496,9 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
         Classification::Custom => quote!(Self),
         Classification::Http => quote!(#p::Http),
         // A macro: without the `grpc` feature it is an error naming it.
-        Classification::Grpc(span) => quote_spanned!(*span=> #p::grpc_classifier!()),
+        Classification::Grpc(span) => {
+            quote_spanned!(*span=> ::resilient_core::__private::grpc_classifier!())
+        }
         // Spanned, so that a missing or wrong type is reported at the option.
         Classification::Type(path) => quote_spanned!(path.span()=> #path),
     };
