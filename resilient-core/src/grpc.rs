@@ -338,12 +338,18 @@ impl From<Error> for Status {
 /// #[spec("resilient.circuitbreaker.greeter", classify = grpc)]
 /// pub struct GreeterBreaker;
 ///
-/// // `tower::ServiceBuilder::new()`, then `.service(channel)`:
-/// let layers = tower::ServiceBuilder::new()
+/// # let channel = tower::service_fn(|_: http::Request<tonic::body::Body>| async {
+/// #     Ok::<_, std::io::Error>(http::Response::new(tonic::body::Body::empty()))
+/// # });
+/// // `channel`: a `tonic::transport::Channel`.
+/// let layered = tower::ServiceBuilder::new()
 ///     .map_err(resilient_core::grpc::status_error)
 ///     .layer(GreeterBreaker::layer())
-///     .map_err(BoxError::from);
-/// # let _ = layers;
+///     .map_err(BoxError::from)
+///     .service(channel);
+/// // Then the generated client's `new(layered)`.
+/// # fn is_service<S: tower::Service<http::Request<tonic::body::Body>, Error = BoxError>>(_: &S) {}
+/// # is_service(&layered);
 /// ```
 pub fn status_error(error: BoxError) -> BoxError {
     match error.downcast::<Error>() {
