@@ -326,7 +326,7 @@ impl From<Error> for Status {
 }
 
 /// A tonic channel's error with a layer's rejection in it made the
-/// `Status` of [`From<Error>`](#impl-From<Error>-for-Status), which a tonic
+/// `Status` that `From<resilient_core::Error>` makes of it, which a tonic
 /// client then reports as is (it reports any other error of its channel as
 /// `UNKNOWN`). For `map_err` above the layers on a channel:
 ///

@@ -27,7 +27,9 @@
 //!   and an outcome the classification ignores ([`Verdict::Ignore`]: an error
 //!   another attempt would not change, such as a 404), end the call at once.
 //!   The classification is the one retry and breaker specs take:
-//!   `#[spec("..", classify = ..)]`.
+//!   `#[spec("..", classify = ..)]`. A failure no attempt may follow
+//!   ([`Verdict::Fatal`], such as gRPC's fatal status codes with
+//!   `classify = grpc`) ends the call too, as a failure.
 //! - The first accepted outcome is the call's; every other attempt is dropped
 //!   at once (cancelled at its current await), before the call returns.
 //! - A failed attempt starts the next one at once with `on_failure =
