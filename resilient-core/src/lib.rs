@@ -75,7 +75,8 @@
 //! attempt ([`Verdict::RetryAfter`]). Specs that classify alike name one
 //! shared type, `classify = PetOutcomes` (see [`Classifier`]); HTTP
 //! responses are classified ready-made with `classify = http` (see
-//! [`http`]).
+//! [`http`]), and gRPC outcomes with `classify = grpc` (feature `grpc`, see
+//! `grpc`).
 //!
 //! # Order
 //!
@@ -189,6 +190,8 @@ mod error;
 pub mod explain;
 pub mod fallback;
 mod gate;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod guide;
 pub mod hedging;
 pub mod http;
@@ -303,8 +306,9 @@ pub use resilient_macros::circuit_breakable;
 /// Declares a circuit breaker spec:
 /// `#[derive(CircuitBreakerSpec)] #[spec("resilient.circuitbreaker.pet")]`.
 ///
-/// Option after the path: `classify = ..` (`all_errors`, `custom`, `http`, or
-/// a shared classifier type; see [`Classify`]).
+/// Option after the path: `classify = ..` (`all_errors`, `custom`, `http`,
+/// `grpc` with the `grpc` feature, or a shared classifier type; see
+/// [`Classify`]).
 ///
 /// # Example
 ///
@@ -625,7 +629,8 @@ pub use resilient_macros::HedgingSpec;
 /// Declares a retry spec: `#[derive(RetrySpec)] #[spec("resilient.retry.pet")]`.
 ///
 /// Options after the path: `classify = ..` (`all_errors`, `custom`, `http`,
-/// or a shared classifier type; see [`Classify`]) and
+/// `grpc` with the `grpc` feature, or a shared classifier type; see
+/// [`Classify`]) and
 /// `exhausted = last_failure` (see [`retry::ReturnLastFailure`]).
 ///
 /// # Example

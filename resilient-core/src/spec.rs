@@ -78,6 +78,14 @@ pub enum Verdict {
     /// `max_hinted_delay` when they are set; a circuit breaker counts it as a
     /// [`Failure`](Verdict::Failure).
     RetryAfter(Duration),
+    /// The call failed, and no further attempt may follow it (gRPC's
+    /// non-retryable failures, such as `DEADLINE_EXCEEDED`, or a server's
+    /// `grpc-retry-pushback-ms` that says stop): retry returns it at once,
+    /// unchanged (as it does a failure when `attempts = 0`), and counts it as
+    /// a failure; a circuit breaker counts it as a
+    /// [`Failure`](Verdict::Failure); hedging ends the call with it at once
+    /// (gRPC's fatal status codes), counting it as a failed attempt.
+    Fatal,
     /// The outcome is none of the spec's business: retry returns it at once,
     /// unchanged, and uses no budget token.
     Ignore,
@@ -195,6 +203,7 @@ pub trait Classifier {}
 /// | `classify = custom` | the spec itself: you implement `Classify` for it |
 /// | `classify = PetOutcomes` | the named type, shared by every spec that names it (see [`Classifier`]) |
 /// | `classify = http` | [`http::Http`](crate::http::Http): 5xx, 408 and 429 responses are failures, `Retry-After` the delay hint |
+/// | `classify = grpc` (feature `grpc`) | `grpc::Grpc`: `tonic::Status` by gRPC's retry policy, `grpc-retry-pushback-ms` the delay hint (see the guide's `grpc` chapter) |
 ///
 /// You write one implementation for each result type the spec is used with,
 /// and the compiler checks that there is one wherever the spec is used:

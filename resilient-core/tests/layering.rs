@@ -131,6 +131,7 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("versions", 1),
             ("outcome", 1),
             ("http", 1),
+            ("grpc", 1),
             // What every mechanism shares, and the registry that knows none.
             ("telemetry", 2),
             // Keys, as calls give them and the `keys` table bounds them.

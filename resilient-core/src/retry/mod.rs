@@ -23,7 +23,10 @@
 //!   false`) makes exactly one call, whose outcome passes through unwrapped.
 //! - The spec's [`Classify`] implementation decides what is a
 //!   failure. A failure it does not retry ([`Verdict::Ignore`](crate::Verdict))
-//!   passes through at once, unchanged, and uses no budget token.
+//!   passes through at once, unchanged, and uses no budget token. A failure
+//!   no attempt may follow ([`Verdict::Fatal`](crate::Verdict), such as
+//!   gRPC's `DEADLINE_EXCEEDED` with `classify = grpc`) is returned at once,
+//!   unchanged, and counted as a failure (by adaptive throttling too).
 //! - Before each retry: the attempts check, then the overall `timeout` check
 //!   (a retry whose wait would cross the limit is not started), then adaptive
 //!   throttling if the spec has a `throttle` table (below), then the retry
@@ -1252,6 +1255,13 @@ where
                 // dependency's: accepted, as a success is.
                 retry.throttled(config, true);
                 Self::ended(&mut self.timed, retry, Outcome::Ignored);
+                return Step::Done(outcome);
+            }
+            Verdict::Fatal => {
+                // A failure no attempt may follow: refused by the dependency
+                // (for the throttle), and returned as is.
+                retry.throttled(config, false);
+                Self::ended(&mut self.timed, retry, Outcome::Failure);
                 return Step::Done(outcome);
             }
             Verdict::Failure => None,
