@@ -102,8 +102,12 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::explain::human;
-use crate::layer::{Chain, StackLayer};
-use crate::registry::Registry;
+use crate::layer::{
+    BreakerLevel, Chain, ChaosLevel, End, LimitLevel, RateLevel, RetryLevel, StackLayer, Then,
+    TimeoutLevel,
+};
+use crate::registry::uses::{Attr, FnChain};
+use crate::registry::{Registry, Spec};
 use crate::telemetry::{Event, StoppedBy};
 use crate::{BoxError, Error};
 
@@ -392,6 +396,24 @@ pub enum SimulateError {
     /// A timeline bucket of no width.
     #[error("the load's timeline has buckets of 0s: give them a width")]
     Timeline,
+    /// No annotated fn has this name.
+    #[error("no annotated fn is named `{name}`{}", near.as_deref().map(|n| format!(": did you mean `{n}`?")).unwrap_or_default())]
+    UnknownFn {
+        /// The name given.
+        name: String,
+        /// The closest name of an annotated fn, if one is close.
+        near: Option<String>,
+    },
+    /// The stack is not the fn's chain.
+    #[error("the stack ({}) is not the chain of `{function}` ({}): give the stack the fn's specs, outermost first, as its attributes are written (its `#[fallback]` is not simulated)", stack.join(", "), chain.join(", "))]
+    NotTheChain {
+        /// The fn's path.
+        function: String,
+        /// The fn's specs, outermost first.
+        chain: Vec<String>,
+        /// The stack's specs, outermost first.
+        stack: Vec<String>,
+    },
     /// The runtime or the run's thread could not start.
     #[error("the simulation could not start: {0}")]
     Start(String),
@@ -1031,6 +1053,126 @@ where
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
+}
+
+/// [`run`], for the annotated fn named `function` (its path
+/// `module::name`, or its name alone): the stack must hold the fn's specs
+/// in the order of its attributes (its `#[fallback]` aside), as recorded
+/// by the attributes themselves, so that what is simulated is the fn's
+/// chain and cannot drift from it.
+///
+/// # Errors
+///
+/// [`SimulateError::UnknownFn`] (with the closest name) when no annotated
+/// fn is named so, [`SimulateError::NotTheChain`] when the stack's specs
+/// are not the fn's, and the errors of [`run`].
+pub fn run_fn<L>(
+    registry: &Registry,
+    function: &str,
+    stack: StackLayer<L, Request>,
+    dependency: &Dependency,
+    load: &Load,
+) -> Result<Report, SimulateError>
+where
+    L: Chain<Upstream, Request> + Specs + Send + 'static,
+{
+    let chain = find_fn(function)?;
+    let entries: Vec<_> = registry
+        .spec_settings()
+        .into_iter()
+        .map(|(entry, _)| entry)
+        .collect();
+    let name_of = |id: std::any::TypeId| {
+        entries.iter().find(|e| (e.type_id)() == id).map_or_else(
+            || "(a spec this registry lacks)".to_owned(),
+            |e| e.name.to_owned(),
+        )
+    };
+    let wanted: Vec<Option<std::any::TypeId>> = chain
+        .links
+        .iter()
+        .filter(|l| l.attr != Attr::Fallback)
+        .map(|l| l.spec.map(|id| id()))
+        .collect();
+    let mut given = Vec::new();
+    L::specs(&mut given);
+    if wanted.len() != given.len() || wanted.iter().zip(&given).any(|(w, g)| *w != Some(g.0)) {
+        return Err(SimulateError::NotTheChain {
+            function: format!("{}::{}", chain.module, chain.name),
+            chain: wanted
+                .iter()
+                .map(|w| w.map_or_else(|| "(a generic spec)".to_owned(), name_of))
+                .collect(),
+            stack: given.iter().map(|g| g.1.to_owned()).collect(),
+        });
+    }
+    run(registry, stack, dependency, load)
+}
+
+/// The annotated fn named `name`, or the error naming the closest.
+fn find_fn(name: &str) -> Result<&'static FnChain, SimulateError> {
+    let path = |c: &FnChain| format!("{}::{}", c.module, c.name);
+    if let Some(c) = FnChain::all().find(|c| path(c) == name || c.name == name) {
+        return Ok(c);
+    }
+    let near = FnChain::all()
+        .map(|c| {
+            let p = path(c);
+            let score = strsim::jaro_winkler(name, &p).max(strsim::jaro_winkler(name, c.name));
+            (score, p)
+        })
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)))
+        .map(|(_, p)| p);
+    Err(SimulateError::UnknownFn {
+        name: name.to_owned(),
+        near,
+    })
+}
+
+/// The specs of a stack, outermost first: what [`run_fn`] compares with
+/// a fn's chain. Not a public API.
+#[doc(hidden)]
+pub trait Specs {
+    /// Adds each spec's type id and name to `out`.
+    fn specs(out: &mut Vec<(std::any::TypeId, &'static str)>);
+}
+
+impl Specs for End {
+    fn specs(_: &mut Vec<(std::any::TypeId, &'static str)>) {}
+}
+
+/// A stack's part, by its spec. Not a public API.
+#[doc(hidden)]
+pub trait PartSpec {
+    /// The spec's type id and name.
+    fn spec() -> (std::any::TypeId, &'static str);
+}
+
+macro_rules! part_spec {
+    ($($level:ident<S $(, $k:ident)?>),*) => {$(
+        impl<S: Spec $(, $k)?> PartSpec for $level<S $(, $k)?> {
+            fn spec() -> (std::any::TypeId, &'static str) {
+                (std::any::TypeId::of::<S>(), S::NAME)
+            }
+        }
+    )*};
+}
+
+part_spec!(
+    RetryLevel<S>,
+    BreakerLevel<S, K>,
+    LimitLevel<S, K>,
+    RateLevel<S, K>,
+    TimeoutLevel<S>,
+    ChaosLevel<S>
+);
+
+impl<H: PartSpec, T: Specs> Specs for Then<H, T> {
+    fn specs(out: &mut Vec<(std::any::TypeId, &'static str)>) {
+        out.push(H::spec());
+        T::specs(out);
+    }
 }
 
 fn run_here<L>(

@@ -15,7 +15,8 @@ use resilient_core::layer::StackLayer;
 use resilient_core::settings::Value;
 use resilient_core::simulate::{self, Dependency, Latency, Load, Outage, SimulateError};
 use resilient_core::{
-    CircuitBreakerSpec, ConcurrencyLimitSpec, Registry, RetrySpec, Spec, TimeoutSpec,
+    circuit_breakable, retryable, CircuitBreakerSpec, ConcurrencyLimitSpec, Error, Registry,
+    RetrySpec, Spec, TimeoutSpec,
 };
 
 /// The retry of the runs.
@@ -410,4 +411,73 @@ async fn a_run_inside_a_runtime_works() {
     )
     .unwrap();
     assert_eq!(report.calls, 5);
+}
+
+/// The fn whose chain `run_fn` checks a stack against.
+#[retryable(SimRetry)]
+#[circuit_breakable(SimBreaker)]
+async fn find_pet(id: u64) -> Result<u64, Error> {
+    Ok(id)
+}
+
+/// A fn named by its path runs when the stack is its chain; a misspelt
+/// name is answered with the closest one, a stack in another order with
+/// both lists.
+#[test]
+fn a_fn_is_simulated_only_through_its_own_chain() {
+    let _ = find_pet;
+    let registry = build(
+        Registry::builder().spec::<SimRetry>().spec::<SimBreaker>(),
+        vec![
+            (
+                SimRetry::PATH,
+                table([("delay", s("1ms")), ("attempts", int(2))]),
+            ),
+            (SimBreaker::PATH, breaker_section(50, 10, "1s", 10)),
+        ],
+    );
+    let load = Load::new(10, 10.0);
+    let report = simulate::run_fn(
+        &registry,
+        "simulate::find_pet",
+        StackLayer::new().spec::<SimRetry>().spec::<SimBreaker>(),
+        &failing(),
+        &load,
+    )
+    .unwrap();
+    // The breaker (10 calls, 50 %) opens at the 10th failure, inside the
+    // 4th request's retries; the retry passes its rejection on.
+    assert_eq!(report.calls, 10);
+    assert_eq!(report.transitions_to("SimBreaker", "open").count(), 1);
+
+    let misspelt = simulate::run_fn(
+        &registry,
+        "find_pte",
+        StackLayer::new().spec::<SimRetry>().spec::<SimBreaker>(),
+        &failing(),
+        &load,
+    )
+    .unwrap_err();
+    println!("{misspelt}");
+    assert_eq!(
+        misspelt,
+        SimulateError::UnknownFn {
+            name: "find_pte".into(),
+            near: Some("simulate::find_pet".into()),
+        }
+    );
+
+    let reversed = simulate::run_fn(
+        &registry,
+        "find_pet",
+        StackLayer::new().spec::<SimBreaker>().spec::<SimRetry>(),
+        &failing(),
+        &load,
+    )
+    .unwrap_err();
+    println!("{reversed}");
+    assert_eq!(
+        reversed.to_string(),
+        "the stack (SimBreaker, SimRetry) is not the chain of `simulate::find_pet` (SimRetry, SimBreaker): give the stack the fn's specs, outermost first, as its attributes are written (its `#[fallback]` is not simulated)"
+    );
 }
