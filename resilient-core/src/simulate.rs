@@ -82,10 +82,16 @@
 //!   next. Events are read from the registry while the run lasts
 //!   ([`Registry::subscribe`]): a registry that other threads use at the
 //!   same time would mix their events in.
-//! - Every failure of the dependency is an `Err`, which every spec's
-//!   default classification counts as a failure; a spec with a
-//!   classification of its own sees the simulated dependency's error type
-//!   ([`DependencyFailed`] in a [`BoxError`]), not the fn's.
+//! - Every failure of the dependency is an `Err` ([`DependencyFailed`] in
+//!   a [`BoxError`]), which every spec's default classification and
+//!   `classify = http` count as a failure; an [`Answer`] is an
+//!   [`HttpResponse`], so that the specs of an HTTP client run as they are.
+//!   With [`Dependency::retry_after`], a failure is instead an answer 503
+//!   with a `Retry-After` header, a value as an HTTP client returns it:
+//!   `classify = http` waits what it asks, a default classification
+//!   counts it as a success (seed 002's lesson), and the report counts it
+//!   among the failures the caller got. A spec with a classification of
+//!   its own sees these types, not the fn's.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -102,6 +108,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::explain::human;
+use crate::http::HttpResponse;
 use crate::layer::{
     BreakerLevel, Chain, ChaosLevel, End, LimitLevel, RateLevel, RetryLevel, StackLayer, Then,
     TimeoutLevel,
@@ -189,6 +196,7 @@ pub struct Dependency {
     latency: Latency,
     outages: Vec<Outage>,
     capacity: Option<u64>,
+    retry_after: Option<Duration>,
 }
 
 impl Default for Dependency {
@@ -205,6 +213,7 @@ impl Dependency {
             latency: Latency::Fixed(Duration::ZERO),
             outages: Vec::new(),
             capacity: None,
+            retry_after: None,
         }
     }
 
@@ -238,6 +247,15 @@ impl Dependency {
     /// that queues what it cannot serve at once.
     pub fn capacity(mut self, calls: u64) -> Self {
         self.capacity = Some(calls);
+        self
+    }
+
+    /// Each failure (of the failure rate or an outage) answers 503 with a
+    /// `Retry-After` of `wait`, in whole seconds rounded up, instead of an
+    /// error: a server that says when to come back (see the [module
+    /// docs](self) for how specs classify it).
+    pub fn retry_after(mut self, wait: Duration) -> Self {
+        self.retry_after = Some(wait);
         self
     }
 
@@ -428,11 +446,29 @@ pub struct Request {
     pub index: u64,
 }
 
-/// A successful answer of the simulated dependency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An answer of the simulated dependency: 200, or with
+/// [`Dependency::retry_after`] a failure's 503 and its `Retry-After`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     /// The number of the call that answered, from 0.
     pub call: u64,
+    /// Its HTTP status.
+    pub status: u16,
+    /// Its `Retry-After` header's value (whole seconds), if any.
+    pub retry_after: Option<String>,
+}
+
+impl HttpResponse for Answer {
+    fn status(&self) -> u16 {
+        self.status
+    }
+
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        match name {
+            "retry-after" => self.retry_after.as_deref().map(str::as_bytes),
+            _ => None,
+        }
+    }
 }
 
 /// The simulated dependency's failure, in a [`BoxError`].
@@ -599,13 +635,29 @@ impl Service<Request> for Upstream {
         if failed.is_some() {
             st.bucket(at).call_failures += 1;
         }
+        // Whole seconds, rounded up: what a header can say.
+        let hint = st
+            .spec
+            .retry_after
+            .map(|d| d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0)));
         let guard = InFlight(st);
         Box::pin(async move {
             tokio::time::sleep(latency).await;
             drop(guard);
-            match failed {
-                Some(outage) => Err(Box::new(DependencyFailed { call, outage }) as BoxError),
-                None => Ok(Answer { call }),
+            match (failed, hint) {
+                (Some(_), Some(secs)) => Ok(Answer {
+                    call,
+                    status: 503,
+                    retry_after: Some(secs.to_string()),
+                }),
+                (Some(outage), None) => {
+                    Err(Box::new(DependencyFailed { call, outage }) as BoxError)
+                }
+                (None, _) => Ok(Answer {
+                    call,
+                    status: 200,
+                    retry_after: None,
+                }),
             }
         })
     }
@@ -620,6 +672,9 @@ impl Service<Request> for Upstream {
 pub struct Outcomes {
     /// Answered successfully.
     pub succeeded: u64,
+    /// Answered with the dependency's 503 (with
+    /// [`Dependency::retry_after`]), passed on as a value.
+    pub failed_responses: u64,
     /// The dependency's failure, passed on (by a stack without retry, or
     /// a retry that gave up with `exhausted = last_failure`, an empty
     /// budget, or throttling).
@@ -864,6 +919,7 @@ impl fmt::Display for Report {
         )?;
         for (what, n) in [
             ("dependency's failure", o.dependency_failed),
+            ("dependency's 503", o.failed_responses),
             ("retry exhausted", o.retry_exhausted),
             ("breaker open", o.call_not_permitted),
             ("timed out", o.timed_out),
@@ -1022,7 +1078,8 @@ impl Heard {
 /// One request's end.
 struct Ended {
     waited: Duration,
-    outcome: Result<(), BoxError>,
+    /// Whether the answer was a success, or the error.
+    outcome: Result<bool, BoxError>,
 }
 
 /// Runs `stack` against `dependency` for `load`'s requests, on a paused
@@ -1280,14 +1337,14 @@ where
             };
             let now = Instant::now();
             let mut bucket = state.bucket(now.saturating_duration_since(origin));
-            match outcome {
-                Ok(_) => bucket.succeeded += 1,
-                Err(_) => bucket.failed += 1,
+            match &outcome {
+                Ok(a) if a.status < 500 => bucket.succeeded += 1,
+                _ => bucket.failed += 1,
             }
             drop(bucket);
             ended.borrow_mut().push(Ended {
                 waited: now.saturating_duration_since(arrived),
-                outcome: outcome.map(|_| ()),
+                outcome: outcome.map(|a| a.status < 500),
             });
         }));
     }
@@ -1307,7 +1364,8 @@ where
     for e in &ended {
         waits.push(e.waited);
         match &e.outcome {
-            Ok(()) => outcomes.succeeded += 1,
+            Ok(true) => outcomes.succeeded += 1,
+            Ok(false) => outcomes.failed_responses += 1,
             Err(error) => match error.downcast_ref::<Error>() {
                 Some(Error::RetryExhausted(_)) => outcomes.retry_exhausted += 1,
                 Some(Error::CallNotPermitted { .. }) => outcomes.call_not_permitted += 1,

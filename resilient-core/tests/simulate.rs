@@ -29,6 +29,11 @@ pub struct SimRetry;
 #[spec("resilient.circuitbreaker.sim")]
 pub struct SimBreaker;
 
+/// A retry of an HTTP client's answers.
+#[derive(RetrySpec)]
+#[spec("resilient.retry.simhttp", classify = http)]
+pub struct SimHttpRetry;
+
 /// The limit of the runs.
 #[derive(ConcurrencyLimitSpec)]
 #[spec("resilient.concurrencylimit.sim")]
@@ -480,4 +485,48 @@ fn a_fn_is_simulated_only_through_its_own_chain() {
         reversed.to_string(),
         "the stack (SimBreaker, SimRetry) is not the chain of `simulate::find_pet` (SimRetry, SimBreaker): give the stack the fn's specs, outermost first, as its attributes are written (its `#[fallback]` is not simulated)"
     );
+}
+
+/// A server that answers 503 with `Retry-After: 2`: a retry that reads
+/// HTTP answers waits the 2 s it asks (not its own 10 ms); one that
+/// counts only errors takes the 503 for a success and never retries.
+#[test]
+fn retry_after_answers_are_waited_by_an_http_retry_and_missed_by_a_default_one() {
+    let dependency = Dependency::new()
+        .failure_rate(1.0)
+        .retry_after(Duration::from_millis(1_500));
+    let http = registry::<SimHttpRetry>(table([
+        ("delay", s("10ms")),
+        ("attempts", int(2)),
+        ("max_hinted_delay", s("5s")),
+    ]));
+    let report = simulate::run(
+        &http,
+        StackLayer::new().spec::<SimHttpRetry>(),
+        &dependency,
+        &Load::new(1, 1.0),
+    )
+    .unwrap();
+    assert_eq!(
+        report.call_times,
+        [
+            Duration::ZERO,
+            Duration::from_secs(2),
+            Duration::from_secs(4)
+        ]
+    );
+    assert_eq!(report.outcomes.retry_exhausted, 1);
+
+    let plain = retry_registry(table([("delay", s("10ms")), ("attempts", int(2))]));
+    let report = simulate::run(
+        &plain,
+        StackLayer::new().spec::<SimRetry>(),
+        &dependency,
+        &Load::new(10, 10.0),
+    )
+    .unwrap();
+    assert_eq!(report.calls, 10);
+    assert_eq!(report.outcomes.failed_responses, 10);
+    assert_eq!(report.outcomes.succeeded, 0);
+    assert_eq!(report.success_rate, 0.0);
 }
