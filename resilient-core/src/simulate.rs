@@ -606,7 +606,11 @@ impl Service<Request> for Upstream {
         let in_flight = st.in_flight.get().saturating_add(1);
         st.in_flight.set(in_flight);
         st.max_in_flight.set(st.max_in_flight.get().max(in_flight));
-        st.bucket(at).calls += 1;
+        {
+            let mut bucket = st.bucket(at);
+            bucket.calls += 1;
+            bucket.max_in_flight = bucket.max_in_flight.max(in_flight);
+        }
 
         let outage = st.spec.outages.iter().find(|o| o.covers(at)).copied();
         let mut latency = st.latency();
@@ -799,6 +803,16 @@ pub struct Bucket {
     pub succeeded: u64,
     /// Requests that ended in it with an error.
     pub failed: u64,
+    /// The most calls in flight at the dependency at once in it, as each
+    /// call started.
+    pub max_in_flight: u64,
+    /// Retries started in it.
+    pub retries: u64,
+    /// Retries a budget or adaptive throttling refused in it.
+    pub retries_refused: u64,
+    /// Calls a spec refused in it (an open breaker, a full limit, spent
+    /// permits).
+    pub refused: u64,
 }
 
 /// What a run did. Its `Display` is a table a person reads; with the
@@ -982,8 +996,17 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "    {:>10}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}",
-            "from", "requests", "calls", "failing", "ok", "errors"
+            "    {:>10}  {:>8}  {:>8}  {:>8}  {:>9}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}",
+            "from",
+            "requests",
+            "calls",
+            "failing",
+            "in flight",
+            "ok",
+            "errors",
+            "retries",
+            "no token",
+            "refused"
         )?;
         for rows in self.timeline.chunks(per_row) {
             let mut sum = Bucket {
@@ -996,16 +1019,24 @@ impl fmt::Display for Report {
                 sum.call_failures += b.call_failures;
                 sum.succeeded += b.succeeded;
                 sum.failed += b.failed;
+                sum.max_in_flight = sum.max_in_flight.max(b.max_in_flight);
+                sum.retries += b.retries;
+                sum.retries_refused += b.retries_refused;
+                sum.refused += b.refused;
             }
             writeln!(
                 f,
-                "    {:>10}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}",
+                "    {:>10}  {:>8}  {:>8}  {:>8}  {:>9}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}",
                 human(sum.at),
                 sum.requests,
                 sum.calls,
                 sum.call_failures,
+                sum.max_in_flight,
                 sum.succeeded,
-                sum.failed
+                sum.failed,
+                sum.retries,
+                sum.retries_refused,
+                sum.refused
             )?;
         }
         Ok(())
@@ -1018,9 +1049,14 @@ impl fmt::Display for Report {
 #[derive(Default)]
 struct Heard {
     origin: Option<Instant>,
+    /// The timeline's width.
+    width: Duration,
     retries: BTreeMap<&'static str, Retries>,
     refusals: BTreeMap<&'static str, Refusals>,
     transitions: Vec<Transition>,
+    /// Per bucket of the timeline: retries started, retries a budget or
+    /// throttling refused, calls a spec refused.
+    per_bucket: Vec<[u64; 3]>,
 }
 
 impl Heard {
@@ -1029,6 +1065,22 @@ impl Heard {
             .origin
             .map(|o| Instant::now().saturating_duration_since(o))
             .unwrap_or_default();
+        let index = usize::try_from(at.as_nanos() / self.width.as_nanos().max(1))
+            .unwrap_or(usize::MAX)
+            .min(MAX_BUCKETS - 1);
+        if self.per_bucket.len() <= index {
+            self.per_bucket.resize(index + 1, [0; 3]);
+        }
+        let counts = &mut self.per_bucket[index];
+        match event {
+            Event::RetryScheduled { .. } => counts[0] += 1,
+            Event::RetryExhausted {
+                reason: StoppedBy::Budget | StoppedBy::BudgetUnavailable | StoppedBy::Throttled,
+                ..
+            } => counts[1] += 1,
+            Event::Rejected { .. } => counts[2] += 1,
+            _ => {}
+        }
         match event {
             Event::RetryScheduled { spec, .. } => self.retry(spec).retried += 1,
             Event::RetryExhausted { spec, reason, .. } => {
@@ -1274,6 +1326,20 @@ impl Partial {
         self.report.retries = heard.retries.into_values().collect();
         self.report.refusals = heard.refusals.into_values().collect();
         self.report.transitions = heard.transitions;
+        for (index, [retried, refused_retries, refused]) in heard.per_bucket.into_iter().enumerate()
+        {
+            while self.report.timeline.len() <= index {
+                let n = u32::try_from(self.report.timeline.len()).unwrap_or(u32::MAX);
+                self.report.timeline.push(Bucket {
+                    at: heard.width.saturating_mul(n),
+                    ..Bucket::default()
+                });
+            }
+            let b = &mut self.report.timeline[index];
+            b.retries = retried;
+            b.retries_refused = refused_retries;
+            b.refused = refused;
+        }
         self.report
     }
 }
@@ -1290,6 +1356,7 @@ where
     let origin = Instant::now();
     if let Ok(mut h) = heard.lock() {
         h.origin = Some(origin);
+        h.width = load.bucket;
     }
     let state = Rc::new(Upstate {
         spec: dependency.clone(),

@@ -164,6 +164,15 @@ fn a_retry_storm_under_a_ten_percent_budget_stays_at_the_hand_computed_amplifica
         report.amplification
     );
     assert!(report.retries[0].gave_up_budget > 0);
+    // The timeline says when: its buckets add up to the totals.
+    let timeline = |f: fn(&simulate::Bucket) -> u64| report.timeline.iter().map(f).sum::<u64>();
+    assert_eq!(timeline(|b| b.retries), retried);
+    assert_eq!(
+        timeline(|b| b.retries_refused),
+        report.retries[0].gave_up_budget
+    );
+    assert_eq!(timeline(|b| b.calls), report.calls);
+    assert_eq!(timeline(|b| b.requests), n);
 }
 
 /// A count-based breaker of 10 calls at 50 %, 20 requests a second... at
