@@ -20,6 +20,7 @@
 //! | [`telemetry`] | logs, metrics, events, the snapshot |
 //! | [`operations`] | readiness, acting on a breaker, admin routes, dashboard, Grafana, traces |
 //! | [`explain`] | what a stack will do, before it runs |
+//! | [`simulate`] | a stack run against a described outage, on a paused clock |
 //! | [`testing`] | tests of your own code: paused clock, a registry per test |
 //! | [`migrating`] | from Resilience4j, Polly, Kora, Spring, tower-resilience, backon |
 //! | [`design`] | design choices |
@@ -75,6 +76,8 @@ pub mod telemetry {}
 pub mod operations {}
 #[doc = include_str!("../guide/explain.md")]
 pub mod explain {}
+#[doc = include_str!("../guide/simulate.md")]
+pub mod simulate {}
 #[doc = include_str!("../guide/testing.md")]
 pub mod testing {}
 #[doc = include_str!("../guide/migrating.md")]

@@ -204,6 +204,8 @@ pub mod rate_limiter;
 pub mod registry;
 pub mod retry;
 pub mod settings;
+#[cfg(feature = "simulate")]
+pub mod simulate;
 mod spec;
 pub mod stream;
 pub mod telemetry;

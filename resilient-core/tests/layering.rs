@@ -170,7 +170,10 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("prelude", 9),
             // What an operator reads and does over HTTP: every spec's state.
             ("admin", 9),
-            ("lib", 10),
+            // A stack run against a described dependency: the layers, the
+            // registry's events, and explain's durations.
+            ("simulate", 10),
+            ("lib", 11),
         ],
     );
 }
