@@ -57,7 +57,7 @@ use crate::http::rejection_response;
 /// any error type).
 ///
 /// On a gRPC server (tonic's `Server::builder().layer(..)`),
-/// [`RespondLayer::grpc`] answers with gRPC statuses instead (feature
+/// `RespondLayer::grpc` answers with gRPC statuses instead (feature
 /// `grpc`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RespondLayer<L, A = HttpAnswers> {
