@@ -11,7 +11,9 @@
 # timeout.call(op))))`, `handles`; a token bucket's permit through
 # `#[rate_limited]`, `rate`, and its handle's `try_acquire`, `rate_handle`,
 # a fixed window's `try_acquire`, `rate_window_handle`, beside governor's
-# direct limiter's `check`, `governor`), runs
+# direct limiter's `check`, `governor`; recloser's `AsyncRecloser::call`
+# of the bare fn with a count-based window of 100, `recloser`, beside
+# `breaker`), runs
 # each stack N and 2N times, after one call that is not counted, collecting
 # only inside the fn that makes the calls (callgrind's `--toggle-collect`),
 # and prints (Ir(2N) - Ir(N)) / N; then the size of each stack's future in
@@ -43,7 +45,9 @@
 # each response future. A checkout with the stack layer
 # (resilient-core/src/layer/stack.rs) adds `stack_layer` (the same four
 # specs as one `StackLayer`, outermost first, over the same `service_fn`)
-# and, as reqwest middleware, `stack_middleware` (that stack in a
+# and each spec alone as a one-spec `StackLayer`, `stack_retry`,
+# `stack_breaker`, `stack_limit`, `stack_timeout`, beside the single
+# layers; and, as reqwest middleware, `stack_middleware` (that stack in a
 # `ClientWithMiddleware` before a last middleware that answers each
 # request with a canned response, sending nothing) beside
 # `bare_middleware` (the last middleware alone); each middleware call is
@@ -75,6 +79,7 @@ resilient-core = { path = "$root/resilient-core" }
 thiserror = "2"
 tokio = { version = "1", features = ["rt", "time"] }
 governor = { version = "0.10", default-features = false, features = ["std", "quanta"] }
+recloser = "1.4"
 futures-util = { version = "0.3", default-features = false, features = ["std"], optional = true }
 tower = { version = "0.5", default-features = false, features = ["util", "timeout", "limit", "retry"], optional = true }
 tower-resilience = { version = "0.13", default-features = false, features = ["bulkhead", "circuitbreaker", "retry", "timelimiter"], optional = true }
@@ -105,7 +110,7 @@ TOML
 # measured one.
 cp "$here/examples/bench/benches/hand.rs" "$work/src/hand.rs"
 features=()
-stacks="bare four retry breaker keyed keyed_u64 limit timeout chaos hedged hand handles rate rate_handle rate_window_handle governor"
+stacks="bare four retry breaker keyed keyed_u64 limit timeout chaos hedged hand handles rate rate_handle rate_window_handle governor recloser"
 if [ -f "$root/resilient-core/src/blocking.rs" ]; then
   features=(--features blocking)
   stacks="$stacks bare_blocking blocking blocking_default hand_blocking"
@@ -121,7 +126,7 @@ if [ -f "$root/resilient-core/src/layer/mod.rs" ]; then
 fi
 if [ -f "$root/resilient-core/src/layer/stack.rs" ]; then
   features+=(--features stack)
-  stacks="$stacks stack_layer bare_middleware stack_middleware"
+  stacks="$stacks stack_layer stack_retry stack_breaker stack_limit stack_timeout bare_middleware stack_middleware"
 fi
 if grep -q ThrottleSettings "$root/resilient-core/src/retry/settings.rs"; then
   features+=(--features throttle)
@@ -301,14 +306,23 @@ mod layers {
                 "tower_resilience" => { let $svc = tr_four(); $body }
                 #[cfg(feature = "stack")]
                 "stack_layer" => { let $svc = stack_four(); $body }
+                #[cfg(feature = "stack")]
+                "stack_retry" => { let $svc = ServiceBuilder::new().layer(StackLayer::new().spec::<LayerRetry>()).service(op()); $body }
+                #[cfg(feature = "stack")]
+                "stack_breaker" => { let $svc = ServiceBuilder::new().layer(StackLayer::new().spec::<LayerBreaker>()).service(op()); $body }
+                #[cfg(feature = "stack")]
+                "stack_limit" => { let $svc = ServiceBuilder::new().layer(StackLayer::new().spec::<LayerLimit>()).service(op()); $body }
+                #[cfg(feature = "stack")]
+                "stack_timeout" => { let $svc = ServiceBuilder::new().layer(StackLayer::new().spec::<LayerTimeout>()).service(op()); $body }
                 _ => $other,
             }
         };
     }
     /// The four specs as one stack layer, outermost first.
     #[cfg(feature = "stack")]
+    use resilient_core::layer::StackLayer;
+    #[cfg(feature = "stack")]
     fn stack_four() -> impl Service<(), Response = u32> + Clone {
-        use resilient_core::layer::StackLayer;
         ServiceBuilder::new()
             .layer(StackLayer::new().spec::<LayerRetry>().spec::<LayerBreaker>()
                 .spec::<LayerLimit>().spec::<LayerTimeout>())
@@ -319,9 +333,10 @@ mod layers {
         "layers_limit", "layers_timeout", "tower_retry", "tower_limit", "tower_timeout",
         "tower_resilience_breaker", "tower_resilience"];
     #[cfg(feature = "stack")]
-    pub const STACKS: [&str; 12] = ["bare_service", "layers_four", "layers_retry", "layers_breaker",
+    pub const STACKS: [&str; 16] = ["bare_service", "layers_four", "layers_retry", "layers_breaker",
         "layers_limit", "layers_timeout", "tower_retry", "tower_limit", "tower_timeout",
-        "tower_resilience_breaker", "tower_resilience", "stack_layer"];
+        "tower_resilience_breaker", "tower_resilience", "stack_layer", "stack_retry",
+        "stack_breaker", "stack_limit", "stack_timeout"];
     fn drive<S: Service<(), Response = u32>>(mut svc: S, n: u64, rt: &tokio::runtime::Runtime) {
         rt.block_on(async {
             for _ in 0..n {
@@ -502,6 +517,9 @@ fn main() {
         panic!("the rate limiters' handles")
     };
     let per_second = std::num::NonZeroU32::new(u32::MAX).unwrap_or_else(|| panic!("not zero"));
+    // recloser's breaker with the bench breaker's window and threshold.
+    let recloser: recloser::AsyncRecloser = recloser::Recloser::custom()
+        .error_rate(0.5).closed_len(100).open_wait(std::time::Duration::from_secs(1)).build().into();
     let governor = governor::RateLimiter::direct(governor::Quota::per_second(per_second));
     #[cfg(feature = "blocking")]
     let default = build().unwrap_or_else(|_| panic!("the registry did not build"));
@@ -564,6 +582,10 @@ fn main() {
                     "rate_window_handle" => {
                         window_handle.try_acquire().map(|()| black_box(1)).map_err(Failed::from)
                     }
+                    "recloser" => match recloser.call(async { Ok::<u32, Failed>(black_box(1)) }).await {
+                        Ok(v) => Ok(v),
+                        Err(_) => panic!("recloser refused"),
+                    },
                     "governor" => match governor.check() {
                         Ok(()) => Ok(black_box(1)),
                         Err(_) => panic!("governor refused"),

@@ -216,7 +216,7 @@ impl fmt::Display for WorstCase {
 }
 
 /// A duration as the configuration writes it (`1.5s`, `100ms`).
-fn human(d: Duration) -> String {
+pub(crate) fn human(d: Duration) -> String {
     if d.is_zero() {
         return "0s".into();
     }

@@ -16,9 +16,11 @@
 //! | [`keyed`] | one breaker, limit or rate limiter per key (per host, per tenant) |
 //! | [`redis`] | limits and retry budgets shared by replicas in Redis |
 //! | [`tower`] | every spec as a tower layer and as reqwest middleware; one layer for a whole stack |
+//! | [`grpc`] | `classify = grpc` for tonic's `Status`, pushback, layers on a tonic channel and server |
 //! | [`telemetry`] | logs, metrics, events, the snapshot |
 //! | [`operations`] | readiness, acting on a breaker, admin routes, dashboard, Grafana, traces |
 //! | [`explain`] | what a stack will do, before it runs |
+//! | [`simulate`] | a stack run against a described outage, on a paused clock |
 //! | [`testing`] | tests of your own code: paused clock, a registry per test |
 //! | [`migrating`] | from Resilience4j, Polly, Kora, Spring, tower-resilience, backon |
 //! | [`design`] | design choices |
@@ -66,12 +68,16 @@ pub mod keyed {}
 pub mod redis {}
 #[doc = include_str!("../guide/tower.md")]
 pub mod tower {}
+#[doc = include_str!("../guide/grpc.md")]
+pub mod grpc {}
 #[doc = include_str!("../guide/telemetry.md")]
 pub mod telemetry {}
 #[doc = include_str!("../guide/operations.md")]
 pub mod operations {}
 #[doc = include_str!("../guide/explain.md")]
 pub mod explain {}
+#[doc = include_str!("../guide/simulate.md")]
+pub mod simulate {}
 #[doc = include_str!("../guide/testing.md")]
 pub mod testing {}
 #[doc = include_str!("../guide/migrating.md")]

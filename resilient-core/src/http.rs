@@ -16,6 +16,10 @@
 //! computed delay, capped by `backoff.delay_max` and `max_hinted_delay` (see
 //! [`retry`](crate::retry#delay-hints)).
 //!
+//! Its failures' [`Cause`]: a 429, and a 503 with a `Retry-After` header, are
+//! [`Cause::Throttled`]; every other failure is [`Cause::Transient`] (a retry
+//! spec's `cause.<cause>` tables give each its own delay and budget cost).
+//!
 //! When retry gives up with [`Error::RetryExhausted`](crate::Error), the
 //! last failed response is kept in its
 //! [`FailedValue`](crate::FailedValue), so that the status, headers and body
@@ -63,7 +67,7 @@ use std::any::Any;
 use std::time::{Duration, SystemTime};
 
 use crate::error::Error;
-use crate::spec::{Classifier, Classify, Verdict};
+use crate::spec::{Cause, Classifier, Classify, Verdict};
 
 /// The classifier of specs declared with `classify = http`; see the
 /// [module docs](self).
@@ -93,6 +97,19 @@ impl<R: HttpResponse, E> Classify<R, E> for Http {
 
     fn status(value: &R) -> Option<u16> {
         Some(value.status())
+    }
+
+    /// 429, and 503 with a `Retry-After`: the server asked the caller to
+    /// slow down. Every other failure is transient.
+    fn cause(outcome: &Result<R, E>) -> Cause {
+        match outcome {
+            Ok(response) => match response.status() {
+                429 => Cause::Throttled,
+                503 if response.header("retry-after").is_some() => Cause::Throttled,
+                _ => Cause::Transient,
+            },
+            Err(_) => Cause::Transient,
+        }
     }
 }
 
@@ -337,6 +354,36 @@ mod tests {
                 String::from_utf8_lossy(form)
             );
         }
+    }
+
+    /// A response of `status`, with a `Retry-After` of one second or none.
+    struct Fake(u16, bool);
+
+    impl HttpResponse for Fake {
+        fn status(&self) -> u16 {
+            self.0
+        }
+        fn header(&self, name: &str) -> Option<&[u8]> {
+            (self.1 && name == "retry-after").then_some(b"1".as_slice())
+        }
+    }
+
+    fn cause(status: u16, retry_after: bool) -> Cause {
+        <Http as Classify<Fake, ()>>::cause(&Ok(Fake(status, retry_after)))
+    }
+
+    #[test]
+    fn a_429_and_a_503_that_asks_for_a_wait_are_throttled() {
+        assert_eq!(cause(429, false), Cause::Throttled);
+        assert_eq!(cause(429, true), Cause::Throttled);
+        assert_eq!(cause(503, true), Cause::Throttled);
+        assert_eq!(cause(503, false), Cause::Transient);
+        assert_eq!(cause(500, true), Cause::Transient);
+        assert_eq!(cause(408, false), Cause::Transient);
+        assert_eq!(
+            <Http as Classify<Fake, ()>>::cause(&Err(())),
+            Cause::Transient
+        );
     }
 
     #[test]

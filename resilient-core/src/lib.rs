@@ -75,7 +75,8 @@
 //! attempt ([`Verdict::RetryAfter`]). Specs that classify alike name one
 //! shared type, `classify = PetOutcomes` (see [`Classifier`]); HTTP
 //! responses are classified ready-made with `classify = http` (see
-//! [`http`]).
+//! [`http`]), and gRPC outcomes with `classify = grpc` (feature `grpc`, see
+//! `grpc`).
 //!
 //! # Order
 //!
@@ -189,6 +190,8 @@ mod error;
 pub mod explain;
 pub mod fallback;
 mod gate;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod guide;
 pub mod hedging;
 pub mod http;
@@ -201,6 +204,8 @@ pub mod rate_limiter;
 pub mod registry;
 pub mod retry;
 pub mod settings;
+#[cfg(feature = "simulate")]
+pub mod simulate;
 mod spec;
 pub mod stream;
 pub mod telemetry;
@@ -227,7 +232,7 @@ pub use registry::{
     SpecChange, SpecEntry, SpecSnapshot, Subscription,
 };
 pub use retry::{RetryHandle, RetrySpec};
-pub use spec::{AllErrors, Classifier, Classify, SpecKind, Verdict};
+pub use spec::{AllErrors, Cause, Classifier, Classify, SpecKind, Verdict};
 pub use timeout::{TimeoutHandle, TimeoutSpec};
 
 /// Retries an `async fn` under a retry spec: `#[retryable(PetRetry)]`; on a
@@ -303,8 +308,9 @@ pub use resilient_macros::circuit_breakable;
 /// Declares a circuit breaker spec:
 /// `#[derive(CircuitBreakerSpec)] #[spec("resilient.circuitbreaker.pet")]`.
 ///
-/// Option after the path: `classify = ..` (`all_errors`, `custom`, `http`, or
-/// a shared classifier type; see [`Classify`]).
+/// Option after the path: `classify = ..` (`all_errors`, `custom`, `http`,
+/// `grpc` with the `grpc` feature, or a shared classifier type; see
+/// [`Classify`]).
 ///
 /// # Example
 ///
@@ -625,7 +631,8 @@ pub use resilient_macros::HedgingSpec;
 /// Declares a retry spec: `#[derive(RetrySpec)] #[spec("resilient.retry.pet")]`.
 ///
 /// Options after the path: `classify = ..` (`all_errors`, `custom`, `http`,
-/// or a shared classifier type; see [`Classify`]) and
+/// `grpc` with the `grpc` feature, or a shared classifier type; see
+/// [`Classify`]) and
 /// `exhausted = last_failure` (see [`retry::ReturnLastFailure`]).
 ///
 /// # Example

@@ -13,7 +13,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::error::Error;
-use crate::spec::Verdict;
 
 /// A failure inside a chain: the body's error, or a resilience error.
 #[derive(Debug)]
@@ -36,13 +35,14 @@ impl<E> Fail<E> {
 
 /// Classifies one outcome: the body's by the spec's classification, a
 /// resilience error by `on_resilience`. Takes the outcome by value so that the
-/// spec's classification sees a plain `&Result<T, E>`.
+/// spec's classification sees a plain `&Result<T, E>`. `V` is what they
+/// answer: a [`Verdict`](crate::Verdict), or a failure's [`Cause`](crate::Cause).
 #[inline(always)]
-pub(crate) fn classify<T, E>(
+pub(crate) fn classify<T, E, V>(
     outcome: Result<T, Fail<E>>,
-    classify: impl Fn(&Result<T, E>) -> Verdict,
-    on_resilience: impl FnOnce(&Error) -> Verdict,
-) -> (Result<T, Fail<E>>, Verdict) {
+    classify: impl Fn(&Result<T, E>) -> V,
+    on_resilience: impl FnOnce(&Error) -> V,
+) -> (Result<T, Fail<E>>, V) {
     let plain: Result<T, E> = match outcome {
         Ok(v) => Ok(v),
         Err(Fail::Body(e)) => Err(e),

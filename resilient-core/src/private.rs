@@ -22,6 +22,30 @@ pub use crate::fallback::{
 use crate::hedging::HedgeCall;
 pub use crate::hedging::{unarmed as hedge_unarmed, HedgeStep, Hedges, Hedging, HedgingSpec};
 pub use crate::http::Http;
+
+/// The classifier of `classify = grpc`: [`crate::grpc::Grpc`], or, without
+/// the `grpc` feature, an error that says which feature to enable.
+#[cfg(feature = "grpc")]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __grpc_classifier {
+    () => {
+        $crate::grpc::Grpc
+    };
+}
+
+/// The classifier of `classify = grpc`: [`crate::grpc::Grpc`], or, without
+/// the `grpc` feature, an error that says which feature to enable.
+#[cfg(not(feature = "grpc"))]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __grpc_classifier {
+    () => {
+        ::core::compile_error!(
+            "`classify = grpc` needs the `grpc` feature of `resilient-core`: enable it in Cargo.toml (`resilient-core = { version = \"..\", features = [\"grpc\"] }`)"
+        )
+    };
+}
 use crate::keyed::{KeyRef, PartitionKey};
 pub use crate::outcome::{Fail, ResultType};
 use crate::rate_limiter::RateCall;
@@ -37,6 +61,7 @@ pub use crate::spec::{AllErrors, Classifier, Classify, Verdict};
 pub use crate::stream::Stream;
 use crate::timeout::{Bounded, TimeoutCall, Timer, TimerSleep};
 pub use crate::timeout::{Timeout, TimeoutSpec};
+pub use __grpc_classifier as grpc_classifier;
 
 /// The retry operations of spec `S` for a fn returning `R`: where
 /// `#[retryable(S)]` states every requirement, each once, on a type the user

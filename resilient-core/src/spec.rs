@@ -78,9 +78,74 @@ pub enum Verdict {
     /// `max_hinted_delay` when they are set; a circuit breaker counts it as a
     /// [`Failure`](Verdict::Failure).
     RetryAfter(Duration),
+    /// The call failed, and no further attempt may follow it (gRPC's
+    /// non-retryable failures, such as `DEADLINE_EXCEEDED`, or a server's
+    /// `grpc-retry-pushback-ms` that says stop): retry returns it at once,
+    /// unchanged (as it does a failure when `attempts = 0`), and counts it as
+    /// a failure; a circuit breaker counts it as a
+    /// [`Failure`](Verdict::Failure); hedging ends the call with it at once
+    /// (gRPC's fatal status codes), counting it as a failed attempt.
+    Fatal,
     /// The outcome is none of the spec's business: retry returns it at once,
     /// unchanged, and uses no budget token.
     Ignore,
+}
+
+/// Why an attempt failed, as retry sees it: a retry spec can give each cause
+/// its own base delay and its own budget cost (its `cause.<name>` tables).
+///
+/// A classification names the cause of an outcome it calls a failure with
+/// [`Classify::cause`]; every failure is [`Transient`](Cause::Transient)
+/// unless it says otherwise. The built-in classifications name these:
+///
+/// | failure | cause |
+/// |---|---|
+/// | a response of status 429, or 503 with `Retry-After` (`classify = http`) | [`Throttled`](Cause::Throttled) |
+/// | [`Error::RateLimitExceeded`](crate::Error::RateLimitExceeded) of a rate limiter inside the retry | [`Throttled`](Cause::Throttled) |
+/// | [`Error::Timeout`](crate::Error::Timeout) of a timeout inside the retry | [`Timeout`](Cause::Timeout) |
+/// | any other failure | [`Transient`](Cause::Transient) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Cause {
+    /// A failure that may pass by itself (a dropped connection, a 500): the
+    /// default.
+    #[default]
+    Transient,
+    /// The dependency refused the call because of load, and asked the caller
+    /// to slow down (HTTP 429, a throttling error of a cloud API).
+    Throttled,
+    /// The attempt ran out of time.
+    Timeout,
+}
+
+impl Cause {
+    /// Every cause, in the order of their `index`.
+    pub(crate) const ALL: [Cause; 3] = [Cause::Transient, Cause::Throttled, Cause::Timeout];
+
+    /// The cause's name: its table's key in a retry spec (`cause.throttled`)
+    /// and its value in log lines.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Cause::Transient => "transient",
+            Cause::Throttled => "throttled",
+            Cause::Timeout => "timeout",
+        }
+    }
+
+    /// The cause's place in [`ALL`](Self::ALL).
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            Cause::Transient => 0,
+            Cause::Throttled => 1,
+            Cause::Timeout => 2,
+        }
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
 }
 
 /// A type that decides which outcomes are failures, for the specs that name
@@ -138,6 +203,7 @@ pub trait Classifier {}
 /// | `classify = custom` | the spec itself: you implement `Classify` for it |
 /// | `classify = PetOutcomes` | the named type, shared by every spec that names it (see [`Classifier`]) |
 /// | `classify = http` | [`http::Http`](crate::http::Http): 5xx, 408 and 429 responses are failures, `Retry-After` the delay hint |
+/// | `classify = grpc` (feature `grpc`) | `grpc::Grpc`: `tonic::Status` by gRPC's retry policy, `grpc-retry-pushback-ms` the delay hint (see the guide's `grpc` chapter) |
 ///
 /// You write one implementation for each result type the spec is used with,
 /// and the compiler checks that there is one wherever the spec is used:
@@ -198,6 +264,16 @@ pub trait Classify<T, E>: Classifier {
     fn status(value: &T) -> Option<u16> {
         let _ = value;
         None
+    }
+
+    /// Why an outcome that [`classify`](Classify::classify) called a failure
+    /// failed: [`Cause::Transient`] by default. A retry spec waits and pays
+    /// for a retry as its `cause.<name>` table for this cause says (see
+    /// [`Cause`]); asked only of failures, and only by a spec that has such
+    /// a table.
+    fn cause(outcome: &Result<T, E>) -> Cause {
+        let _ = outcome;
+        Cause::Transient
     }
 }
 

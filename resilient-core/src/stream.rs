@@ -354,7 +354,7 @@ fn judge_item<C>(
             // An item the classification leaves out: the permit waits for
             // a failure or the end.
             Verdict::Ignore => return,
-            Verdict::Failure | Verdict::RetryAfter(_) => {}
+            Verdict::Failure | Verdict::RetryAfter(_) | Verdict::Fatal => {}
         }
     }
     // A failure ends the permit; so does a half-open probe's first good

@@ -131,6 +131,7 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("versions", 1),
             ("outcome", 1),
             ("http", 1),
+            ("grpc", 1),
             // What every mechanism shares, and the registry that knows none.
             ("telemetry", 2),
             // Keys, as calls give them and the `keys` table bounds them.
@@ -169,7 +170,10 @@ fn resilient_core_reads_from_the_bottom_up() {
             ("prelude", 9),
             // What an operator reads and does over HTTP: every spec's state.
             ("admin", 9),
-            ("lib", 10),
+            // A stack run against a described dependency: the layers, the
+            // registry's events, and explain's durations.
+            ("simulate", 10),
+            ("lib", 11),
         ],
     );
 }

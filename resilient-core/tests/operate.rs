@@ -95,6 +95,10 @@ async fn force_open_rejects_every_call_until_close_and_each_action_is_kept_and_l
     let capture = Capture::default();
     let _subscriber = tracing::subscriber::set_default(capture.clone());
     let r = both();
+    // The other tests of this binary reach the same log lines on their own
+    // threads with no subscriber: a line whose interest one of them cached
+    // while this subscriber was being set would stay silent here.
+    tracing::callsite::rebuild_interest_cache();
     let done = r
         .operate_breaker(Breaker::PATH, None, Action::ForceOpen)
         .unwrap();

@@ -148,7 +148,13 @@ fn check(source: &str, rows: Rows, probes: &[Value], read: fn(&mut Section<'_>))
                 .iter()
                 .any(|other| other.starts_with(&format!("{k}.")))
         })
-        .cloned()
+        // A table per retry cause, one row for all of them.
+        .map(
+            |k| match k.strip_prefix("cause.").and_then(|c| c.split_once('.')) {
+                Some((_, rest)) => format!("cause.<cause>.{rest}"),
+                None => k.clone(),
+            },
+        )
         .collect();
     assert_eq!(readme, docs, "the guide's table and the rustdoc's");
     assert_eq!(
@@ -164,6 +170,14 @@ fn retry_keys_are_one_set() {
         ("jitter", table(&[("type", s("full"))])),
         ("retry_budget", table(&[])),
         ("throttle", table(&[])),
+        (
+            "cause",
+            table(&[
+                ("transient", table(&[])),
+                ("throttled", table(&[])),
+                ("timeout", table(&[])),
+            ]),
+        ),
     ]);
     check(
         include_str!("../src/retry/settings.rs"),

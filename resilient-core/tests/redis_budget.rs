@@ -909,14 +909,32 @@ mod reloads {
             std::thread::sleep(Duration::from_millis(150));
             let busy = busy(&self.url, 6_000_000);
             std::thread::sleep(Duration::from_millis(2));
+            let old_hits = Arc::new(AtomicU64::new(0));
             let old = std::thread::spawn({
                 let r = self.r.clone();
-                move || r.sync_scope(|| sync_call(&AtomicU64::new(0)).is_err())
+                let old_hits = Arc::clone(&old_hits);
+                move || r.sync_scope(|| sync_call(&old_hits).is_err())
             });
+            // The reload comes after the old call's first attempt (whose
+            // withdrawal then waits behind the busy server), however late a
+            // loaded machine starts its thread.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while old_hits.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(
+                old_hits.load(Ordering::SeqCst),
+                1,
+                "the old call made its first attempt"
+            );
             std::thread::sleep(Duration::from_millis(15));
             self.reload(to);
             assert!(old.join().unwrap());
             drop(busy);
+            // The server free again (a loaded machine runs the busy script
+            // longer) before the call under B, so that its withdrawal is
+            // answered within the budget's wait.
+            assert_eq!(tokens_in(&self.url, to_key), None, "B untouched so far");
             let before = hits.load(Ordering::SeqCst);
             self.r.sync_scope(|| assert!(sync_call(&hits).is_err()));
             (

@@ -72,6 +72,9 @@ enum Classification {
     Custom,
     /// `classify = http`: HTTP statuses and `Retry-After`.
     Http,
+    /// `classify = grpc`: gRPC codes and `grpc-retry-pushback-ms`; the
+    /// word's span, where a build without the feature is told so.
+    Grpc(Span),
     /// `classify = PetOutcomes`: a classifier type shared by several specs.
     Type(syn::Path),
 }
@@ -80,6 +83,7 @@ enum Classification {
 const CLASSIFY_ACCEPTED: &str = "`classify = all_errors` (the default: every `Err` is a failure), \
     `classify = custom` (you implement `resilient_core::Classify` for the spec), \
     `classify = http` (HTTP responses: 5xx, 408 and 429 fail, `Retry-After` is the wait), \
+    `classify = grpc` (`tonic::Status` by gRPC's retry policy, `grpc-retry-pushback-ms` is the wait), \
     or a classifier type shared by several specs, such as `classify = PetOutcomes`";
 
 pub(crate) fn expand(kind: SpecKind, input: TokenStream) -> TokenStream {
@@ -224,6 +228,7 @@ impl FromMeta for Classification {
             Some("custom") => Ok(Classification::Custom),
             Some("all_errors") => Ok(Classification::AllErrors),
             Some("http") => Ok(Classification::Http),
+            Some("grpc") => Ok(Classification::Grpc(value.span())),
             _ => match type_path(value) {
                 Some(path) => Ok(Classification::Type(path.clone())),
                 None => Err(unknown_value("classify", expr, CLASSIFY_ACCEPTED)),
@@ -490,6 +495,10 @@ fn generate(kind: SpecKind, ident: &Ident, spec: &SpecAttr) -> TokenStream {
         Classification::AllErrors => quote!(#p::AllErrors),
         Classification::Custom => quote!(Self),
         Classification::Http => quote!(#p::Http),
+        // A macro: without the `grpc` feature it is an error naming it.
+        Classification::Grpc(span) => {
+            quote_spanned!(*span=> ::resilient_core::__private::grpc_classifier!())
+        }
         // Spanned, so that a missing or wrong type is reported at the option.
         Classification::Type(path) => quote_spanned!(path.span()=> #path),
     };

@@ -24,6 +24,7 @@ mod peer_stacks;
 mod rate;
 mod redis;
 mod reload;
+mod simulate;
 mod streams;
 
 #[derive(CircuitBreakerSpec)]
@@ -869,6 +870,7 @@ criterion_group!(
     middleware::reqwest_middleware,
     rate::rate_limiter,
     redis::redis,
-    redis::budget
+    redis::budget,
+    simulate::simulate
 );
 criterion_main!(benches);

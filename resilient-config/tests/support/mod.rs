@@ -110,5 +110,6 @@ pub fn minimal() -> resilient_core::retry::RetrySettings {
         max_hinted_delay: None,
         throttle: None,
         attempt_header: None,
+        causes: resilient_core::retry::Causes::default(),
     }
 }

@@ -381,9 +381,25 @@ impl Breaker {
         }
     }
 
-    /// A permit, or the state that refused it.
-    #[inline]
+    /// A permit, or the state that refused it: a closed breaker's in line,
+    /// every other state's out of line, so that the call it lets in at once
+    /// stays small wherever it is inlined.
+    #[inline(always)]
     pub(crate) fn try_acquire(&self) -> Result<Taken, State> {
+        if self.mode.load(Ordering::Acquire) == NORMAL {
+            let w = self.state.load(Ordering::Acquire);
+            if tag(w) == CLOSED {
+                return Ok(Taken::Closed(generation(w)));
+            }
+        }
+        self.try_acquire_rest()
+    }
+
+    /// [`try_acquire`](Self::try_acquire) in every state but a normal
+    /// closed one.
+    #[cold]
+    #[inline(never)]
+    fn try_acquire_rest(&self) -> Result<Taken, State> {
         match self.mode.load(Ordering::Acquire) {
             DISABLED => return Ok(Taken::Free),
             FORCED_OPEN => return Err(self.reject(State::ForcedOpen)),
@@ -577,8 +593,50 @@ impl Breaker {
 
     /// Records how a call that held a permit `taken` ended; `slow` when it
     /// took longer than the slow-call threshold.
-    #[inline]
+    ///
+    /// A closed breaker's outcome is recorded in line; every other case
+    /// (a probe, an outcome that counts nothing) out of line.
+    #[inline(always)]
     pub(crate) fn release(&self, taken: Taken, end: End, slow: bool) {
+        if let (Taken::Closed(g), End::Success | End::Failure) = (taken, end) {
+            let w = self.state.load(Ordering::Acquire);
+            if tag(w) == CLOSED
+                && generation(w) == g
+                && self.mode.load(Ordering::Acquire) != DISABLED
+            {
+                let record = Record {
+                    failed: end == End::Failure,
+                    slow,
+                };
+                self.record_closed(w, g, record);
+                return;
+            }
+        }
+        self.release_rest(taken, end, slow);
+    }
+
+    /// Records `record` in the window of closed period `gen` (state word
+    /// `w`), opening the breaker if the window says so.
+    #[inline(always)]
+    fn record_closed(&self, w: u64, gen: u64, record: Record) {
+        let window = self.window.get();
+        let now = if window.needs_clock() {
+            self.now_ns()
+        } else {
+            0
+        };
+        if let Some(counts) = window.record(record, gen, now) {
+            if self.should_open(counts) {
+                self.open_on_failures(w, counts);
+            }
+        }
+    }
+
+    /// [`release`](Self::release) of anything but a closed period's
+    /// success or failure.
+    #[cold]
+    #[inline(never)]
+    fn release_rest(&self, taken: Taken, end: End, slow: bool) {
         if taken == Taken::Free || self.mode.load(Ordering::Acquire) == DISABLED {
             return;
         }
@@ -607,17 +665,7 @@ impl Breaker {
             }
             match tag(w) {
                 CLOSED => {
-                    let window = self.window.get();
-                    let now = if window.needs_clock() {
-                        self.now_ns()
-                    } else {
-                        0
-                    };
-                    if let Some(counts) = window.record(record, gen, now) {
-                        if self.should_open(counts) {
-                            self.open_on_failures(w, counts);
-                        }
-                    }
+                    self.record_closed(w, gen, record);
                     return;
                 }
                 HALF_OPEN => {

@@ -451,7 +451,7 @@ pub struct Permit<'a> {
 const UNTIMED: u64 = u64::MAX;
 
 impl<'a> Permit<'a> {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(breaker: &'a Breaker) -> Result<Self, State> {
         let taken = breaker.try_acquire()?;
         // The clock is read only for a slow-call threshold, or for metrics.
@@ -586,7 +586,7 @@ impl<'a> Permit<'a> {
     pub(crate) fn judged(mut self, verdict: Verdict, parts: PermitParts) {
         let end = match verdict {
             Verdict::Success => End::Success,
-            Verdict::Failure | Verdict::RetryAfter(_) => End::Failure,
+            Verdict::Failure | Verdict::RetryAfter(_) | Verdict::Fatal => End::Failure,
             Verdict::Ignore => End::Neither,
         };
         self.end_after(end, parts.first);
@@ -754,7 +754,7 @@ impl<C> Entered<'_, C> {
         let (outcome, verdict) = outcome::classify(outcome, &self.classify, on_resilience);
         self.permit.end(match verdict {
             Verdict::Success => End::Success,
-            Verdict::Failure | Verdict::RetryAfter(_) => End::Failure,
+            Verdict::Failure | Verdict::RetryAfter(_) | Verdict::Fatal => End::Failure,
             Verdict::Ignore => End::Neither,
         });
         outcome

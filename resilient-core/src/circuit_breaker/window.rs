@@ -107,7 +107,7 @@ impl Window {
     /// can open the breaker, returns the counts to evaluate. `now`
     /// (nanoseconds since the breaker's start) is read only by the time-based
     /// window.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record(&self, record: Record, generation: u64, now: u64) -> Option<Counts> {
         match &self.inner {
             Inner::Fixed(w) => w.record(record),
@@ -409,7 +409,7 @@ impl Slots {
 
     /// Records a call of the closed period tagged `tag` (the breaker's
     /// generation).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record(&self, record: Record, tag: u64) -> Result<(), NotRecorded> {
         let stripes = &self.stripes;
         let stripe = &stripes[next_stripe(stripes.len(), |i| stripes[i].slots.len())];
@@ -420,6 +420,14 @@ impl Slots {
             // one writes lets concurrent successes share the cache line.
             return Ok(());
         }
+        Self::record_in(stripe, record, tag)
+    }
+
+    /// [`record`](Self::record) of a call that takes a slot of `stripe`
+    /// (period `tag`, masked): out of line, so that a success the window
+    /// already holds stays small wherever it is inlined.
+    #[inline(never)]
+    fn record_in(stripe: &Stripe, record: Record, tag: u64) -> Result<(), NotRecorded> {
         let _pending = record.is_bad().then(|| Pending::new(&stripe.pending));
         let len = stripe.slots.len() as u64;
         // Take the next slot of the stripe.

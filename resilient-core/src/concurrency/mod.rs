@@ -666,7 +666,7 @@ impl Limiter {
 
     /// A place if one is free now; a call through it is an adaptive
     /// limit's sample if `settings` are adaptive.
-    #[inline]
+    #[inline(always)]
     fn try_take(&self, settings: &LimiterSettings) -> Option<Place<'_>> {
         if !settings.common.enabled {
             return Some(Place::new(self, Kind::FREE));

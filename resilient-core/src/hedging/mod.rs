@@ -27,7 +27,9 @@
 //!   and an outcome the classification ignores ([`Verdict::Ignore`]: an error
 //!   another attempt would not change, such as a 404), end the call at once.
 //!   The classification is the one retry and breaker specs take:
-//!   `#[spec("..", classify = ..)]`.
+//!   `#[spec("..", classify = ..)]`. A failure no attempt may follow
+//!   ([`Verdict::Fatal`], such as gRPC's fatal status codes with
+//!   `classify = grpc`) ends the call too, as a failure.
 //! - The first accepted outcome is the call's; every other attempt is dropped
 //!   at once (cancelled at its current await), before the call returns.
 //! - A failed attempt starts the next one at once with `on_failure =
@@ -920,6 +922,13 @@ where
         });
         match verdict {
             v @ (Verdict::Success | Verdict::Ignore) => Judged::Accepted(o, v),
+            // A failure no other attempt may follow: the call's outcome.
+            Verdict::Fatal => {
+                if let Some(h) = self.enabled() {
+                    h.count(Fate::Failed, 1);
+                }
+                Judged::Accepted(o, Verdict::Fatal)
+            }
             Verdict::Failure | Verdict::RetryAfter(_) => {
                 if let Some(h) = self.enabled() {
                     h.count(Fate::Failed, 1);
@@ -956,6 +965,7 @@ where
                     }
                     Outcome::Success
                 }
+                Some(Verdict::Fatal) => Outcome::Failure,
                 Some(_) => {
                     h.count(Fate::Won, 1);
                     Outcome::Ignored

@@ -137,8 +137,12 @@ pub use gate::{
     ChaosFuture, ChaosLayer, ChaosService, ConcurrencyLimitFuture, ConcurrencyLimitLayer,
     ConcurrencyLimitService, GateFuture, RateLimitFuture, RateLimitLayer, RateLimitService,
 };
+#[cfg(feature = "grpc")]
+pub use respond::GrpcAnswers;
 #[cfg(feature = "http")]
-pub use respond::{BoxErrors, BoxErrorsFuture, Respond, RespondFuture, RespondLayer};
+pub use respond::{
+    Answers, BoxErrors, BoxErrorsFuture, HttpAnswers, Respond, RespondFuture, RespondLayer,
+};
 pub use retry::{RetryFuture, RetryLayer, RetryService};
 #[doc(hidden)]
 pub use stack::{Append, Chain, HasKeyedLevel, HasLevel, KeyOf, MakeGate};

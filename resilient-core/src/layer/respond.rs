@@ -55,23 +55,61 @@ use crate::http::rejection_response;
 /// others as in an attribute chain; the specs' classifiers see
 /// `Result<http::Response<B>, BoxError>` (`all_errors` and `http` take
 /// any error type).
+///
+/// On a gRPC server (tonic's `Server::builder().layer(..)`),
+/// `RespondLayer::grpc` answers with gRPC statuses instead (feature
+/// `grpc`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RespondLayer<L> {
+pub struct RespondLayer<L, A = HttpAnswers> {
     layers: L,
+    answers: PhantomData<fn() -> A>,
 }
 
 impl<L> RespondLayer<L> {
     /// `layers` answering their rejections with responses.
     pub const fn new(layers: L) -> Self {
-        Self { layers }
+        Self {
+            layers,
+            answers: PhantomData,
+        }
     }
 }
 
-impl<L, Svc> Layer<Svc> for RespondLayer<L>
+/// How a [`RespondLayer`] answers a rejection, and an error from inside
+/// that is neither a rejection nor the service's own.
+pub trait Answers {
+    /// The response to a request `error` refused.
+    fn rejection<B: Default>(error: &Error) -> http::Response<B>;
+
+    /// The response to a request that failed with an error that is neither
+    /// a layer's rejection nor the service's own (not expected: answered,
+    /// rather than lost in a panic).
+    fn internal<B: Default>() -> http::Response<B>;
+}
+
+/// The answers of an HTTP server: the statuses of
+/// [`rejection_status`](crate::http::rejection_status) (429, 503, 504),
+/// and 500.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HttpAnswers;
+
+impl Answers for HttpAnswers {
+    fn rejection<B: Default>(error: &Error) -> http::Response<B> {
+        rejection_response(error)
+    }
+
+    fn internal<B: Default>() -> http::Response<B> {
+        let mut response = http::Response::new(B::default());
+        *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+        response
+    }
+}
+
+impl<L, Svc, A> Layer<Svc> for RespondLayer<L, A>
 where
     L: Layer<BoxErrors<Svc>>,
 {
-    type Service = Respond<L::Service, Svc>;
+    type Service = Respond<L::Service, Svc, A>;
 
     fn layer(&self, inner: Svc) -> Self::Service {
         Respond {
@@ -83,15 +121,16 @@ where
 }
 
 /// The service a [`RespondLayer`] makes: `S`, the layers around `Svc`, with
-/// their rejections answered as responses and `Svc`'s own errors passed on.
-pub struct Respond<S, Svc> {
+/// their rejections answered as responses (by `A`) and `Svc`'s own errors
+/// passed on.
+pub struct Respond<S, Svc, A = HttpAnswers> {
     inner: S,
     // A rejection met in `poll_ready`, answered by the next `call`.
     refused: Option<BoxError>,
-    _service: PhantomData<fn() -> Svc>,
+    _service: PhantomData<fn() -> (Svc, A)>,
 }
 
-impl<S: Clone, Svc> Clone for Respond<S, Svc> {
+impl<S: Clone, Svc, A> Clone for Respond<S, Svc, A> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -101,7 +140,7 @@ impl<S: Clone, Svc> Clone for Respond<S, Svc> {
     }
 }
 
-impl<S: std::fmt::Debug, Svc> std::fmt::Debug for Respond<S, Svc> {
+impl<S: std::fmt::Debug, Svc, A> std::fmt::Debug for Respond<S, Svc, A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Respond")
             .field("inner", &self.inner)
@@ -111,35 +150,32 @@ impl<S: std::fmt::Debug, Svc> std::fmt::Debug for Respond<S, Svc> {
 
 /// What a boxed error from inside becomes: the service's own error, or a
 /// response (a rejection, or, if it is neither, a 500).
-fn answer<B: Default, E>(error: BoxError) -> Result<http::Response<B>, E>
+fn answer<A: Answers, B: Default, E>(error: BoxError) -> Result<http::Response<B>, E>
 where
     E: std::error::Error + Send + Sync + 'static,
 {
     if let Some(rejection) = error.downcast_ref::<Error>() {
-        return Ok(rejection_response(rejection));
+        return Ok(A::rejection(rejection));
     }
     match error.downcast::<E>() {
         Ok(own) => Err(*own),
         // Only the service's errors and the layers' reach here; anything
         // else is answered, not lost in a panic.
-        Err(_) => {
-            let mut response = http::Response::new(B::default());
-            *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
-            Ok(response)
-        }
+        Err(_) => Ok(A::internal()),
     }
 }
 
-impl<S, Svc, Req, B> Service<Req> for Respond<S, Svc>
+impl<S, Svc, Req, B, A> Service<Req> for Respond<S, Svc, A>
 where
     Svc: Service<Req>,
     Svc::Error: std::error::Error + Send + Sync + 'static,
     S: Service<Req, Response = http::Response<B>, Error = BoxError>,
     B: Default,
+    A: Answers,
 {
     type Response = http::Response<B>;
     type Error = Svc::Error;
-    type Future = RespondFuture<S::Future, Svc::Error>;
+    type Future = RespondFuture<S::Future, Svc::Error, A>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         if self.refused.is_some() {
@@ -176,19 +212,20 @@ where
 
 pin_project! {
     /// The response future of a [`Respond`] service.
-    pub struct RespondFuture<F, E> {
+    pub struct RespondFuture<F, E, A = HttpAnswers> {
         refused: Option<BoxError>,
         #[pin]
         inner: Option<F>,
-        _error: PhantomData<fn() -> E>,
+        _error: PhantomData<fn() -> (E, A)>,
     }
 }
 
-impl<F, E, B> Future for RespondFuture<F, E>
+impl<F, E, B, A> Future for RespondFuture<F, E, A>
 where
     F: Future<Output = Result<http::Response<B>, BoxError>>,
     E: std::error::Error + Send + Sync + 'static,
     B: Default,
+    A: Answers,
 {
     type Output = Result<http::Response<B>, E>;
 
@@ -197,13 +234,13 @@ where
         let this = self.project();
         let Some(inner) = this.inner.as_pin_mut() else {
             return match this.refused.take() {
-                Some(error) => Poll::Ready(answer(error)),
+                Some(error) => Poll::Ready(answer::<A, _, _>(error)),
                 None => Poll::Pending,
             };
         };
         Poll::Ready(match ready!(inner.poll(cx)) {
             Ok(response) => Ok(response),
-            Err(error) => answer(error),
+            Err(error) => answer::<A, _, _>(error),
         })
     }
 }
@@ -256,5 +293,60 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.project().inner.poll(cx).map_err(Into::into)
+    }
+}
+
+/// The answers of a gRPC server: a trailers-only response whose
+/// `grpc-status` is the code of
+/// [`grpc::rejection_status`](crate::grpc::rejection_status)
+/// (`UNAVAILABLE`, `RESOURCE_EXHAUSTED` with `grpc-retry-pushback-ms` when
+/// the wait is known, `DEADLINE_EXCEEDED`), and `INTERNAL`.
+#[cfg(feature = "grpc")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrpcAnswers;
+
+#[cfg(feature = "grpc")]
+impl Answers for GrpcAnswers {
+    fn rejection<B: Default>(error: &Error) -> http::Response<B> {
+        crate::grpc::rejection_response(error)
+    }
+
+    fn internal<B: Default>() -> http::Response<B> {
+        crate::grpc::status_response(&tonic::Status::internal(""))
+    }
+}
+
+#[cfg(feature = "grpc")]
+impl<L> RespondLayer<L, GrpcAnswers> {
+    /// `layers` on a gRPC server, answering their rejections as gRPC
+    /// statuses (see [`GrpcAnswers`]) rather than HTTP statuses: a tonic
+    /// client reads a 503 as `UNAVAILABLE` without its pushback, and a 429
+    /// as `UNAVAILABLE` too, where the answer here tells a rate limit
+    /// (`RESOURCE_EXHAUSTED`) and when to come back. For tonic's
+    /// `Server::builder().layer(..)`:
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    ///
+    /// use resilient_core::layer::{Layered, RespondLayer};
+    /// use resilient_core::ConcurrencyLimitSpec;
+    /// use tower::{service_fn, Layer};
+    ///
+    /// #[derive(ConcurrencyLimitSpec)]
+    /// #[spec("resilient.concurrency.greeter")]
+    /// pub struct GreeterLimit;
+    ///
+    /// // For tonic: `Server::builder().layer(layer).add_service(..)`.
+    /// let layer = RespondLayer::grpc(GreeterLimit::layer());
+    /// let greeter = layer.layer(service_fn(|_: http::Request<String>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// # let _ = greeter;
+    /// ```
+    pub const fn grpc(layers: L) -> Self {
+        Self {
+            layers,
+            answers: PhantomData,
+        }
     }
 }

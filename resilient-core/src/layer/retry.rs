@@ -62,6 +62,10 @@ impl<K: Classify<T, E>, T, E: LayerError> Judge<T, E> for LayerJudge<K> {
         K::status(value)
     }
 
+    fn cause(&self, outcome: &Result<T, E>) -> crate::spec::Cause {
+        K::cause(outcome)
+    }
+
     #[inline(always)]
     fn inside<'e>(&self, error: &'e E) -> Option<&'e Error> {
         error.resilience()

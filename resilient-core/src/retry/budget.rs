@@ -71,6 +71,8 @@ enum Source<'a> {
     Local {
         budget: &'a Budget,
         max: u64,
+        /// The millionths of a token taken.
+        amount: u64,
     },
     Shared {
         budget: &'a SharedBudget,
@@ -81,8 +83,14 @@ enum Source<'a> {
 /// A withdrawal as plain data (see [`Withdrawal::into_token`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Token {
-    /// From this process's bucket, of this capacity.
-    Local(u64),
+    /// From this process's bucket, of capacity `max`: `amount` millionths
+    /// of a token.
+    Local {
+        /// The bucket's capacity.
+        max: u64,
+        /// The millionths of a token taken.
+        amount: u64,
+    },
     /// From the shared bucket of this version of the settings.
     Shared(BudgetVersion),
 }
@@ -104,7 +112,7 @@ impl<'a> Withdrawal<'a> {
     /// `RetryCall::give_back` returns it.
     pub(crate) fn into_token(self) -> Token {
         let token = match self.from {
-            Source::Local { max, .. } => Token::Local(max),
+            Source::Local { max, amount, .. } => Token::Local { max, amount },
             Source::Shared { version, .. } => Token::Shared(version),
         };
         std::mem::forget(self);
@@ -115,7 +123,11 @@ impl<'a> Withdrawal<'a> {
 impl Drop for Withdrawal<'_> {
     fn drop(&mut self) {
         match self.from {
-            Source::Local { budget, max } => budget.add(SCALE, max),
+            Source::Local {
+                budget,
+                max,
+                amount,
+            } => budget.add(amount, max),
             Source::Shared { budget, version } => budget.deposit(version, SCALE),
         }
     }
@@ -154,10 +166,11 @@ fn scaled(x: f64) -> u64 {
 }
 
 impl Budget {
-    /// Returns the token of a withdrawal made into plain data
-    /// ([`Withdrawal::into_max`]), `max` its bucket's capacity.
-    pub(crate) fn give_back(&self, max: u64) {
-        self.add(SCALE, max);
+    /// Returns the tokens of a withdrawal made into plain data
+    /// ([`Withdrawal::into_token`]): `amount` millionths of a token, `max`
+    /// its bucket's capacity.
+    pub(crate) fn give_back(&self, max: u64, amount: u64) {
+        self.add(amount, max);
     }
 
     /// A bucket holding no token yet (see [`reset`](Self::reset)).
@@ -224,16 +237,28 @@ impl Budget {
     /// dropped before [`Withdrawal::spend`]: a call cancelled during its
     /// back-off wait never made the retry it paid for.
     pub(crate) fn try_withdraw(&self, p: &BudgetParams) -> Option<Withdrawal<'_>> {
+        self.try_withdraw_cost(p, SCALE)
+    }
+
+    /// Takes `amount` millionths of a token for a retry (a cause's `cost`),
+    /// as [`try_withdraw`](Self::try_withdraw) takes one token: `None` when
+    /// the bucket holds less.
+    pub(crate) fn try_withdraw_cost(
+        &self,
+        p: &BudgetParams,
+        amount: u64,
+    ) -> Option<Withdrawal<'_>> {
         self.refill(p);
         self.tokens
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
-                t.checked_sub(SCALE)
+                t.checked_sub(amount)
             })
             .ok()
             .map(|_| Withdrawal {
                 from: Source::Local {
                     budget: self,
                     max: p.max,
+                    amount,
                 },
             })
     }

@@ -23,7 +23,10 @@
 //!   false`) makes exactly one call, whose outcome passes through unwrapped.
 //! - The spec's [`Classify`] implementation decides what is a
 //!   failure. A failure it does not retry ([`Verdict::Ignore`](crate::Verdict))
-//!   passes through at once, unchanged, and uses no budget token.
+//!   passes through at once, unchanged, and uses no budget token. A failure
+//!   no attempt may follow ([`Verdict::Fatal`](crate::Verdict), such as
+//!   gRPC's `DEADLINE_EXCEEDED` with `classify = grpc`) is returned at once,
+//!   unchanged, and counted as a failure (by adaptive throttling too).
 //! - Before each retry: the attempts check, then the overall `timeout` check
 //!   (a retry whose wait would cross the limit is not started), then adaptive
 //!   throttling if the spec has a `throttle` table (below), then the retry
@@ -61,6 +64,26 @@
 //! needs a budget token. Without any cap or `timeout` a hint is waited in
 //! full: set one when the hint comes from a server you do not control.
 //!
+//! # Waits and costs by cause
+//!
+//! A failure's [`Cause`] (transient, throttled or timeout), named by the
+//! spec's classification ([`Classify::cause`]), can have a table of its
+//! own, `cause.<cause>`, with its own base delay (in place of `delay`) and
+//! its own budget cost (in tokens, in place of one): AWS's 2026 retries,
+//! a throttling error costing 5 tokens and waiting from 1 s, any other
+//! costing 14 and waiting from 50 ms, are
+//!
+//! ```toml
+//! [resilient.retry.aws]
+//! delay = "50ms"
+//! attempts = 3
+//! retry_budget = { tokens_max = 500, tokens_initial = 500 }
+//! cause.throttled = { delay = "1s", cost = 5 }
+//! cause.transient = { cost = 14 }
+//! ```
+//!
+//! A spec without a `cause` table never asks for a failure's cause.
+//!
 //! # Adaptive throttling
 //!
 //! With a `throttle` table ([`ThrottleSettings`]), the spec counts over a
@@ -72,7 +95,9 @@
 //! call is never refused. A refused retry ends the call with its last
 //! failure unchanged, as an empty budget does, and is counted as
 //! [`StoppedBy::Throttled`]. With nothing failed in the window the
-//! probability is 0 and no random number is drawn; each attempt costs one
+//! probability is 0 and no random number is drawn. A success costs one
+//! atomic add and no clock read (its accept is dated at the throttle's last
+//! clock read, at most 31 successes earlier: see the guide); a failure, one
 //! clock read and one compare-and-swap on the window's current bucket.
 //! [`RetryHandle::throttle_counts`] shows the window.
 //!
@@ -137,7 +162,8 @@ pub use exhausted::{
 };
 pub(crate) use settings::read_budget;
 pub use settings::{
-    Backoff, BudgetSettings, Jitter, OnBudgetBackendFailure, RetrySettings, ThrottleSettings,
+    Backoff, BudgetSettings, CauseSettings, Causes, Jitter, OnBudgetBackendFailure, RetrySettings,
+    ThrottleSettings,
 };
 
 use crate::backend::{Backend, BudgetVersion, SharedBudget};
@@ -147,7 +173,7 @@ use crate::registry::{
     CallInstance, Context, Key, Mechanism, Part, Pinned, Sealed, Shared, Spec, Tag, Versions,
 };
 use crate::settings::Section;
-use crate::spec::{Classify, SpecKind, Verdict};
+use crate::spec::{Cause, Classify, SpecKind, Verdict};
 use crate::telemetry::{Event, LazyCounter, Outcome, StoppedBy, Telemetry};
 use budget::{Budget, BudgetParams};
 use throttle::{Throttle, ThrottleParams};
@@ -235,6 +261,10 @@ struct RetryConfig {
     shared: Option<SharedConfig>,
     /// `throttle`.
     throttle: Option<ThrottleParams>,
+    /// The millionths of a token a retry takes, by [`Cause::index`].
+    costs: [u64; 3],
+    /// The spec has a `cause` table: a failure's cause is asked for.
+    causes: bool,
 }
 
 /// A budget whose tokens live in the backend.
@@ -278,11 +308,19 @@ impl RetryConfig {
             }
         };
         let throttle = settings.throttle.as_ref().map(ThrottleParams::of);
+        let costs = Cause::ALL.map(|c| {
+            let cost = settings.causes.get(c).and_then(|t| t.cost).unwrap_or(1);
+            // At most 2^32 · 10^6: no overflow.
+            u64::from(cost).saturating_mul(budget::SCALE)
+        });
+        let causes = !settings.causes.is_empty();
         Self {
             settings,
             budget,
             shared,
             throttle,
+            costs,
+            causes,
         }
     }
 }
@@ -459,6 +497,32 @@ fn throttle_without_retries(
         .collect()
 }
 
+inventory::submit! {
+    crate::registry::CrossCheck { run: cost_without_budget }
+}
+
+/// A cause's `cost` on a retry spec without a budget: valid, but no retry
+/// takes a token.
+fn cost_without_budget(
+    specs: &[crate::registry::uses::Checked<'_>],
+) -> Vec<crate::registry::Finding> {
+    specs
+        .iter()
+        .filter_map(|&(entry, settings)| {
+            let s = (settings as &dyn std::any::Any).downcast_ref::<RetrySettings>()?;
+            let cause = Cause::ALL
+                .into_iter()
+                .find(|c| s.causes.get(*c).is_some_and(|t| t.cost.is_some()))?;
+            (s.enabled && s.budget.is_none()).then(|| {
+                crate::registry::Finding::Warn(format!(
+                    "`{}.cause.{cause}.cost` has no effect: the spec has no retry budget to take tokens from: add a `retry_budget` table, or remove `cost`",
+                    entry.path
+                ))
+            })
+        })
+        .collect()
+}
+
 /// Where a retry budget's tokens are, as a reload note tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BudgetKind {
@@ -626,7 +690,7 @@ impl Retry {
     #[inline(always)]
     fn succeeded(&self, config: &RetryConfig) {
         if let Some(p) = &config.throttle {
-            self.throttle.record(p, true);
+            self.throttle.accept(p);
         }
         self.deposit(config);
     }
@@ -647,13 +711,16 @@ impl Retry {
     fn withdraw<'r>(
         &'r self,
         config: &RetryConfig,
+        cause: Cause,
     ) -> Result<Option<budget::Withdrawal<'r>>, StoppedBy> {
+        // A shared bucket's cost is one token (validation keeps it so).
+        let cost = config.costs[cause.index()];
         let Some(shared) = &config.shared else {
             return match &config.budget {
                 None => Ok(None),
                 Some(p) => self
                     .budget
-                    .try_withdraw(p)
+                    .try_withdraw_cost(p, cost)
                     .map(Some)
                     .ok_or(StoppedBy::Budget),
             };
@@ -686,7 +753,7 @@ impl Retry {
                     // This process's bucket: empty is empty.
                     (OnBudgetBackendFailure::Local { .. }, Some(p)) => self
                         .budget
-                        .try_withdraw(p)
+                        .try_withdraw_cost(p, cost)
                         .map(Some)
                         .ok_or(StoppedBy::Budget),
                     _ => Err(StoppedBy::BudgetUnavailable),
@@ -751,6 +818,7 @@ impl Retry {
             delay,
             from,
             status,
+            cause,
         } = wait;
         t.emit(|| Event::RetryScheduled {
             spec: t.spec,
@@ -762,9 +830,10 @@ impl Retry {
             crate::telemetry::on_caller_span(crate::telemetry::span_fields::RESEND_COUNT, retry);
             crate::telemetry::on_caller_span(crate::telemetry::span_fields::RETRIES, retry);
             let (spec, path, wait_from, said) = (t.spec, t.path, from.label(), from.said());
+            let cause = cause.map(Cause::label);
             tracing::info!(
                 target: "resilient::retry",
-                spec, path, retry, ?delay, wait_from, status, %failure,
+                spec, path, retry, ?delay, wait_from, status, cause, %failure,
                 "call failed ({failure}); retry {retry} after {delay:?}{said}"
             );
         }
@@ -950,6 +1019,12 @@ pub trait Judge<T, E> {
         let _ = error;
         None
     }
+
+    /// Why `outcome`, a failure, failed.
+    fn cause(&self, outcome: &Result<T, E>) -> Cause {
+        let _ = outcome;
+        Cause::Transient
+    }
 }
 
 /// The classification of `K`, as a retry judges by it: no state, and each
@@ -980,6 +1055,10 @@ impl<K: Classify<T, E>, T, E> Judge<T, E> for By<K> {
 
     fn status(&self, value: &T) -> Option<u16> {
         K::status(value)
+    }
+
+    fn cause(&self, outcome: &Result<T, E>) -> Cause {
+        K::cause(outcome)
     }
 }
 
@@ -1042,6 +1121,15 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
         Error::ConcurrencyLimitReached { .. } => Verdict::Failure,
         // A shared limit's backend may answer after the wait.
         Error::BackendUnavailable { .. } => Verdict::Failure,
+    }
+}
+
+/// The cause of a resilience error raised by a layer inside a retry.
+fn resilience_cause(error: &Error) -> Cause {
+    match error {
+        Error::Timeout { .. } => Cause::Timeout,
+        Error::RateLimitExceeded { .. } => Cause::Throttled,
+        _ => Cause::Transient,
     }
 }
 
@@ -1249,6 +1337,13 @@ where
                 Self::ended(&mut self.timed, retry, Outcome::Ignored);
                 return Step::Done(outcome);
             }
+            Verdict::Fatal => {
+                // A failure no attempt may follow: refused by the dependency
+                // (for the throttle), and returned as is.
+                retry.throttled(config, false);
+                Self::ended(&mut self.timed, retry, Outcome::Failure);
+                return Step::Done(outcome);
+            }
             Verdict::Failure => None,
             Verdict::RetryAfter(hint) => Some(hint),
         };
@@ -1270,6 +1365,19 @@ where
         let config = self.config.get(&retry.config);
         let (s, ops) = (&config.settings, &self.ops);
         let spec = ops.key.name;
+        // Asked only of a spec that waits or pays by cause.
+        let (outcome, cause) = if config.causes {
+            outcome::classify(
+                outcome,
+                |r| match r.as_ref().err().and_then(|e| ops.judge.inside(e)) {
+                    Some(inside) => resilience_cause(inside),
+                    None => ops.judge.cause(r),
+                },
+                resilience_cause,
+            )
+        } else {
+            (outcome, Cause::Transient)
+        };
         let status = match &outcome {
             Ok(value) => ops.judge.status(value),
             Err(_) => None,
@@ -1291,7 +1399,7 @@ where
             Some(hint) => s.hinted_delay(hint),
             None => {
                 let retry_number = u32::try_from(calls).unwrap_or(u32::MAX);
-                s.delay(retry_number, |bound| fastrand::u128(0..=bound))
+                s.cause_delay_jittered(cause, retry_number, |bound| fastrand::u128(0..=bound))
             }
         };
         if let (Some(limit), Some(started)) = (s.timeout, self.started) {
@@ -1314,7 +1422,7 @@ where
         }
         // Held across the wait: a call dropped before its retry starts gives
         // the token back.
-        let withdrawal = match retry.withdraw(config) {
+        let withdrawal = match retry.withdraw(config, cause) {
             Ok(withdrawal) => withdrawal,
             Err(by) => {
                 stopped(retry, calls, by, &outcome, status);
@@ -1327,6 +1435,7 @@ where
             delay,
             from: WaitFrom::of(hint.is_some(), &outcome),
             status,
+            cause: config.causes.then_some(cause),
         };
         if calls == 1 {
             // This call's first retry: is it a retry inside another's?
@@ -1386,7 +1495,7 @@ impl<T, E, Tr, J> RetryCall<'_, T, E, Tr, J> {
             return;
         };
         match token {
-            budget::Token::Local(max) => retry.budget.give_back(max),
+            budget::Token::Local { max, amount } => retry.budget.give_back(max, amount),
             budget::Token::Shared(version) => {
                 if let Some(shared) = retry.shared.get() {
                     shared.deposit(version, budget::SCALE);
@@ -1508,14 +1617,16 @@ impl std::fmt::Display for Shown<'_> {
     }
 }
 
-/// A retry about to wait: which one, how long, why that long, and the
-/// status of the failure before it, if it has one.
+/// A retry about to wait: which one, how long, why that long, the status
+/// of the failure before it, if it has one, and its cause, if the spec
+/// waits or pays by cause.
 #[derive(Debug, Clone, Copy)]
 struct Wait {
     retry: u64,
     delay: Duration,
     from: WaitFrom,
     status: Option<u16>,
+    cause: Option<Cause>,
 }
 
 /// Where the length of a retry's wait came from.

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::backend::{Backend, LocalShare, Policy};
 use crate::settings::{Section, Value};
+use crate::spec::Cause;
 
 /// The settings of one retry spec, read from its section.
 ///
@@ -29,6 +30,8 @@ use crate::settings::{Section, Value};
 /// | `retry_budget.backend` | `"local"` | `"local"` (this process) or `"redis"` (one bucket for every replica, through the section `resilient.redis`) |
 /// | `retry_budget.on_backend_failure` | `"deny"` | with `backend = "redis"`: `"deny"`, `"allow"` or `"local"`, what a retry gets while Redis makes no decision |
 /// | `retry_budget.local_tokens_max` | required with `"local"` | whole number in 1..=`tokens_max`: the size of this process's own bucket, which decides while Redis makes no decision |
+/// | `cause.<cause>.delay` | `delay` | duration (≤ `backoff.delay_max`): the base delay of a retry after a failure of this cause (`transient`, `throttled` or `timeout`: the failure's `Cause`), in place of `delay`; `delay_step`, `backoff` and `jitter` apply to it as to `delay` |
+/// | `cause.<cause>.cost` | `1` | whole number in 1..=`retry_budget.tokens_max`: the budget tokens a retry after a failure of this cause takes; needs a local `retry_budget` |
 /// | `throttle.k` | `2.0` | number > 1: adaptive throttling exists only if the `throttle` table does; a retry is refused with probability max(0, (requests − k·accepts) / (requests + 1)) over the trailing `window` |
 /// | `throttle.window` | `"2m"` | duration > 0: the trailing window of the counts (kept in 16 buckets of `window / 16`) |
 /// | `attempt_header` | none | an HTTP header name (letters, digits and ``!#$%&'*+-.^_`|~``, kept lower-case): sent on each retry with the number of attempts before it (`1` on the first retry; absent on the first call), by the tower layers, the middleware and [`with_attempt_header`](crate::retry::with_attempt_header) |
@@ -89,6 +92,72 @@ pub struct RetrySettings {
     /// before it (lower-case); none by default.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub attempt_header: Option<String>,
+    /// The delay and budget cost of the retries after failures of each
+    /// cause (the `cause` table): empty by default.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "cause", skip_serializing_if = "Causes::is_empty")
+    )]
+    pub causes: Causes,
+}
+
+/// What a retry spec's `cause.<cause>` tables say, by [`Cause`]: a cause
+/// without a table retries as the spec's own keys say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Causes {
+    /// `cause.transient`.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub transient: Option<CauseSettings>,
+    /// `cause.throttled`.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub throttled: Option<CauseSettings>,
+    /// `cause.timeout`.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub timeout: Option<CauseSettings>,
+}
+
+impl Causes {
+    /// The table of `cause`, if the spec has one.
+    pub fn get(&self, cause: Cause) -> Option<&CauseSettings> {
+        match cause {
+            Cause::Transient => self.transient.as_ref(),
+            Cause::Throttled => self.throttled.as_ref(),
+            Cause::Timeout => self.timeout.as_ref(),
+        }
+    }
+
+    fn slot(&mut self, cause: Cause) -> &mut Option<CauseSettings> {
+        match cause {
+            Cause::Transient => &mut self.transient,
+            Cause::Throttled => &mut self.throttled,
+            Cause::Timeout => &mut self.timeout,
+        }
+    }
+
+    /// No cause has a table.
+    pub fn is_empty(&self) -> bool {
+        Cause::ALL.iter().all(|c| self.get(*c).is_none())
+    }
+}
+
+/// One `cause.<cause>` table of a retry spec: at least one key is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct CauseSettings {
+    /// The base delay of a retry after a failure of this cause, in place of
+    /// the spec's `delay`; `None`: the spec's `delay`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "crate::settings::ser::option_duration",
+            skip_serializing_if = "Option::is_none"
+        )
+    )]
+    pub delay: Option<Duration>,
+    /// The budget tokens such a retry takes; `None`: one.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub cost: Option<u32>,
 }
 
 /// Client-side adaptive throttling (Google SRE book, "Handling Overload"):
@@ -296,6 +365,13 @@ impl RetrySettings {
             other => other,
         };
         let budget = s.table("retry_budget", |b| read_budget(b, true));
+        let limits = CauseLimits {
+            delay_max: backoff.flatten().and_then(|b| b.delay_max),
+            budget: budget.flatten().flatten(),
+        };
+        let causes = s
+            .table("cause", |c| read_causes(c, &limits))
+            .unwrap_or(Some(Causes::default()));
         s.misplaced("k", "throttle");
         s.misplaced("window", "throttle");
         let throttle = s.table("throttle", read_throttle);
@@ -328,22 +404,47 @@ impl RetrySettings {
                 Some(t) => Some(t?),
             },
             attempt_header: attempt_header?,
+            causes: causes?,
         })
     }
 
     /// The wait before retry number `retry` (1 for the wait before the second
     /// call), before jitter. Never overflows: it saturates at the backoff's
     /// `delay_max`, or at [`Duration::MAX`].
+    ///
+    /// This is the wait after a failure of the default cause,
+    /// [`Cause::Transient`]: from `cause.transient.delay` if the spec sets
+    /// it, else from `delay` (see [`cause_base_delay`](Self::cause_base_delay)).
     pub fn base_delay(&self, retry: u32) -> Duration {
+        self.cause_base_delay(Cause::Transient, retry)
+    }
+
+    /// The wait before retry number `retry` after a failure of `cause`,
+    /// before jitter: as [`base_delay`](Self::base_delay), from the delay
+    /// of the cause's table if it sets one.
+    pub fn cause_base_delay(&self, cause: Cause, retry: u32) -> Duration {
+        self.base_delay_from(self.cause_delay(cause), retry)
+    }
+
+    /// The base delay of a retry after a failure of `cause`.
+    fn cause_delay(&self, cause: Cause) -> Duration {
+        self.causes
+            .get(cause)
+            .and_then(|c| c.delay)
+            .unwrap_or(self.delay)
+    }
+
+    /// [`base_delay`](Self::base_delay) with `delay` as the first wait.
+    fn base_delay_from(&self, delay: Duration, retry: u32) -> Duration {
         let k = retry.saturating_sub(1);
-        if self.delay.is_zero() && (self.backoff.is_some() || self.delay_step.is_zero()) {
+        if delay.is_zero() && (self.backoff.is_some() || self.delay_step.is_zero()) {
             return Duration::ZERO;
         }
         match self.backoff {
             None => self
                 .delay_step
                 .checked_mul(k)
-                .and_then(|step| self.delay.checked_add(step))
+                .and_then(|step| delay.checked_add(step))
                 .unwrap_or(Duration::MAX),
             Some(Backoff {
                 multiplier,
@@ -351,9 +452,9 @@ impl RetrySettings {
             }) => {
                 let cap = delay_max.unwrap_or(Duration::MAX);
                 if k == 0 {
-                    return self.delay.min(cap);
+                    return delay.min(cap);
                 }
-                let secs = self.delay.as_secs_f64() * multiplier.powf(f64::from(k));
+                let secs = delay.as_secs_f64() * multiplier.powf(f64::from(k));
                 match Duration::try_from_secs_f64(secs) {
                     Ok(d) => d.min(cap),
                     // Too large (or not finite): the cap is the answer.
@@ -375,9 +476,26 @@ impl RetrySettings {
     }
 
     /// The wait before retry number `retry`, jitter applied. `random` maps a
-    /// bound to a uniform value in `0..=bound`.
+    /// bound to a uniform value in `0..=bound`. As
+    /// [`base_delay`](Self::base_delay), the wait after a failure of the
+    /// default cause.
     pub(crate) fn delay(&self, retry: u32, random: impl FnOnce(u128) -> u128) -> Duration {
-        let computed = self.base_delay(retry);
+        self.jittered(self.base_delay(retry), random)
+    }
+
+    /// The wait before retry number `retry` after a failure of `cause`,
+    /// jitter applied (see [`delay`](Self::delay)).
+    pub(crate) fn cause_delay_jittered(
+        &self,
+        cause: Cause,
+        retry: u32,
+        random: impl FnOnce(u128) -> u128,
+    ) -> Duration {
+        self.jittered(self.cause_base_delay(cause, retry), random)
+    }
+
+    /// `computed` with the spec's jitter applied.
+    fn jittered(&self, computed: Duration, random: impl FnOnce(u128) -> u128) -> Duration {
         if !self.jitter.full || self.jitter.ratio <= 0.0 {
             return computed;
         }
@@ -437,6 +555,102 @@ fn read_attempt_header(s: &mut Section<'_>) -> Option<Option<String>> {
 /// A character of an HTTP token (RFC 9110, 5.6.2), which a header name is.
 fn is_token_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+/// What a `cause.<cause>` table is checked against: the settings read
+/// before it.
+struct CauseLimits {
+    delay_max: Option<Duration>,
+    budget: Option<BudgetSettings>,
+}
+
+/// Reads the `cause` table of a retry spec: one table per [`Cause`], by its
+/// name (a name that is none of them is an unknown key, with the nearest
+/// suggested).
+fn read_causes(c: &mut Section<'_>, limits: &CauseLimits) -> Option<Causes> {
+    // `cause.delay`: a key of a cause's table, written one level too high.
+    for key in ["delay", "cost"] {
+        if c.present(key) {
+            c.invalid(
+                key,
+                format!("belongs in the table of a cause: `cause.transient.{key}`, `cause.throttled.{key}` or `cause.timeout.{key}`"),
+            );
+        }
+    }
+    let mut causes = Causes::default();
+    let mut ok = true;
+    for cause in Cause::ALL {
+        match c.table(cause.label(), |t| read_cause(t, limits)) {
+            None => {}
+            Some(Some(t)) if t.delay.is_none() && t.cost.is_none() => {
+                // An empty table: a key misspelt in it is reported as
+                // unknown already.
+                if matches!(c.value(cause.label()), Some(Value::Table(keys)) if keys.is_empty()) {
+                    c.invalid(
+                        cause.label(),
+                        "has no effect: a cause's table sets `delay` (the base delay of its retries) or `cost` (the budget tokens each takes); set one, or remove the table",
+                    );
+                }
+                ok = false;
+            }
+            Some(Some(t)) => *causes.slot(cause) = Some(t),
+            Some(None) => ok = false,
+        }
+    }
+    ok.then_some(causes)
+}
+
+/// Reads one `cause.<cause>` table.
+fn read_cause(t: &mut Section<'_>, limits: &CauseLimits) -> Option<CauseSettings> {
+    let delay = t.duration("delay", false);
+    // Absent: 0, the spec's one token (told apart by `has` below).
+    let cost = t.int("cost", Some(0), 1, u64::from(u32::MAX));
+    let delay = match delay {
+        None => None,
+        Some(Some(d)) => {
+            if let Some(max) = limits.delay_max {
+                if d > max {
+                    t.invalid(
+                        "delay",
+                        format!(
+                            "must be ≤ `backoff.delay_max` ({}), which caps every wait",
+                            humantime::format_duration(max)
+                        ),
+                    );
+                    return None;
+                }
+            }
+            Some(d)
+        }
+        Some(None) => return None,
+    };
+    let cost = if t.has("cost") {
+        let cost = u32::try_from(cost?).ok()?;
+        match limits.budget {
+            Some(b) if b.backend == Backend::Redis && cost != 1 => {
+                t.invalid(
+                    "cost",
+                    "must be 1 with `retry_budget.backend = \"redis\"`: a shared bucket gives one token per retry; remove `cost`, or keep the budget local",
+                );
+                return None;
+            }
+            Some(b) if cost > b.tokens_max => {
+                t.invalid(
+                    "cost",
+                    format!(
+                        "must be ≤ `retry_budget.tokens_max` ({}): a bucket never holds more, and every retry of this cause would be refused",
+                        b.tokens_max
+                    ),
+                );
+                return None;
+            }
+            _ => {}
+        }
+        Some(cost)
+    } else {
+        None
+    };
+    Some(CauseSettings { delay, cost })
 }
 
 /// Reads the `throttle` table of a retry spec.

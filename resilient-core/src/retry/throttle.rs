@@ -9,6 +9,17 @@
 //! attempts of one period of `window / BUCKETS`; the window is the
 //! bucket of now and the `BUCKETS − 1` before it, so it spans between
 //! `window · (1 − 1/BUCKETS)` and `window`.
+//!
+//! A success, the common case, reads no clock: it adds one to a word of
+//! pending accepts, which also holds the bucket number of the last time
+//! the throttle read the clock. The pending accepts enter the window, in
+//! that bucket, the next time the clock is read: at a failure, at a
+//! decision on a retry, at a read of the counts, or once [`FOLD`] of them
+//! are waiting. So an accept is dated at most [`FOLD`] − 1 accepts too
+//! early, never too late: the window can hold fewer accepts than happened
+//! in it (at most `FOLD − 1`, which makes a refusal slightly likelier, as
+//! if the dependency had accepted less), and accepts of a quiet period
+//! long ago never count as recent.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::time::Instant;
@@ -17,6 +28,14 @@ use super::settings::ThrottleSettings;
 
 /// The buckets of a window.
 pub(crate) const BUCKETS: usize = 16;
+
+/// The pending accepts that make a success read the clock and put them
+/// in the window.
+pub(crate) const FOLD: u64 = 32;
+
+/// The bits of the pending word's count, below its bucket number.
+const PENDING_BITS: u32 = 40;
+const PENDING_MASK: u64 = (1 << PENDING_BITS) - 1;
 
 /// The bits of a bucket's number, its accepts and its rejects, in that
 /// order from the top of the word.
@@ -51,6 +70,9 @@ pub(crate) struct Throttle {
     /// Where the bucket numbers count from.
     origin: Instant,
     buckets: [AtomicU64; BUCKETS],
+    /// The bucket number of the last clock read, and the accepts counted
+    /// since, which are not in a bucket yet.
+    pending: AtomicU64,
 }
 
 /// The attempts of a window: how many were made, how many were accepted.
@@ -80,6 +102,8 @@ impl Throttle {
         Self {
             origin: Instant::now(),
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            // Bucket 0, the bucket of `origin`: no accept pending.
+            pending: AtomicU64::new(0),
         }
     }
 
@@ -88,6 +112,7 @@ impl Throttle {
         for b in &self.buckets {
             b.store(0, Ordering::Relaxed);
         }
+        self.pending.store(0, Ordering::Relaxed);
     }
 
     /// The number of the bucket of `now`, modulo `2^PERIOD_BITS`.
@@ -98,33 +123,63 @@ impl Throttle {
         (nanos / p.period) & PERIOD_MASK
     }
 
-    /// Counts an attempt made now: accepted (a success, or a failure the
-    /// spec does not retry), or not.
+    /// Counts a successful attempt, without reading the clock: pending
+    /// until the next clock read (see the module docs).
     #[inline(always)]
+    pub(crate) fn accept(&self, p: &ThrottleParams) {
+        let before = self.pending.fetch_add(1, Ordering::Relaxed);
+        if (before & PENDING_MASK) + 1 >= FOLD {
+            self.fold(self.period(p, Instant::now()));
+        }
+    }
+
+    /// Counts an attempt made now that did not succeed: accepted (a
+    /// failure the spec does not retry), or not.
     pub(crate) fn record(&self, p: &ThrottleParams, accepted: bool) {
         let period = self.period(p, Instant::now());
+        self.fold(period);
+        let (accepts, rejects) = if accepted { (1, 0) } else { (0, 1) };
+        self.add(period, accepts, rejects);
+    }
+
+    /// Puts the pending accepts in the bucket of the last clock read, and
+    /// starts counting them again from `now`, the bucket number of this
+    /// one. Accepts whose bucket has left the window are dropped.
+    #[inline(never)]
+    fn fold(&self, now: u64) {
+        let word = self.pending.swap(now << PENDING_BITS, Ordering::Relaxed);
+        let (then, accepts) = (word >> PENDING_BITS, word & PENDING_MASK);
+        let age = now.wrapping_sub(then) & PERIOD_MASK;
+        if accepts > 0 && (age as usize) < BUCKETS {
+            self.add(then, accepts, 0);
+        }
+    }
+
+    /// Adds `accepts` and `rejects` to the bucket of `period`: one
+    /// compare-and-swap, which also turns the bucket over to `period` if it
+    /// held an older one.
+    fn add(&self, period: u64, accepts: u64, rejects: u64) {
         let slot = &self.buckets[(period as usize) % BUCKETS];
         let mut word = slot.load(Ordering::Relaxed);
         loop {
-            let (mut accepts, mut rejects) = if word >> (2 * COUNT_BITS) == period {
+            let (mut a, mut r) = if word >> (2 * COUNT_BITS) == period {
                 ((word >> COUNT_BITS) & COUNT_MAX, word & COUNT_MAX)
             } else {
                 // The bucket held an older period: it starts again.
                 (0, 0)
             };
-            let count = if accepted { accepts } else { rejects };
-            if count == COUNT_MAX {
-                // Full: halve both counts, which keeps their ratio (and so
-                // the refusal, but for the `+ 1`).
-                accepts /= 2;
-                rejects /= 2;
+            // Full: halve both counts, which keeps their ratio (and so the
+            // refusal, but for the `+ 1`).
+            while a + accepts > COUNT_MAX || r + rejects > COUNT_MAX {
+                if a == 0 && r == 0 {
+                    break;
+                }
+                a /= 2;
+                r /= 2;
             }
-            if accepted {
-                accepts += 1;
-            } else {
-                rejects += 1;
-            }
-            let new = (period << (2 * COUNT_BITS)) | (accepts << COUNT_BITS) | rejects;
+            let a = (a + accepts).min(COUNT_MAX);
+            let r = (r + rejects).min(COUNT_MAX);
+            let new = (period << (2 * COUNT_BITS)) | (a << COUNT_BITS) | r;
             match slot.compare_exchange_weak(word, new, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(now) => word = now,
@@ -132,9 +187,11 @@ impl Throttle {
         }
     }
 
-    /// The counts of the window that ends now.
+    /// The counts of the window that ends now, the pending accepts
+    /// included.
     pub(crate) fn counts(&self, p: &ThrottleParams) -> Counts {
         let period = self.period(p, Instant::now());
+        self.fold(period);
         let mut counts = Counts::default();
         for slot in &self.buckets {
             let word = slot.load(Ordering::Relaxed);
@@ -233,6 +290,62 @@ mod tests {
         let c = t.counts(&p);
         assert_eq!(c.accepts, COUNT_MAX / 2 + 1);
         assert_eq!(c.requests, COUNT_MAX / 2 + 1 + 500);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn successes_are_counted_without_a_clock_read_dated_at_the_last_one() {
+        let (t, p) = (Throttle::new(), params(2.0));
+        for _ in 0..5 {
+            t.accept(&p);
+        }
+        // Pending: in no bucket yet.
+        assert!(t.buckets.iter().all(|b| b.load(Ordering::Relaxed) == 0));
+        // 15 s later they are read, dated at the last clock read (bucket
+        // 0): still in the 16 s window, and gone a second later.
+        tokio::time::advance(Duration::from_secs(15)).await;
+        assert_eq!(
+            t.counts(&p),
+            Counts {
+                requests: 5,
+                accepts: 5
+            }
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(t.counts(&p), Counts::default());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn accepts_of_a_quiet_period_long_ago_are_not_recent() {
+        let (t, p) = (Throttle::new(), params(2.0));
+        for _ in 0..10 {
+            t.accept(&p);
+        }
+        // An hour without a clock read, then a failure.
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        t.record(&p, false);
+        assert_eq!(
+            t.counts(&p),
+            Counts {
+                requests: 1,
+                accepts: 0
+            }
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_fold_th_success_puts_the_pending_in_the_window() {
+        let (t, p) = (Throttle::new(), params(2.0));
+        for _ in 0..FOLD - 1 {
+            t.accept(&p);
+        }
+        assert!(t.buckets.iter().all(|b| b.load(Ordering::Relaxed) == 0));
+        t.accept(&p);
+        let in_buckets: u64 = t
+            .buckets
+            .iter()
+            .map(|b| (b.load(Ordering::Relaxed) >> COUNT_BITS) & COUNT_MAX)
+            .sum();
+        assert_eq!(in_buckets, FOLD);
     }
 
     #[test]
