@@ -666,7 +666,7 @@ pub fn call_once<R>(body: impl FnOnce() -> R) -> R {
 /// A blocking fn's body under a retry: called with the thread marked with
 /// the attempt when it is a retry (see `retry::current_attempt`).
 #[inline(always)]
-pub fn call_in_attempt<R>(attempt: Option<crate::retry::Attempt>, body: impl FnOnce() -> R) -> R {
+pub fn call_in_attempt<R>(attempt: crate::retry::Attempt, body: impl FnOnce() -> R) -> R {
     crate::retry::call_in(attempt, body)
 }
 
@@ -674,7 +674,7 @@ pub fn call_in_attempt<R>(attempt: Option<crate::retry::Attempt>, body: impl FnO
 /// attempt when it is a retry (see `retry::current_attempt`).
 #[inline(always)]
 pub fn in_attempt<F>(
-    attempt: Option<crate::retry::Attempt>,
+    attempt: crate::retry::Attempt,
     body: F,
 ) -> crate::retry::InAttempt<F> {
     crate::retry::InAttempt::new(attempt, body)

@@ -1192,9 +1192,14 @@ where
                         };
                         // Marked with its attempt: a layer inside (such
                         // as `AttemptHeaderLayer`) sees it.
-                        let attempt = st.call.as_ref().and_then(RetryCall::attempt);
                         let next = st.next.as_mut();
-                        match crate::retry::call_in(attempt, || self.1.start(next, svc, req)) {
+                        let started = match st.call.as_ref().map(RetryCall::attempt) {
+                            Some(attempt) => {
+                                crate::retry::call_in(attempt, || self.1.start(next, svc, req))
+                            }
+                            None => self.1.start(next, svc, req),
+                        };
+                        match started {
                             Some(out) => out,
                             None => continue,
                         }

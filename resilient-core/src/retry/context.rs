@@ -34,10 +34,9 @@ thread_local! {
 #[derive(Clone, Copy)]
 pub struct Attempt {
     pub(crate) key: &'static Key<Retry>,
-    /// Attempts made before this one: 1 on the first retry.
+    /// Attempts made before this one: 1 on the first retry, 0 on the first
+    /// call (which marks nothing).
     pub(crate) previous: u64,
-    /// The spec's `attempts` when this call started.
-    pub(crate) attempts: u32,
 }
 
 impl std::fmt::Debug for Attempt {
@@ -46,7 +45,6 @@ impl std::fmt::Debug for Attempt {
             .field("spec", &self.key.name)
             .field("path", &self.key.path)
             .field("previous", &self.previous)
-            .field("attempts", &self.attempts)
             .finish()
     }
 }
@@ -70,9 +68,12 @@ impl Attempt {
     }
 
     /// The most calls the spec makes in one call: its `attempts` + 1, as
-    /// the call started with them.
-    pub fn max_calls(&self) -> u64 {
-        u64::from(self.attempts).saturating_add(1)
+    /// the registry in use says now; `None` when no registry in use holds
+    /// the spec.
+    pub fn max_calls(&self) -> Option<u64> {
+        let retry = crate::registry::lookup(self.key)?;
+        let attempts = retry.config.get().settings.attempts;
+        Some(u64::from(attempts).saturating_add(1))
     }
 
     /// The spec's `attempt_header` in the registry in use (lower-case),
@@ -161,12 +162,16 @@ pub fn current_attempt() -> Option<Attempt> {
     CURRENT.try_with(Cell::get).ok().flatten()
 }
 
-/// Marks the thread as running `attempt` while it exists; puts back what
+/// Marks the thread as running an attempt while it exists; puts back what
 /// was there when dropped (also when the body panics).
 struct Entered(Option<Attempt>);
 
 impl Entered {
-    #[inline]
+    /// Marks the thread as running `attempt`, a retry: out of line, so
+    /// that the first call of every call, which marks nothing, carries
+    /// none of it.
+    #[cold]
+    #[inline(never)]
     fn new(attempt: Attempt) -> Self {
         Entered(
             CURRENT
@@ -178,7 +183,6 @@ impl Entered {
 }
 
 impl Drop for Entered {
-    #[inline]
     fn drop(&mut self) {
         let _ = CURRENT.try_with(|c| c.set(self.0));
     }
@@ -189,16 +193,16 @@ pin_project_lite::pin_project! {
     /// when it is a retry.
     #[doc(hidden)]
     pub struct InAttempt<F> {
-        attempt: Option<Attempt>,
+        attempt: Attempt,
         #[pin]
         fut: F,
     }
 }
 
 impl<F> InAttempt<F> {
-    /// `fut`, polled as `attempt` (nothing marked when `None`).
+    /// `fut`, polled as `attempt` (nothing marked on a first call).
     #[inline(always)]
-    pub(crate) fn new(attempt: Option<Attempt>, fut: F) -> Self {
+    pub(crate) fn new(attempt: Attempt, fut: F) -> Self {
         InAttempt { attempt, fut }
     }
 }
@@ -209,17 +213,28 @@ impl<F: Future> Future for InAttempt<F> {
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        // One call of the inner poll, not one per arm: it is inlined once.
-        let _entered = this.attempt.map(Entered::new);
-        this.fut.poll(cx)
+        if this.attempt.previous == 0 {
+            // A first call: one compare, nothing read or written.
+            return this.fut.poll(cx);
+        }
+        poll_marked(*this.attempt, this.fut, cx)
     }
 }
 
+/// Polls a retry's body with the thread marked: out of line, so that the
+/// first call's poll stays one compare.
+#[cold]
+#[inline(never)]
+fn poll_marked<F: Future>(attempt: Attempt, fut: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    let _entered = Entered::new(attempt);
+    fut.poll(cx)
+}
+
 /// Calls `body` with the thread marked as running `attempt` when it is a
-/// retry: a blocking fn's attempt.
+/// retry: a blocking fn's attempt, or a layer's call of its inner service.
 #[inline(always)]
-pub(crate) fn call_in<R>(attempt: Option<Attempt>, body: impl FnOnce() -> R) -> R {
-    // One call of `body`, not one per arm: it is inlined once.
-    let _entered = attempt.map(Entered::new);
+pub(crate) fn call_in<R>(attempt: Attempt, body: impl FnOnce() -> R) -> R {
+    // One call of `body`, not one per branch: it is inlined once.
+    let _entered = (attempt.previous != 0).then(|| Entered::new(attempt));
     body()
 }

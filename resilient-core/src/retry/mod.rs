@@ -781,11 +781,15 @@ impl Retry {
                     counter: None,
                 });
                 let inner_calls = u64::from(attempts).saturating_add(1);
-                let calls = outer.max_calls().saturating_mul(inner_calls);
+                // The outer spec is in the registry in use while its call
+                // runs; were it not, the calls it has made are a floor.
+                let outer_calls = outer
+                    .max_calls()
+                    .unwrap_or_else(|| outer.previous().saturating_add(1));
+                let calls = outer_calls.saturating_mul(inner_calls);
                 if t.logging() {
                     let (spec, path) = (t.spec, t.path);
                     let (outer_spec, outer_path) = (outer.spec(), outer.path());
-                    let outer_calls = outer.max_calls();
                     tracing::warn!(
                         target: "resilient::retry",
                         spec, path, outer_spec, outer_path, outer_calls, inner_calls, calls,
@@ -1450,25 +1454,14 @@ where
 }
 
 impl<T, E, Tr, J> RetryCall<'_, T, E, Tr, J> {
-    /// The attempt the next call of the body makes, when it is a retry
-    /// (`None` for the first call: nothing to mark, nothing read).
+    /// The attempt the next call of the body makes: its spec and the
+    /// attempts before it (`0` for the first call, which marks nothing).
     #[inline(always)]
-    pub fn attempt(&self) -> Option<Attempt> {
-        if self.calls == 0 {
-            return None;
-        }
-        self.retried()
-    }
-
-    #[inline(never)]
-    fn retried(&self) -> Option<Attempt> {
-        let retry = self.retry.as_deref()?;
-        let config = self.config.get(&retry.config);
-        Some(Attempt {
+    pub fn attempt(&self) -> Attempt {
+        Attempt {
             key: self.ops.key,
             previous: self.calls,
-            attempts: config.settings.attempts,
-        })
+        }
     }
 
     /// The attempt header to send with the next call, when it is a retry
