@@ -162,30 +162,48 @@ pub fn current_attempt() -> Option<Attempt> {
     CURRENT.try_with(Cell::get).ok().flatten()
 }
 
-/// Marks the thread as running an attempt while it exists; puts back what
-/// was there when dropped (also when the body panics).
-struct Entered(Option<Attempt>);
+/// Marks the thread as running a retry's attempt while it exists, and
+/// puts back what was there when dropped (also when the body panics); a
+/// first call's guard marks and puts back nothing. Both ends of a mark are
+/// out of line: a first call carries a compare at each end, no more, and
+/// the body it guards stays inlined where it was.
+struct Entered {
+    /// The attempt marked was a retry: there is something to put back.
+    marked: bool,
+    /// What the thread was marked with before.
+    before: Option<Attempt>,
+}
 
 impl Entered {
-    /// Marks the thread as running `attempt`, a retry: out of line, so
-    /// that the first call of every call, which marks nothing, carries
-    /// none of it.
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     fn new(attempt: Attempt) -> Self {
-        Entered(
-            CURRENT
-                .try_with(|c| c.replace(Some(attempt)))
-                .ok()
-                .flatten(),
-        )
+        if attempt.previous == 0 {
+            return Entered {
+                marked: false,
+                before: None,
+            };
+        }
+        Entered {
+            marked: true,
+            before: mark(Some(attempt)),
+        }
     }
 }
 
 impl Drop for Entered {
+    #[inline(always)]
     fn drop(&mut self) {
-        let _ = CURRENT.try_with(|c| c.set(self.0));
+        if self.marked {
+            mark(self.before);
+        }
     }
+}
+
+/// Marks the thread with `attempt`; returns what it was marked with.
+#[cold]
+#[inline(never)]
+fn mark(attempt: Option<Attempt>) -> Option<Attempt> {
+    CURRENT.try_with(|c| c.replace(attempt)).ok().flatten()
 }
 
 pin_project_lite::pin_project! {
@@ -213,28 +231,17 @@ impl<F: Future> Future for InAttempt<F> {
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        if this.attempt.previous == 0 {
-            // A first call: one compare, nothing read or written.
-            return this.fut.poll(cx);
-        }
-        poll_marked(*this.attempt, this.fut, cx)
+        // One call of the inner poll: it stays inlined as without a mark.
+        let _entered = Entered::new(*this.attempt);
+        this.fut.poll(cx)
     }
-}
-
-/// Polls a retry's body with the thread marked: out of line, so that the
-/// first call's poll stays one compare.
-#[cold]
-#[inline(never)]
-fn poll_marked<F: Future>(attempt: Attempt, fut: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
-    let _entered = Entered::new(attempt);
-    fut.poll(cx)
 }
 
 /// Calls `body` with the thread marked as running `attempt` when it is a
 /// retry: a blocking fn's attempt, or a layer's call of its inner service.
 #[inline(always)]
 pub(crate) fn call_in<R>(attempt: Attempt, body: impl FnOnce() -> R) -> R {
-    // One call of `body`, not one per branch: it is inlined once.
-    let _entered = (attempt.previous != 0).then(|| Entered::new(attempt));
+    // One call of `body`: it is inlined once.
+    let _entered = Entered::new(attempt);
     body()
 }
