@@ -159,17 +159,19 @@ pub fn with_attempt_header(builder: reqwest::RequestBuilder) -> reqwest::Request
 /// assert!(current_attempt().is_none());
 /// ```
 pub fn current_attempt() -> Option<Attempt> {
+    marked().filter(|a| a.previous != 0)
+}
+
+/// The attempt the thread runs now, a first call included.
+pub(crate) fn marked() -> Option<Attempt> {
     CURRENT.try_with(Cell::get).ok().flatten()
 }
 
-/// Marks the thread as running a retry's attempt while it exists, and
-/// puts back what was there when dropped (also when the body panics); a
-/// first call's guard marks and puts back nothing. Both ends of a mark are
-/// out of line: a first call carries a compare at each end, no more, and
-/// the body it guards stays inlined where it was.
+/// Marks the thread as running an attempt while it exists, and puts back
+/// what was there when dropped (also when the body panics). No branch:
+/// two words swapped in a thread-local and swapped back, the first call
+/// too (which [`current_attempt`] does not report).
 struct Entered {
-    /// The attempt marked was a retry: there is something to put back.
-    marked: bool,
     /// What the thread was marked with before.
     before: Option<Attempt>,
 }
@@ -177,15 +179,8 @@ struct Entered {
 impl Entered {
     #[inline(always)]
     fn new(attempt: Attempt) -> Self {
-        if attempt.previous == 0 {
-            return Entered {
-                marked: false,
-                before: None,
-            };
-        }
         Entered {
-            marked: true,
-            before: mark(Some(attempt)),
+            before: CURRENT.with(|c| c.replace(Some(attempt))),
         }
     }
 }
@@ -193,17 +188,8 @@ impl Entered {
 impl Drop for Entered {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.marked {
-            mark(self.before);
-        }
+        CURRENT.with(|c| c.set(self.before));
     }
-}
-
-/// Marks the thread with `attempt`; returns what it was marked with.
-#[cold]
-#[inline(never)]
-fn mark(attempt: Option<Attempt>) -> Option<Attempt> {
-    CURRENT.try_with(|c| c.replace(attempt)).ok().flatten()
 }
 
 pin_project_lite::pin_project! {
