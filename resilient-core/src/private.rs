@@ -673,9 +673,6 @@ pub fn call_in_attempt<R>(attempt: crate::retry::Attempt, body: impl FnOnce() ->
 /// An async fn's body under a retry: polled with the thread marked with the
 /// attempt when it is a retry (see `retry::current_attempt`).
 #[inline(always)]
-pub fn in_attempt<F>(
-    attempt: crate::retry::Attempt,
-    body: F,
-) -> crate::retry::InAttempt<F> {
+pub fn in_attempt<F>(attempt: crate::retry::Attempt, body: F) -> crate::retry::InAttempt<F> {
     crate::retry::InAttempt::new(attempt, body)
 }

@@ -74,9 +74,9 @@ fn paused() -> tokio::runtime::Runtime {
 
 /// Three calls to `attempts = 2` inside three to `attempts = 2`: 9 calls
 /// of the dependency per outer call. The inner retry sees the outer one
-/// from the outer's first retry on (the first call of a call marks
-/// nothing): one WARN per pair of specs, with the product, and one count
-/// per inner call that retried inside an outer retry.
+/// in each of the outer's calls, the first included: one WARN per pair of
+/// specs, with the product, and one count per inner call that retried
+/// inside an outer retry's call.
 #[test]
 fn a_retry_inside_a_retry_is_warned_of_once_per_pair_and_counted() {
     let _serial = SERIAL
@@ -139,17 +139,19 @@ fn a_retry_inside_a_retry_is_warned_of_once_per_pair_and_counted() {
     assert_eq!(warned[0].fields["calls"], "9");
     assert_eq!(
         warned[0].message,
-        "retry `nested.inner` runs inside retry `nested.outer`: up to 3 × 3 = 9 calls of the inner fn per outer call; retry at one level only, or bound both with a retry budget"
+        "retry `nested.inner` runs inside retry `nested.outer`: up to 3 × 3 = 9 calls of the inner fn per outer call; retry at one level only, or set `share_outer_budget = true` at `nested.inner` so that the outer retry's budget bounds both"
     );
     assert_eq!(warned[1].fields["outer_path"], "nested.other_outer");
     assert_eq!(warned[1].fields["calls"], "6");
-    // Each outer call: its 2 retries each run an inner call that retries.
-    assert_eq!(nested("nested.outer"), Some(3 * 2));
-    assert_eq!(nested("nested.other_outer"), Some(1));
+    // Each outer call: each of its 3 calls runs an inner call that
+    // retries (the outer's first call is marked too).
+    assert_eq!(nested("nested.outer"), Some(3 * 3));
+    assert_eq!(nested("nested.other_outer"), Some(2));
 }
 
-/// A retry that is not inside another one, and a retried fn called by a
-/// body that succeeds at once, say nothing and register no series.
+/// A retry that is not inside another one, and one inside a retry that
+/// calls once (`attempts = 0`: nothing multiplied), say nothing and
+/// register no series.
 #[test]
 fn a_retry_alone_or_inside_a_first_call_is_not_nested() {
     let _serial = SERIAL
@@ -321,4 +323,176 @@ fn a_panicking_retry_leaves_nothing_marked() {
     assert!(out.is_err());
     assert_eq!(PANIC_CALLS.load(Ordering::Relaxed), 2);
     assert!(current_attempt().is_none());
+}
+
+#[derive(RetrySpec)]
+#[spec("nested.budgeted")]
+struct Budgeted;
+
+#[derive(RetrySpec)]
+#[spec("nested.sharing")]
+struct Sharing;
+
+/// The outer spec's budget: 2 tokens to start with, no refill worth a
+/// token within a test (a success refunds 0.1).
+fn budgeted() -> Value {
+    table([
+        ("delay", s("10ms")),
+        ("attempts", int(2)),
+        (
+            "retry_budget",
+            table([
+                ("ratio", Value::Float(0.1)),
+                ("tokens_max", int(10)),
+                ("tokens_initial", int(2)),
+            ]),
+        ),
+    ])
+}
+
+fn sharing(share: bool) -> Value {
+    table([
+        ("delay", s("10ms")),
+        ("attempts", int(2)),
+        ("share_outer_budget", Value::Bool(share)),
+    ])
+}
+
+static SHARED_CALLS: AtomicU64 = AtomicU64::new(0);
+
+#[retryable(Sharing)]
+async fn sharing_inner() -> Result<u64, TestError> {
+    SHARED_CALLS.fetch_add(1, Ordering::Relaxed);
+    Err(TestError::Down)
+}
+
+#[retryable(Budgeted)]
+async fn budgeted_outer() -> Result<u64, TestError> {
+    sharing_inner().await
+}
+
+#[retryable(Outer)]
+async fn unbudgeted_outer() -> Result<u64, TestError> {
+    sharing_inner().await
+}
+
+/// The nested-retry WARNs logged.
+fn nested_warnings(capture: &Capture) -> Vec<String> {
+    capture
+        .at("resilient::retry", Level::WARN)
+        .into_iter()
+        .filter(|l| l.fields.contains_key("outer_path"))
+        .map(|l| l.message)
+        .collect()
+}
+
+/// Calls of the always-failing dependency in one outer call, the outer
+/// budget's tokens left after it, and the nested-retry WARNs.
+fn one_outer_call(share: bool) -> (u64, Option<f64>, Vec<String>) {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let capture = Capture::default();
+    let _subscriber = tracing::subscriber::set_default(capture.clone());
+    SHARED_CALLS.store(0, Ordering::Relaxed);
+    let r = build(
+        Registry::builder().spec::<Budgeted>().spec::<Sharing>(),
+        vec![
+            (Budgeted::PATH, budgeted()),
+            (Sharing::PATH, sharing(share)),
+        ],
+    );
+    let rt = paused();
+    rt.block_on(r.scope(async {
+        assert!(matches!(
+            budgeted_outer().await,
+            Err(TestError::Resilience(_))
+        ));
+    }));
+    let tokens = r
+        .sync_scope(Budgeted::get)
+        .ok()
+        .and_then(|h| h.budget_tokens());
+    let calls = SHARED_CALLS.load(Ordering::Relaxed);
+    (calls, tokens, nested_warnings(&capture))
+}
+
+/// `share_outer_budget = true`: the inner spec's retries take the outer
+/// spec's tokens, so that one budget of 2 bounds the retries of both
+/// levels: the inner call retries twice on them (3 calls), and the outer
+/// retry finds its budget empty. Without it, the inner spec (which has no
+/// budget) retries freely inside each of the outer's 3 calls: 9.
+#[test]
+fn an_inner_retry_sharing_the_outer_budget_is_bounded_by_it() {
+    let (shared, shared_left, shared_warned) = one_outer_call(true);
+    let (own, own_left, own_warned) = one_outer_call(false);
+    println!("share_outer_budget: {shared} calls, outer tokens left {shared_left:?}; without: {own} calls, {own_left:?}");
+    assert_eq!(shared, 3, "2 inner retries on the outer's 2 tokens");
+    assert_eq!(shared_left, Some(0.0));
+    assert_eq!(own, 9, "3 × 3 without a shared budget");
+    assert_eq!(
+        own_left,
+        Some(0.0),
+        "the outer's own 2 retries took its 2 tokens"
+    );
+    // Bounded as asked: nothing to warn of; without it, the product.
+    assert_eq!(shared_warned, Vec::<String>::new());
+    assert_eq!(own_warned.len(), 1, "{own_warned:?}");
+    assert!(
+        own_warned[0].contains("up to 3 × 3 = 9 calls"),
+        "{own_warned:?}"
+    );
+}
+
+/// `share_outer_budget = true` inside an outer spec that has no budget has
+/// no effect: the inner spec retries on its own (3 × 3 calls), and one WARN
+/// says so and what to change.
+#[test]
+fn sharing_the_budget_of_an_outer_spec_without_one_is_warned_of() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let capture = Capture::default();
+    let _subscriber = tracing::subscriber::set_default(capture.clone());
+    SHARED_CALLS.store(0, Ordering::Relaxed);
+    let r = build(
+        Registry::builder().spec::<Outer>().spec::<Sharing>(),
+        vec![(Outer::PATH, section(2)), (Sharing::PATH, sharing(true))],
+    );
+    let rt = paused();
+    rt.block_on(r.scope(async {
+        for _ in 0..2 {
+            assert!(matches!(
+                unbudgeted_outer().await,
+                Err(TestError::Resilience(_))
+            ));
+        }
+    }));
+    let warned = nested_warnings(&capture);
+    println!("{} calls; {warned:?}", SHARED_CALLS.load(Ordering::Relaxed));
+    assert_eq!(SHARED_CALLS.load(Ordering::Relaxed), 2 * 9);
+    assert_eq!(
+        warned,
+        ["retry `nested.sharing` runs inside retry `nested.outer` with `share_outer_budget = true`, which has no effect: `nested.outer` has no `retry_budget`, so up to 3 × 3 = 9 calls of the inner fn per outer call; give `nested.outer` a `retry_budget`"]
+    );
+}
+
+/// A misspelt `share_outer_budget` is an unknown key with the right one
+/// suggested, never a setting silently left at `false`.
+#[test]
+fn a_misspelt_share_outer_budget_is_a_problem() {
+    let mut section = sharing(true);
+    if let Value::Table(t) = &mut section {
+        let v = t.remove("share_outer_budget").unwrap();
+        t.insert("share_outer_budgets".into(), v);
+    }
+    let err = Registry::builder()
+        .spec::<Sharing>()
+        .build(&root(vec![(Sharing::PATH, section)]))
+        .map(|_| ())
+        .expect_err("a problem");
+    let text = format!("{err:?}");
+    println!("{text}");
+    assert!(text.contains("share_outer_budgets"), "{text}");
+    assert!(text.contains("`share_outer_budget`"), "{text}");
 }

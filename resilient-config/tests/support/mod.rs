@@ -110,6 +110,7 @@ pub fn minimal() -> resilient_core::retry::RetrySettings {
         max_hinted_delay: None,
         throttle: None,
         attempt_header: None,
+        share_outer_budget: false,
         causes: resilient_core::retry::Causes::default(),
     }
 }

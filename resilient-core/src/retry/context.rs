@@ -2,11 +2,11 @@
 //! the detection of nested retries read.
 //!
 //! A retry marks the thread while it polls its body's future (or calls a
-//! blocking fn's body) on a retry, and only then: the first call of every
-//! call leaves the thread as it found it, so the success path pays one
-//! compare per poll and reads no thread-local. Code below (an HTTP helper,
-//! a retried fn called by the body) reads the mark with
-//! [`current_attempt`].
+//! blocking fn's body), every attempt, the first included: two words
+//! swapped in a thread-local and swapped back, no branch. Code below (an
+//! HTTP helper, a retried fn called by the body) reads the mark with
+//! [`current_attempt`], which reports retries only; an inner retry reads
+//! it to find the outer retry it runs inside.
 //!
 //! What this does not own: the header itself (the tower layers and the
 //! middleware set it on their requests; [`with_attempt_header`] for a
@@ -35,7 +35,7 @@ thread_local! {
 pub struct Attempt {
     pub(crate) key: &'static Key<Retry>,
     /// Attempts made before this one: 1 on the first retry, 0 on the first
-    /// call (which marks nothing).
+    /// call.
     pub(crate) previous: u64,
 }
 

@@ -103,16 +103,16 @@
 //!
 //! # The attempt, the attempt header and nested retries
 //!
-//! On a retry, the body runs with the thread marked with its
+//! Each attempt of the body runs with the thread marked with its
 //! [`Attempt`]: [`current_attempt`] tells the code it runs which retry it
-//! is (`None` on the first call, which marks nothing and so costs nothing).
+//! is (`None` on the first call).
 //! With `attempt_header`, each retry of an HTTP request carries the
 //! attempts made before it (`1` on the first retry, absent on the first
 //! call, as gRPC's `grpc-previous-rpc-attempts`): the middleware set it,
 //! `layer::AttemptHeaderLayer` inside a retry layer sets it, and a
 //! retried fn sets it with `with_attempt_header` (feature `reqwest`) or
 //! `set_attempt_header` (feature `http`). A retry that is about to retry
-//! while an outer retry is on a retry logs one WARN per pair of specs with
+//! inside an outer retry's call logs one WARN per pair of specs with
 //! the product of their calls, and counts `resilient_retry_nested_total`.
 //!
 //! # Imperative use
@@ -762,11 +762,26 @@ impl Retry {
         }
     }
 
-    /// A call of this spec retries inside a retry of `outer`, each of its
-    /// own calls making up to `attempts` + 1: counted, and warned of once
-    /// per outer spec.
+    /// A call of this spec retries inside a call of the retry `outer`, each
+    /// of its own calls making up to `attempts` + 1: counted, and warned of
+    /// once per outer spec, when the outer retry can call more than once
+    /// (an outer `attempts = 0` multiplies nothing).
     #[cold]
-    fn nested(&self, outer: Attempt, attempts: u32) {
+    fn nested(&self, outer: Attempt, settings: &RetrySettings) {
+        // The outer spec is in the registry in use while its call runs;
+        // were it not, the calls it has made are a floor.
+        let (outer_calls, outer_budget) = match crate::registry::lookup(outer.key) {
+            Some(retry) => {
+                let config = retry.config.get();
+                let calls = u64::from(config.settings.attempts).saturating_add(1);
+                (calls, config.budget.is_some() || config.shared.is_some())
+            }
+            None => (outer.previous().saturating_add(1), false),
+        };
+        if outer_calls <= 1 {
+            return;
+        }
+        let attempts = settings.attempts;
         let t = &self.telemetry;
         let metrics = t.metrics_on();
         let mut seen = self
@@ -781,20 +796,25 @@ impl Retry {
                     counter: None,
                 });
                 let inner_calls = u64::from(attempts).saturating_add(1);
-                // The outer spec is in the registry in use while its call
-                // runs; were it not, the calls it has made are a floor.
-                let outer_calls = outer
-                    .max_calls()
-                    .unwrap_or_else(|| outer.previous().saturating_add(1));
                 let calls = outer_calls.saturating_mul(inner_calls);
-                if t.logging() {
+                // Sharing a budget the outer spec has: bounded as asked.
+                let bounded = settings.share_outer_budget && outer_budget;
+                if t.logging() && !bounded {
                     let (spec, path) = (t.spec, t.path);
                     let (outer_spec, outer_path) = (outer.spec(), outer.path());
-                    tracing::warn!(
-                        target: "resilient::retry",
-                        spec, path, outer_spec, outer_path, outer_calls, inner_calls, calls,
-                        "retry `{path}` runs inside retry `{outer_path}`: up to {outer_calls} × {inner_calls} = {calls} calls of the inner fn per outer call; retry at one level only, or bound both with a retry budget"
-                    );
+                    if settings.share_outer_budget {
+                        tracing::warn!(
+                            target: "resilient::retry",
+                            spec, path, outer_spec, outer_path, outer_calls, inner_calls, calls,
+                            "retry `{path}` runs inside retry `{outer_path}` with `share_outer_budget = true`, which has no effect: `{outer_path}` has no `retry_budget`, so up to {outer_calls} × {inner_calls} = {calls} calls of the inner fn per outer call; give `{outer_path}` a `retry_budget`"
+                        );
+                    } else {
+                        tracing::warn!(
+                            target: "resilient::retry",
+                            spec, path, outer_spec, outer_path, outer_calls, inner_calls, calls,
+                            "retry `{path}` runs inside retry `{outer_path}`: up to {outer_calls} × {inner_calls} = {calls} calls of the inner fn per outer call; retry at one level only, or set `share_outer_budget = true` at `{path}` so that the outer retry's budget bounds both"
+                        );
+                    }
                 }
                 seen.len() - 1
             }
@@ -1425,8 +1445,14 @@ where
             }
         }
         // Held across the wait: a call dropped before its retry starts gives
-        // the token back.
-        let withdrawal = match retry.withdraw(config, cause) {
+        // the token back. A token of an outer spec's budget is spent at
+        // once.
+        let outer = if s.share_outer_budget {
+            context::marked().and_then(|outer| withdraw_outer(outer, cause))
+        } else {
+            None
+        };
+        let withdrawal = match outer.unwrap_or_else(|| retry.withdraw(config, cause)) {
             Ok(withdrawal) => withdrawal,
             Err(by) => {
                 stopped(retry, calls, by, &outcome, status);
@@ -1442,9 +1468,9 @@ where
             cause: config.causes.then_some(cause),
         };
         if calls == 1 {
-            // This call's first retry: is it a retry inside another's?
-            if let Some(outer) = current_attempt() {
-                retry.nested(outer, s.attempts);
+            // This call's first retry: is it a retry inside another's call?
+            if let Some(outer) = context::marked() {
+                retry.nested(outer, s);
             }
         }
         let trail = self.trail.get_or_insert_with(Tr::default);
@@ -1453,9 +1479,31 @@ where
     }
 }
 
+/// A token for a retry made inside a call of the retry `outer`, taken from
+/// `outer`'s budget (`share_outer_budget`); `None` when the outer spec has
+/// no budget (nor a registry in use holding it), and the retry's own
+/// budget applies. The token is spent: a call dropped during its wait does
+/// not give it back.
+#[cold]
+fn withdraw_outer<'r>(
+    outer: Attempt,
+    cause: Cause,
+) -> Option<Result<Option<budget::Withdrawal<'r>>, StoppedBy>> {
+    let retry = crate::registry::lookup(outer.key)?;
+    let config = retry.config.get();
+    if config.budget.is_none() && config.shared.is_none() {
+        return None;
+    }
+    Some(retry.withdraw(config, cause).map(|taken| {
+        // Spent now: the outer instance is not held across the wait.
+        let _ = taken.map(budget::Withdrawal::into_token);
+        None
+    }))
+}
+
 impl<T, E, Tr, J> RetryCall<'_, T, E, Tr, J> {
     /// The attempt the next call of the body makes: its spec and the
-    /// attempts before it (`0` for the first call, which marks nothing).
+    /// attempts before it (`0` for the first call).
     #[inline(always)]
     pub fn attempt(&self) -> Attempt {
         Attempt {

@@ -35,6 +35,7 @@ use crate::spec::Cause;
 /// | `throttle.k` | `2.0` | number > 1: adaptive throttling exists only if the `throttle` table does; a retry is refused with probability max(0, (requests − k·accepts) / (requests + 1)) over the trailing `window` |
 /// | `throttle.window` | `"2m"` | duration > 0: the trailing window of the counts (kept in 16 buckets of `window / 16`) |
 /// | `attempt_header` | none | an HTTP header name (letters, digits and ``!#$%&'*+-.^_`|~``, kept lower-case): sent on each retry with the number of attempts before it (`1` on the first retry; absent on the first call), by the tower layers, the middleware and [`with_attempt_header`](crate::retry::with_attempt_header) |
+/// | `share_outer_budget` | `false` | `true`: a retry of this spec made while its call runs inside another retry's call (a retried fn calling a retried fn) takes its token from the outer spec's local `retry_budget`, so that one budget bounds the retries of both levels; outside another retry, or when the outer spec has no local budget, its own budget (if any) applies |
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RetrySettings {
@@ -92,6 +93,9 @@ pub struct RetrySettings {
     /// before it (lower-case); none by default.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub attempt_header: Option<String>,
+    /// Whether a retry made inside another retry's call takes its token
+    /// from the outer spec's local budget.
+    pub share_outer_budget: bool,
     /// The delay and budget cost of the retries after failures of each
     /// cause (the `cause` table): empty by default.
     #[cfg_attr(
@@ -376,6 +380,7 @@ impl RetrySettings {
         s.misplaced("window", "throttle");
         let throttle = s.table("throttle", read_throttle);
         let attempt_header = read_attempt_header(s);
+        let share_outer_budget = s.bool("share_outer_budget", false);
         Some(Self {
             enabled: enabled?,
             delay: delay?,
@@ -404,6 +409,7 @@ impl RetrySettings {
                 Some(t) => Some(t?),
             },
             attempt_header: attempt_header?,
+            share_outer_budget: share_outer_budget?,
             causes: causes?,
         })
     }
