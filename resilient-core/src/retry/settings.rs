@@ -35,7 +35,7 @@ use crate::spec::Cause;
 /// | `throttle.k` | `2.0` | number > 1: adaptive throttling exists only if the `throttle` table does; a retry is refused with probability max(0, (requests − k·accepts) / (requests + 1)) over the trailing `window` |
 /// | `throttle.window` | `"2m"` | duration > 0: the trailing window of the counts (kept in 16 buckets of `window / 16`) |
 /// | `attempt_header` | none | an HTTP header name (letters, digits and ``!#$%&'*+-.^_`|~``, kept lower-case): sent on each retry with the number of attempts before it (`1` on the first retry; absent on the first call), by the tower layers, the middleware and [`with_attempt_header`](crate::retry::with_attempt_header) |
-/// | `share_outer_budget` | `false` | `true`: a retry of this spec made while its call runs inside another retry's call (a retried fn calling a retried fn) takes its token from the outer spec's local `retry_budget`, so that one budget bounds the retries of both levels; outside another retry, or when the outer spec has no local budget, its own budget (if any) applies |
+/// | `share_outer_budget` | `false` | `true`: a retry of this spec made while its call runs inside another retry's call (a retried fn calling a retried fn) takes its token from the outer spec's `retry_budget`, so that one budget bounds the retries of both levels; outside another retry, or when the outer spec has no budget (a WARN says so), its own budget (if any) applies |
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RetrySettings {
