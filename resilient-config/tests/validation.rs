@@ -287,7 +287,7 @@ fn the_known_settings_listed_are_those_valid_here_with_each_tables_keys() {
          `tokens_initial`, `min_tokens_per_second`, `backend`, `on_backend_failure`, \
          `local_tokens_max`), `cause` (a table: `transient.delay`, `transient.cost`, \
          `throttled.delay`, `throttled.cost`, `timeout.delay`, `timeout.cost`), \
-         `throttle` (a table: `k`, `window`) (found 1)"
+         `throttle` (a table: `k`, `window`), `attempt_header`, `share_outer_budget` (found 1)"
     );
     // The same list with the tables written, and keys of theirs written one
     // level too high (reported as such, never listed as settings there).

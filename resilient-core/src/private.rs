@@ -662,3 +662,17 @@ pub fn fallback_receiver_arg<T: FallbackReceiverArg>(receiver: &T) -> T {
 pub fn call_once<R>(body: impl FnOnce() -> R) -> R {
     body()
 }
+
+/// A blocking fn's body under a retry: called with the thread marked with
+/// the attempt when it is a retry (see `retry::current_attempt`).
+#[inline(always)]
+pub fn call_in_attempt<R>(attempt: crate::retry::Attempt, body: impl FnOnce() -> R) -> R {
+    crate::retry::call_in(attempt, body)
+}
+
+/// An async fn's body under a retry: polled with the thread marked with the
+/// attempt when it is a retry (see `retry::current_attempt`).
+#[inline(always)]
+pub fn in_attempt<F>(attempt: crate::retry::Attempt, body: F) -> crate::retry::InAttempt<F> {
+    crate::retry::InAttempt::new(attempt, body)
+}

@@ -763,10 +763,36 @@ pub(crate) fn expand(mut func: Func, layers: &[Layer], markers: TokenStream) -> 
     block.set_span(func.body.span());
     let body_span = func.body.span();
     let blocking = func.sig.asyncness.is_none();
+    // Under a retry, the body runs marked with the attempt when it is a
+    // retry (`resilient_core::retry::current_attempt`): the innermost
+    // retry's call is in scope at the body, unless a `#[hedged]` inside it
+    // runs the body in attempts of its own.
+    let last = |kind: Kind| layers.iter().rposition(|l| l.kind == kind);
+    let marked = match (last(Kind::Retry), last(Kind::Hedging)) {
+        (Some(retry), Some(hedging)) => retry > hedging,
+        (retry, _) => retry.is_some(),
+    };
+    // At the spec, where a spec of the wrong kind is reported once: the
+    // call's type is unknown then, and an error of its own at the body
+    // would repeat it.
+    let retry_span = layers
+        .iter()
+        .rev()
+        .find(|l| l.kind == Kind::Retry)
+        .and_then(|l| l.spec())
+        .map_or_else(Span::call_site, crate::model::spec_span);
+    let attempt = quote_spanned!(retry_span=> __resilient_retry.attempt());
     let body = if blocking {
         // A closure called in place: `return` and `?` leave it as they
         // left the fn.
-        quote_spanned!(body_span=> #p::call_once(move || -> #ret #block))
+        if marked {
+            quote_spanned!(body_span=> #p::call_in_attempt(#attempt, move || -> #ret #block))
+        } else {
+            quote_spanned!(body_span=> #p::call_once(move || -> #ret #block))
+        }
+    } else if marked {
+        let body = quote_spanned!(body_span=> #p::in_attempt(#attempt, async move #block));
+        layer::awaited(timed, Span::call_site(), body)
     } else {
         let body = quote_spanned!(body_span=> async move #block);
         layer::awaited(timed, Span::call_site(), body)

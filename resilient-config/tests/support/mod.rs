@@ -109,6 +109,8 @@ pub fn minimal() -> resilient_core::retry::RetrySettings {
         retry_call_not_permitted: false,
         max_hinted_delay: None,
         throttle: None,
+        attempt_header: None,
+        share_outer_budget: false,
         causes: resilient_core::retry::Causes::default(),
     }
 }

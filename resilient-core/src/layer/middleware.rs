@@ -81,7 +81,7 @@ use crate::error::Error;
 use crate::outcome::Fail;
 use crate::rate_limiter::{RateCall, RateLimiterSpec};
 use crate::registry::{Key, Spec};
-use crate::retry::{Exhaustion, RetryCall, RetrySpec, Step};
+use crate::retry::{Exhaustion, InAttempt, RetryCall, RetrySpec, Step};
 use crate::spec::{Classify, Verdict};
 use crate::telemetry::Outcome;
 use crate::timeout::{TimeoutCall, TimeoutSpec};
@@ -267,11 +267,12 @@ where
             };
         }
         loop {
-            let Some(attempt) = req.try_clone() else {
+            let Some(mut attempt) = req.try_clone() else {
                 call.ended_now(Outcome::Rejected);
                 return Err(MwError::middleware(NotRetryable { spec: S::NAME }));
             };
-            let out = next.clone().run(attempt, extensions).await;
+            super::stack_middleware::attempt_header(&call, &mut attempt);
+            let out = InAttempt::new(call.attempt(), next.clone().run(attempt, extensions)).await;
             let wait = match call.step(out.map_err(Fail::Body)) {
                 Step::Done(out) => return out.map_err(|f| f.into_error(From::from)),
                 Step::Wait(wait) => wait,

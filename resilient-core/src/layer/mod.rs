@@ -114,6 +114,8 @@
 //!
 //! [tower]: https://docs.rs/tower
 
+#[cfg(feature = "http")]
+mod attempt_header;
 mod breaker;
 mod gate;
 #[cfg(feature = "reqwest-middleware")]
@@ -128,6 +130,8 @@ mod timeout;
 
 use std::future::Future;
 
+#[cfg(feature = "http")]
+pub use attempt_header::{AttemptHeader, AttemptHeaderLayer};
 pub use breaker::{CircuitBreakerFuture, CircuitBreakerLayer, CircuitBreakerService};
 pub use gate::{
     ChaosFuture, ChaosLayer, ChaosService, ConcurrencyLimitFuture, ConcurrencyLimitLayer,

@@ -203,6 +203,8 @@ where
                         *this.phase = Phase::Done;
                         continue;
                     };
+                    // Polled unmarked, as in the stack layer: only the
+                    // retry's call of the inner service is marked.
                     let out = ready!(inner.poll(cx));
                     this.inner.set(None);
                     out
@@ -219,7 +221,12 @@ where
                     Ok(()) => {
                         // The retry starts: its token is spent.
                         *this.token = None;
-                        this.inner.set(Some(this.svc.call(this.req.clone())));
+                        // Marked with its attempt: a layer inside (such
+                        // as `AttemptHeaderLayer`) sees it.
+                        let (svc, req) = (&mut *this.svc, &*this.req);
+                        let retry =
+                            crate::retry::call_in(this.call.attempt(), || svc.call(req.clone()));
+                        this.inner.set(Some(retry));
                         *this.phase = Phase::Calling;
                         continue;
                     }

@@ -1168,6 +1168,10 @@ where
         let mut st = state.project();
         loop {
             let out = match *st.phase {
+                // Polled unmarked: only the retry's call of the inner
+                // service is marked (below), which a layer that sets the
+                // attempt header needs; marking each poll cost the first
+                // call 31 instructions more (941 against 910 per call).
                 Phase::Calling => ready!(self.1.poll(st.next.as_mut(), cx, svc)),
                 Phase::Waiting => {
                     if let Some(sleep) = st.sleep.as_mut() {
@@ -1186,7 +1190,16 @@ where
                             *st.phase = Phase::Done;
                             return Poll::Pending;
                         };
-                        match self.1.start(st.next.as_mut(), svc, req) {
+                        // Marked with its attempt: a layer inside (such
+                        // as `AttemptHeaderLayer`) sees it.
+                        let next = st.next.as_mut();
+                        let started = match st.call.as_ref().map(RetryCall::attempt) {
+                            Some(attempt) => {
+                                crate::retry::call_in(attempt, || self.1.start(next, svc, req))
+                            }
+                            None => self.1.start(next, svc, req),
+                        };
+                        match started {
                             Some(out) => out,
                             None => continue,
                         }

@@ -28,7 +28,7 @@ use crate::circuit_breaker::CircuitBreakerSpec;
 use crate::gate::{Entry, Gate};
 use crate::outcome::Fail;
 use crate::registry::Key;
-use crate::retry::{Exhaustion, RetryCall, RetrySpec, Step};
+use crate::retry::{Exhaustion, InAttempt, RetryCall, RetrySpec, Step};
 use crate::spec::{Classify, Verdict};
 use crate::telemetry::Outcome;
 use crate::timeout::{TimeoutCall, TimeoutSpec};
@@ -226,13 +226,15 @@ where
                 };
             }
             loop {
-                let Some(attempt) = req.try_clone() else {
+                let Some(mut attempt) = req.try_clone() else {
                     call.ended_now(Outcome::Rejected);
                     return Err(Fail::Body(MwError::middleware(NotRetryable {
                         spec: S::NAME,
                     })));
                 };
-                let out = self.1.run(attempt, &mut *extensions, next.clone()).await;
+                attempt_header(&call, &mut attempt);
+                let run = self.1.run(attempt, &mut *extensions, next.clone());
+                let out = InAttempt::new(call.attempt(), run).await;
                 let wait = match call.step(out) {
                     Step::Done(out) => return out,
                     Step::Wait(wait) => wait,
@@ -240,5 +242,23 @@ where
                 wait.wait().await;
             }
         }
+    }
+}
+
+/// Sets the retry's attempt header on `request`, when `call`'s next call is
+/// a retry and its spec has an `attempt_header` (replacing one the request
+/// already carries: each retry says its own number).
+pub(super) fn attempt_header<T, E, Tr, J>(
+    call: &RetryCall<'_, T, E, Tr, J>,
+    request: &mut Request,
+) {
+    let Some((name, previous)) = call.attempt_header() else {
+        return;
+    };
+    // Validated when the settings were read.
+    if let Ok(name) = http::HeaderName::from_bytes(name.as_bytes()) {
+        request
+            .headers_mut()
+            .insert(name, http::HeaderValue::from(previous));
     }
 }

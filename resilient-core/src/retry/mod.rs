@@ -101,6 +101,20 @@
 //! clock read and one compare-and-swap on the window's current bucket.
 //! [`RetryHandle::throttle_counts`] shows the window.
 //!
+//! # The attempt, the attempt header and nested retries
+//!
+//! Each attempt of the body runs with the thread marked with its
+//! [`Attempt`]: [`current_attempt`] tells the code it runs which retry it
+//! is (`None` on the first call).
+//! With `attempt_header`, each retry of an HTTP request carries the
+//! attempts made before it (`1` on the first retry, absent on the first
+//! call, as gRPC's `grpc-previous-rpc-attempts`): the middleware set it,
+//! `layer::AttemptHeaderLayer` inside a retry layer sets it, and a
+//! retried fn sets it with `with_attempt_header` (feature `reqwest`) or
+//! `set_attempt_header` (feature `http`). A retry that is about to retry
+//! inside an outer retry's call logs one WARN per pair of specs with
+//! the product of their calls, and counts `resilient_retry_nested_total`.
+//!
 //! # Imperative use
 //!
 //! The macros are a thin layer over [`RetrySpec::get`] and
@@ -121,6 +135,7 @@
 //! ```
 
 pub(crate) mod budget;
+mod context;
 mod exhausted;
 mod settings;
 mod throttle;
@@ -134,6 +149,14 @@ use metrics::Counter;
 
 use tokio::time::Instant;
 
+pub(crate) use context::call_in;
+#[cfg(feature = "http")]
+pub use context::set_attempt_header;
+#[cfg(feature = "reqwest")]
+pub use context::with_attempt_header;
+#[doc(hidden)]
+pub use context::InAttempt;
+pub use context::{current_attempt, Attempt};
 pub use exhausted::{
     Exhaustion, IntoBoxError, Kept, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX,
 };
@@ -214,6 +237,17 @@ pub struct Retry {
     throttle: Throttle,
     telemetry: Telemetry,
     meters: OnceLock<RetryMeters>,
+    /// The retry specs this one was found running inside, each warned of
+    /// once, with its counter once metrics registered it. Read only when a
+    /// call retries inside another retry's retry.
+    nested: std::sync::Mutex<Vec<Nested>>,
+}
+
+/// An outer retry spec found around this one.
+#[derive(Debug)]
+struct Nested {
+    outer: &'static str,
+    counter: Option<Counter>,
 }
 
 /// The settings a retry runs with, and its budget's in the bucket's units.
@@ -376,6 +410,7 @@ impl Mechanism for Retry {
             throttle: Throttle::new(),
             telemetry,
             meters: OnceLock::new(),
+            nested: std::sync::Mutex::new(Vec::new()),
         };
         retry.register_meters();
         retry
@@ -724,6 +759,75 @@ impl Retry {
                     _ => Err(StoppedBy::BudgetUnavailable),
                 }
             }
+        }
+    }
+
+    /// A call of this spec retries inside a call of the retry `outer`, each
+    /// of its own calls making up to `attempts` + 1: counted, and warned of
+    /// once per outer spec, when the outer retry can call more than once
+    /// (an outer `attempts = 0` multiplies nothing).
+    #[cold]
+    fn nested(&self, outer: Attempt, settings: &RetrySettings) {
+        // The outer spec is in the registry in use while its call runs;
+        // were it not, the calls it has made are a floor.
+        let (outer_calls, outer_budget) = match crate::registry::lookup(outer.key) {
+            Some(retry) => {
+                let config = retry.config.get();
+                let calls = u64::from(config.settings.attempts).saturating_add(1);
+                (calls, config.budget.is_some() || config.shared.is_some())
+            }
+            None => (outer.previous().saturating_add(1), false),
+        };
+        if outer_calls <= 1 {
+            return;
+        }
+        let attempts = settings.attempts;
+        let t = &self.telemetry;
+        let metrics = t.metrics_on();
+        let mut seen = self
+            .nested
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = match seen.iter().position(|n| n.outer == outer.path()) {
+            Some(at) => at,
+            None => {
+                seen.push(Nested {
+                    outer: outer.path(),
+                    counter: None,
+                });
+                let inner_calls = u64::from(attempts).saturating_add(1);
+                let calls = outer_calls.saturating_mul(inner_calls);
+                // Sharing a budget the outer spec has: bounded as asked.
+                let bounded = settings.share_outer_budget && outer_budget;
+                if t.logging() && !bounded {
+                    let (spec, path) = (t.spec, t.path);
+                    let (outer_spec, outer_path) = (outer.spec(), outer.path());
+                    if settings.share_outer_budget {
+                        tracing::warn!(
+                            target: "resilient::retry",
+                            spec, path, outer_spec, outer_path, outer_calls, inner_calls, calls,
+                            "retry `{path}` runs inside retry `{outer_path}` with `share_outer_budget = true`, which has no effect: `{outer_path}` has no `retry_budget`, so up to {outer_calls} × {inner_calls} = {calls} calls of the inner fn per outer call; give `{outer_path}` a `retry_budget`"
+                        );
+                    } else {
+                        tracing::warn!(
+                            target: "resilient::retry",
+                            spec, path, outer_spec, outer_path, outer_calls, inner_calls, calls,
+                            "retry `{path}` runs inside retry `{outer_path}`: up to {outer_calls} × {inner_calls} = {calls} calls of the inner fn per outer call; retry at one level only, or set `share_outer_budget = true` at `{path}` so that the outer retry's budget bounds both"
+                        );
+                    }
+                }
+                seen.len() - 1
+            }
+        };
+        if metrics {
+            // Registered at the first occurrence, with the recorder then in
+            // use (a pair that never happens costs no series).
+            seen[at]
+                .counter
+                .get_or_insert_with(|| {
+                    t.counter("resilient_retry_nested_total", &[("outer", outer.path())])
+                })
+                .increment(1);
         }
     }
 
@@ -1341,8 +1445,14 @@ where
             }
         }
         // Held across the wait: a call dropped before its retry starts gives
-        // the token back.
-        let withdrawal = match retry.withdraw(config, cause) {
+        // the token back. A token of an outer spec's budget is spent at
+        // once.
+        let outer = if s.share_outer_budget {
+            context::marked().and_then(|outer| withdraw_outer(outer, cause))
+        } else {
+            None
+        };
+        let withdrawal = match outer.unwrap_or_else(|| retry.withdraw(config, cause)) {
             Ok(withdrawal) => withdrawal,
             Err(by) => {
                 stopped(retry, calls, by, &outcome, status);
@@ -1357,13 +1467,68 @@ where
             status,
             cause: config.causes.then_some(cause),
         };
+        if calls == 1 {
+            // This call's first retry: is it a retry inside another's call?
+            if let Some(outer) = context::marked() {
+                retry.nested(outer, s);
+            }
+        }
         let trail = self.trail.get_or_insert_with(Tr::default);
         keep(ops, retry, trail, wait, outcome);
         Step::Wait(RetryWait { delay, withdrawal })
     }
 }
 
+/// A token for a retry made inside a call of the retry `outer`, taken from
+/// `outer`'s budget (`share_outer_budget`); `None` when the outer spec has
+/// no budget (nor a registry in use holding it), and the retry's own
+/// budget applies. The token is spent: a call dropped during its wait does
+/// not give it back.
+#[cold]
+fn withdraw_outer<'r>(
+    outer: Attempt,
+    cause: Cause,
+) -> Option<Result<Option<budget::Withdrawal<'r>>, StoppedBy>> {
+    let retry = crate::registry::lookup(outer.key)?;
+    let config = retry.config.get();
+    if config.budget.is_none() && config.shared.is_none() {
+        return None;
+    }
+    Some(retry.withdraw(config, cause).map(|taken| {
+        // Spent now: the outer instance is not held across the wait.
+        let _ = taken.map(budget::Withdrawal::into_token);
+        None
+    }))
+}
+
 impl<T, E, Tr, J> RetryCall<'_, T, E, Tr, J> {
+    /// The attempt the next call of the body makes: its spec and the
+    /// attempts before it (`0` for the first call).
+    #[inline(always)]
+    pub fn attempt(&self) -> Attempt {
+        Attempt {
+            key: self.ops.key,
+            previous: self.calls,
+        }
+    }
+
+    /// The attempt header to send with the next call, when it is a retry
+    /// and the spec has one: its name, and the attempts made before it.
+    #[cfg(feature = "reqwest-middleware")]
+    pub(crate) fn attempt_header(&self) -> Option<(&str, u64)> {
+        if self.calls == 0 {
+            return None;
+        }
+        let retry = self.retry.as_deref()?;
+        let name = self
+            .config
+            .get(&retry.config)
+            .settings
+            .attempt_header
+            .as_deref()?;
+        Some((name, self.calls))
+    }
+
     /// Returns a budget token taken for a retry that will not start (see
     /// [`RetryWait::into_parts`]).
     pub(crate) fn give_back(&self, token: budget::Token) {
@@ -1412,7 +1577,7 @@ where
     }
     loop {
         // The match ends before the wait, as in the generated code.
-        let wait = match call.step(f().await) {
+        let wait = match call.step(InAttempt::new(call.attempt(), f()).await) {
             Step::Done(out) => return out,
             Step::Wait(w) => w,
         };

@@ -34,6 +34,8 @@ use crate::spec::Cause;
 /// | `cause.<cause>.cost` | `1` | whole number in 1..=`retry_budget.tokens_max`: the budget tokens a retry after a failure of this cause takes; needs a local `retry_budget` |
 /// | `throttle.k` | `2.0` | number > 1: adaptive throttling exists only if the `throttle` table does; a retry is refused with probability max(0, (requests − k·accepts) / (requests + 1)) over the trailing `window` |
 /// | `throttle.window` | `"2m"` | duration > 0: the trailing window of the counts (kept in 16 buckets of `window / 16`) |
+/// | `attempt_header` | none | an HTTP header name (letters, digits and ``!#$%&'*+-.^_`|~``, kept lower-case): sent on each retry with the number of attempts before it (`1` on the first retry; absent on the first call), by the tower layers, the middleware and [`with_attempt_header`](crate::retry::with_attempt_header) |
+/// | `share_outer_budget` | `false` | `true`: a retry of this spec made while its call runs inside another retry's call (a retried fn calling a retried fn) takes its token from the outer spec's `retry_budget`, so that one budget bounds the retries of both levels; outside another retry, or when the outer spec has no budget (a WARN says so), its own budget (if any) applies |
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RetrySettings {
@@ -87,6 +89,13 @@ pub struct RetrySettings {
     /// Client-side adaptive throttling of retries, if its table exists.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub throttle: Option<ThrottleSettings>,
+    /// The header that carries, on each retry, the number of attempts made
+    /// before it (lower-case); none by default.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub attempt_header: Option<String>,
+    /// Whether a retry made inside another retry's call takes its token
+    /// from the outer spec's local budget.
+    pub share_outer_budget: bool,
     /// The delay and budget cost of the retries after failures of each
     /// cause (the `cause` table): empty by default.
     #[cfg_attr(
@@ -370,6 +379,8 @@ impl RetrySettings {
         s.misplaced("k", "throttle");
         s.misplaced("window", "throttle");
         let throttle = s.table("throttle", read_throttle);
+        let attempt_header = read_attempt_header(s);
+        let share_outer_budget = s.bool("share_outer_budget", false);
         Some(Self {
             enabled: enabled?,
             delay: delay?,
@@ -397,6 +408,8 @@ impl RetrySettings {
                 None => None,
                 Some(t) => Some(t?),
             },
+            attempt_header: attempt_header?,
+            share_outer_budget: share_outer_budget?,
             causes: causes?,
         })
     }
@@ -516,6 +529,38 @@ fn from_nanos(nanos: u128) -> Duration {
         Ok(secs) => Duration::new(secs, (nanos % 1_000_000_000) as u32),
         Err(_) => Duration::MAX,
     }
+}
+
+/// Reads `attempt_header`: `Some(None)` when absent, `None` after a problem.
+/// A name an HTTP request cannot carry is reported here, at startup, rather
+/// than found missing at a server.
+fn read_attempt_header(s: &mut Section<'_>) -> Option<Option<String>> {
+    if !s.has("attempt_header") {
+        return Some(None);
+    }
+    let name = s.text("attempt_header", None)?;
+    if name.is_empty() {
+        s.invalid(
+            "attempt_header",
+            "must be a header name, such as \"x-retry-attempt\" (leave it out to send no header)",
+        );
+        return None;
+    }
+    if let Some(c) = name.chars().find(|&c| !is_token_char(c)) {
+        s.invalid(
+            "attempt_header",
+            format!(
+                "must be an HTTP header name: letters, digits and !#$%&'*+-.^_`|~ only, and {c:?} is none of them (for example \"x-retry-attempt\")"
+            ),
+        );
+        return None;
+    }
+    Some(Some(name.to_ascii_lowercase()))
+}
+
+/// A character of an HTTP token (RFC 9110, 5.6.2), which a header name is.
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
 }
 
 /// What a `cause.<cause>` table is checked against: the settings read
