@@ -94,7 +94,8 @@ pub struct RetrySettings {
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub attempt_header: Option<String>,
     /// Whether a retry made inside another retry's call takes its token
-    /// from the outer spec's local budget.
+    /// from the outer spec's budget (shown only when set).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "std::ops::Not::not"))]
     pub share_outer_budget: bool,
     /// The delay and budget cost of the retries after failures of each
     /// cause (the `cause` table): empty by default.
