@@ -1,6 +1,7 @@
 //! Client-side adaptive throttling of retries (Google SRE book, "Handling
 //! Overload"): the counts of one retry spec's attempts over a trailing
-//! window, and the probability that they refuse the next retry.
+//! window, and the probability that they refuse the next retry (and, with
+//! `first_calls`, the next call's first attempt).
 //!
 //! The counts are a ring of [`BUCKETS`] buckets over the window, each one
 //! `AtomicU64` holding the bucket's number and its two counts, so a count
@@ -14,7 +15,7 @@
 //! pending accepts, which also holds the bucket number of the last time
 //! the throttle read the clock. The pending accepts enter the window, in
 //! that bucket, the next time the clock is read: at a failure, at a
-//! decision on a retry, at a read of the counts, or once [`FOLD`] of them
+//! decision on a retry or a first call, at a read of the counts, or once [`FOLD`] of them
 //! are waiting. So an accept is dated at most [`FOLD`] − 1 accepts too
 //! early, never too late: the window can hold fewer accepts than happened
 //! in it (at most `FOLD − 1`, which makes a refusal slightly likelier, as
@@ -51,6 +52,8 @@ pub(crate) struct ThrottleParams {
     pub(crate) k: f64,
     /// The length of one bucket, in nanoseconds (≥ 1).
     period: u64,
+    /// `first_calls`: a call's first attempt is refused too.
+    pub(crate) first_calls: bool,
 }
 
 impl ThrottleParams {
@@ -59,6 +62,7 @@ impl ThrottleParams {
         Self {
             k: s.k,
             period: (window / BUCKETS as u64).max(1),
+            first_calls: s.first_calls,
         }
     }
 }
@@ -192,6 +196,12 @@ impl Throttle {
     pub(crate) fn counts(&self, p: &ThrottleParams) -> Counts {
         let period = self.period(p, Instant::now());
         self.fold(period);
+        self.counts_at(period)
+    }
+
+    /// The counts of the window whose last bucket is `period`, the pending
+    /// accepts folded in already.
+    fn counts_at(&self, period: u64) -> Counts {
         let mut counts = Counts::default();
         for slot in &self.buckets {
             let word = slot.load(Ordering::Relaxed);
@@ -219,6 +229,39 @@ impl Throttle {
     }
 }
 
+/// A first attempt refused by the throttle: the counts of the window that
+/// refused it (before it was counted in).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Refused {
+    pub(crate) counts: Counts,
+    pub(crate) refusal: f64,
+}
+
+impl Throttle {
+    /// Whether a call's first attempt goes ahead (`first_calls`): as
+    /// [`admits`](Self::admits), with one clock read for the decision and
+    /// the count. A refused first attempt is counted in the window as a
+    /// request that was not accepted: the SRE book counts the requests the
+    /// application attempted, those the client refused included, so that
+    /// the refusals rise while the application keeps asking more than the
+    /// dependency accepts.
+    pub(crate) fn first_call(
+        &self,
+        p: &ThrottleParams,
+        draw: impl FnOnce() -> f64,
+    ) -> Result<(), Refused> {
+        let period = self.period(p, Instant::now());
+        self.fold(period);
+        let counts = self.counts_at(period);
+        let refusal = counts.refusal(p.k);
+        if refusal <= 0.0 || draw() >= refusal {
+            return Ok(());
+        }
+        self.add(period, 0, 1);
+        Err(Refused { counts, refusal })
+    }
+}
+
 /// Whether counts kept under `a` still mean the same under `b`: their
 /// buckets are as long.
 pub(crate) fn same_window(a: &ThrottleParams, b: &ThrottleParams) -> bool {
@@ -234,6 +277,7 @@ mod tests {
         ThrottleParams::of(&ThrottleSettings {
             k,
             window: Duration::from_secs(16),
+            first_calls: true,
         })
     }
 
@@ -346,6 +390,36 @@ mod tests {
             .map(|b| (b.load(Ordering::Relaxed) >> COUNT_BITS) & COUNT_MAX)
             .sum();
         assert_eq!(in_buckets, FOLD);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_first_call_counts_as_a_request_not_accepted() {
+        let (t, p) = (Throttle::new(), params(2.0));
+        // Nothing in the window: admitted, no draw, nothing counted.
+        assert_eq!(t.first_call(&p, || unreachable!("no draw")), Ok(()));
+        assert_eq!(t.counts(&p), Counts::default());
+        t.record(&p, false);
+        // 1 request, 0 accepts: refused with probability ½; a draw below.
+        assert_eq!(
+            t.first_call(&p, || 0.25),
+            Err(Refused {
+                counts: Counts {
+                    requests: 1,
+                    accepts: 0
+                },
+                refusal: 0.5,
+            })
+        );
+        assert_eq!(
+            t.counts(&p),
+            Counts {
+                requests: 2,
+                accepts: 0
+            }
+        );
+        // A draw at or above the refusal admits, and counts nothing yet.
+        assert_eq!(t.first_call(&p, || 0.9), Ok(()));
+        assert_eq!(t.counts(&p).requests, 2);
     }
 
     #[test]
