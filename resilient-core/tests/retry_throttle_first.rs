@@ -618,3 +618,71 @@ fn on_two_workers_received_and_refused_add_up_to_the_requests() {
     assert_eq!(counts.accepts, accepted);
     assert!(refused > 0, "an overloaded backend gets some calls refused");
 }
+
+// ------------------------------------------------------------ reload, explain
+
+#[derive(RetrySpec)]
+#[spec("first.reload")]
+struct Reloading;
+
+#[retryable(Reloading)]
+async fn reloading() -> Result<u64, TestError> {
+    Ok(1)
+}
+
+/// Reloads the spec's section: the notes of its change.
+fn reload(r: &Registry, section: Value) -> Vec<String> {
+    match r.reload(&root(vec![("first.reload", section)])) {
+        Ok(done) => done.specs.into_iter().flat_map(|c| c.notes).collect(),
+        Err(problems) => panic!("reload refused: {problems:#?}"),
+    }
+}
+
+/// `first_calls` switched by a reload with the same window: the counts
+/// stay, and the reload's notes say what is refused now. `explain` names
+/// `Error::Throttled` among what a caller may get, only with it.
+#[test]
+fn a_reload_switches_first_calls_on_the_kept_counts_and_explain_names_the_error() {
+    fastrand::seed(13);
+    paused_runtime().block_on(async {
+        let r = registry::<Reloading>(section(0, 2.0, "2m", None));
+        let says = |r: &Registry| r.explain().function("reloading").unwrap().outcomes.clone();
+        assert!(!says(&r).iter().any(|o| o.contains("Error::Throttled")), "{:?}", says(&r));
+        let backend = Backend::new(Accepts::PerSecond(0));
+        for _ in 0..50 {
+            let out = r
+                .scope(async { Reloading::get()?.call(|| async { backend.serve() }).await })
+                .await;
+            assert!(matches!(out, Err(TestError::Overloaded(_))), "{out:?}");
+        }
+        let notes = reload(&r, section(0, 2.0, "2m", Some(boolean(true))));
+        assert_eq!(
+            notes,
+            ["adaptive throttling now refuses first calls too (`first_calls = true`), on the counts it kept"]
+        );
+        let outcomes = says(&r);
+        println!("explain, first_calls = true: {outcomes:?}");
+        assert!(
+            outcomes.iter().any(|o| o.starts_with("`Error::Throttled` at once from `Reloading`")),
+            "{outcomes:?}"
+        );
+        // The 50 failures kept: the next calls are refused at once.
+        let mut refused = 0;
+        for _ in 0..10 {
+            let out = r
+                .scope(async { Reloading::get()?.call(|| async { backend.serve() }).await })
+                .await;
+            if let Err(TestError::Resilience(Error::Throttled { .. })) = out {
+                refused += 1;
+            }
+        }
+        assert!(refused >= 9, "{refused}");
+        let notes = reload(&r, section(0, 2.0, "2m", Some(boolean(false))));
+        assert_eq!(
+            notes,
+            ["adaptive throttling now refuses retries only (`first_calls = false`)"]
+        );
+        let out = r.scope(reloading()).await;
+        assert_eq!(out.ok(), Some(1), "no first call refused any more");
+    });
+}

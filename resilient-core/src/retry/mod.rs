@@ -597,7 +597,16 @@ impl Retry {
         now: Option<ThrottleParams>,
     ) -> Option<String> {
         match (was, now) {
-            (Some(a), Some(b)) if throttle::same_window(&a, &b) => None,
+            (Some(a), Some(b)) if throttle::same_window(&a, &b) => {
+                (a.first_calls != b.first_calls).then(|| {
+                    if b.first_calls {
+                        "adaptive throttling now refuses first calls too (`first_calls = true`), on the counts it kept"
+                    } else {
+                        "adaptive throttling now refuses retries only (`first_calls = false`)"
+                    }
+                    .to_owned()
+                })
+            }
             (Some(_), Some(_)) => {
                 self.throttle.clear();
                 Some(
