@@ -94,10 +94,11 @@
 //! `max(0, (requests − k·accepts) / (requests + 1))`. The first call of a
 //! call is refused only with `throttle.first_calls = true`: then before
 //! the body runs, with [`Error::Throttled`], counted in the window as a
-//! request (as the SRE book counts the requests the client refused) and as
-//! [`StoppedBy::ThrottledFirstCall`]; every door asks, since the decision
-//! is made where a retry's call starts. A refused retry ends the call with its last
-//! failure unchanged, as an empty budget does, and is counted as
+//! request (as the SRE book counts the requests the client refused) and
+//! as [`StoppedBy::ThrottledFirstCall`]; every door asks, since the
+//! decision is made where a retry's call starts. A refused retry ends the
+//! call with its last failure unchanged, as an empty budget does, and is
+//! counted as
 //! [`StoppedBy::Throttled`]. With nothing failed in the window the
 //! probability is 0 and no random number is drawn. A success costs one
 //! atomic add and no clock read (its accept is dated at the throttle's last
@@ -348,12 +349,14 @@ struct RetryMeters {
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct ThrottleCounts {
-    /// Attempts made in the window, by every fn of the spec.
+    /// Attempts made in the window, by every fn of the spec, and first
+    /// calls refused (`first_calls = true`).
     pub requests: u64,
     /// Of those, the attempts accepted: successes, and failures the spec
     /// does not retry.
     pub accepts: u64,
-    /// The probability that the next retry is refused:
+    /// The probability that the next retry (and with `first_calls = true`,
+    /// the next first call) is refused:
     /// `max(0, (requests − k·accepts) / (requests + 1))`.
     pub refusal: f64,
 }
@@ -1120,7 +1123,8 @@ fn resilience_cause(error: &Error) -> Cause {
 #[doc(hidden)]
 pub struct RetryCall<'a, T, E, Tr, J> {
     ops: RetryOps<T, E, Tr, J>,
-    /// `None` when the spec has no settings: the call fails at once.
+    /// `None` when the spec has no settings, or adaptive throttling refused
+    /// the first attempt: the call fails at once.
     retry: Option<CallInstance<'a, Retry>>,
     /// The settings read when the call started (their tag says what the
     /// success path needs of them).
@@ -1128,10 +1132,10 @@ pub struct RetryCall<'a, T, E, Tr, J> {
     /// Made at the first failure: a call that succeeds at once builds and
     /// drops nothing.
     trail: Option<Tr>,
-    // u64: with `attempts = u32::MAX` the count must still pass it.
-    /// Calls made. With `retry` taken away by adaptive throttling's
-    /// refusal of the first attempt, the counts of that refusal instead
+    /// Calls made. With `retry` let go at adaptive throttling's refusal
+    /// of the first attempt, the counts of that refusal instead
     /// ([`Refusal`]): kept where the success path stores nothing new.
+    // u64: with `attempts = u32::MAX` the count must still pass it.
     calls: u64,
     started: Option<Instant>,
     /// When the call started, while it is timed and has no outcome yet.
@@ -1275,6 +1279,8 @@ where
         }
     }
 
+    /// The error of a call with no instance: no settings, or (with a
+    /// refusal's counts in `calls`) adaptive throttling's refusal.
     #[cold]
     fn refusal(&self) -> Error {
         match self.calls {

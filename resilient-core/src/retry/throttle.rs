@@ -77,6 +77,10 @@ pub(crate) struct Throttle {
     /// The bucket number of the last clock read, and the accepts counted
     /// since, which are not in a bucket yet.
     pending: AtomicU64,
+    /// The bucket number of the last request not accepted, plus one; 0
+    /// for none since the throttle was made or cleared. A first call asks
+    /// it before the clock: a window with no such request refuses nothing.
+    rejected: AtomicU64,
 }
 
 /// The attempts of a window: how many were made, how many were accepted.
@@ -108,6 +112,7 @@ impl Throttle {
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             // Bucket 0, the bucket of `origin`: no accept pending.
             pending: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
         }
     }
 
@@ -117,6 +122,7 @@ impl Throttle {
             b.store(0, Ordering::Relaxed);
         }
         self.pending.store(0, Ordering::Relaxed);
+        self.rejected.store(0, Ordering::Relaxed);
     }
 
     /// The number of the bucket of `now`, modulo `2^PERIOD_BITS`.
@@ -144,6 +150,9 @@ impl Throttle {
         self.fold(period);
         let (accepts, rejects) = if accepted { (1, 0) } else { (0, 1) };
         self.add(period, accepts, rejects);
+        if !accepted {
+            self.rejected.store(period + 1, Ordering::Relaxed);
+        }
     }
 
     /// Puts the pending accepts in the bucket of the last clock read, and
@@ -250,6 +259,9 @@ impl Throttle {
         p: &ThrottleParams,
         draw: impl FnOnce() -> f64,
     ) -> Result<(), Refused> {
+        if !self.may_refuse() {
+            return Ok(());
+        }
         let period = self.period(p, Instant::now());
         self.fold(period);
         let counts = self.counts_at(period);
@@ -258,7 +270,25 @@ impl Throttle {
             return Ok(());
         }
         self.add(period, 0, 1);
+        self.rejected.store(period + 1, Ordering::Relaxed);
         Err(Refused { counts, refusal })
+    }
+
+    /// Whether the window may hold a request not accepted, read without
+    /// the clock: the last one is less than a window older than the last
+    /// clock read, which is never later than now (a window with none has
+    /// at most as many requests as accepts, and `k > 1` refuses nothing
+    /// then). A last clock read seen before the last rejection (a race
+    /// between two folds) counts as recent.
+    #[inline]
+    fn may_refuse(&self) -> bool {
+        let last = self.rejected.load(Ordering::Relaxed);
+        if last == 0 {
+            return false;
+        }
+        let read = self.pending.load(Ordering::Relaxed) >> PENDING_BITS;
+        let age = read.wrapping_sub(last - 1) & PERIOD_MASK;
+        (age as usize) < BUCKETS || age > PERIOD_MASK / 2
     }
 }
 
@@ -420,6 +450,39 @@ mod tests {
         // A draw at or above the refusal admits, and counts nothing yet.
         assert_eq!(t.first_call(&p, || 0.9), Ok(()));
         assert_eq!(t.counts(&p).requests, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_first_call_reads_no_clock_while_the_window_holds_no_rejection() {
+        let (t, p) = (Throttle::new(), params(2.0));
+        let in_buckets = |t: &Throttle| {
+            t.buckets
+                .iter()
+                .map(|b| (b.load(Ordering::Relaxed) >> COUNT_BITS) & COUNT_MAX)
+                .sum::<u64>()
+        };
+        for _ in 0..5 {
+            t.accept(&p);
+        }
+        // No rejection ever: admitted without a clock read, so without
+        // folding the pending accepts.
+        assert_eq!(t.first_call(&p, || unreachable!("no draw")), Ok(()));
+        assert_eq!(in_buckets(&t), 0);
+        // A rejection: the next first call reads the clock (and folds).
+        t.record(&p, false);
+        assert_eq!(t.first_call(&p, || 0.99), Ok(()));
+        // A window later, a clock read (an accepted failure) leaves the
+        // rejection behind: no clock read again, the accept stays pending.
+        tokio::time::advance(Duration::from_secs(16)).await;
+        t.record(&p, true);
+        t.accept(&p);
+        let before = t.pending.load(Ordering::Relaxed);
+        assert_eq!(t.first_call(&p, || unreachable!("no draw")), Ok(()));
+        assert_eq!(t.pending.load(Ordering::Relaxed), before);
+        // Cleared: no rejection known.
+        t.record(&p, false);
+        t.clear();
+        assert!(!t.may_refuse());
     }
 
     #[test]
