@@ -287,7 +287,7 @@ fn the_known_settings_listed_are_those_valid_here_with_each_tables_keys() {
          `tokens_initial`, `min_tokens_per_second`, `backend`, `on_backend_failure`, \
          `local_tokens_max`), `cause` (a table: `transient.delay`, `transient.cost`, \
          `throttled.delay`, `throttled.cost`, `timeout.delay`, `timeout.cost`), \
-         `throttle` (a table: `k`, `window`), `attempt_header`, `share_outer_budget` (found 1)"
+         `throttle` (a table: `k`, `window`, `first_calls`), `attempt_header`, `share_outer_budget` (found 1)"
     );
     // The same list with the tables written, and keys of theirs written one
     // level too high (reported as such, never listed as settings there).
@@ -711,16 +711,51 @@ fn throttle_window_must_be_a_duration_above_zero() {
     );
 }
 
+#[tokio::test]
+async fn throttle_first_calls_is_read_quoted_or_not() -> TestResult {
+    // Quoted, as an environment variable gives every value: the same.
+    for (value, expected) in [
+        ("true", true),
+        ("false", false),
+        ("\"true\"", true),
+        ("\"FALSE\"", false),
+    ] {
+        let toml = format!("{MINIMAL}\nthrottle = {{ first_calls = {value} }}");
+        let settings = pet_settings(&config(&pet(&toml))).await?;
+        assert_eq!(
+            settings.throttle.map(|t| t.first_calls),
+            Some(expected),
+            "{value}"
+        );
+    }
+    Ok(())
+}
+
 #[test]
-fn throttle_first_calls_is_refused_not_ignored() {
-    for value in ["true", "false"] {
+fn throttle_first_calls_other_than_a_boolean_is_a_problem() {
+    for value in ["1", "\"yes\"", "\"on\""] {
         check_pet(
             &format!("{MINIMAL}\nthrottle = {{ first_calls = {value} }}"),
             "throttle.first_calls",
-            "is not supported: adaptive throttling refuses retries only, never the first call of a call; remove `first_calls`",
+            "must be `true` or `false`",
             Some(value),
         );
     }
+}
+
+#[test]
+fn throttle_first_calls_misspelt_or_written_beside_attempts_is_a_problem() {
+    let err = pet_err(&pet(&format!(
+        "{MINIMAL}\nthrottle = {{ first_call = true }}"
+    )));
+    let rule = &with_key(&err, "throttle.first_call").rule;
+    assert!(rule.contains("did you mean `first_calls`"), "{err}");
+    check_pet(
+        &format!("{MINIMAL}\nfirst_calls = true"),
+        "first_calls",
+        "belongs under `throttle`: move it to `throttle.first_calls`",
+        Some("true"),
+    );
 }
 
 #[test]
@@ -747,6 +782,7 @@ async fn throttle_defaults_to_the_sre_book() -> TestResult {
         Some(ThrottleSettings {
             k: 2.0,
             window: Duration::from_secs(120),
+            first_calls: false,
         })
     );
     Ok(())

@@ -95,6 +95,23 @@ pub enum Error {
         backend: &'static str,
     },
 
+    /// Adaptive throttling refused the call before its first attempt: the
+    /// retry spec's `throttle` table has `first_calls = true`, and its
+    /// window holds more than `throttle.k` requests per accepted one (the
+    /// dependency is failing). The body did not run. The refusal counts in
+    /// the window as a request, so refusals grow while the dependency keeps
+    /// failing and stop once it accepts again.
+    #[error("`{spec}` refused the call before its first attempt: its dependency accepted {accepts} of the {requests} requests in adaptive throttling's window, fewer than one in `throttle.k`, and `throttle.first_calls = true` refuses calls at random until it accepts more; raise `throttle.k` to refuse fewer, or set `throttle.first_calls = false` to refuse retries only")]
+    Throttled {
+        /// The retry spec's name.
+        spec: &'static str,
+        /// Requests in the window when the call was refused (attempts
+        /// made, and first attempts refused).
+        requests: u32,
+        /// Of those, the attempts the dependency accepted.
+        accepts: u32,
+    },
+
     /// Every place of a concurrency limit was taken (and, with
     /// `policy = "block"`, none came free within `max_wait`).
     #[error("`{spec}` concurrency limit of {limit} reached")]

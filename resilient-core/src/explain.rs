@@ -620,6 +620,11 @@ fn explain_fn(chain: &FnChain, steps: &[Step<'_>]) -> FnExplained {
                 }
                 worst = retried;
                 calls = calls.saturating_mul(n);
+                if r.throttle.is_some_and(|t| t.first_calls) {
+                    outcomes.push(format!(
+                        "`Error::Throttled` at once from `{name}` when adaptive throttling refuses the first call (`first_calls = true`: the dependency accepted fewer than one in `k` requests of the window)"
+                    ));
+                }
                 outcomes.push(format!(
                     "`Error::RetryExhausted` from `{name}` (or its last failure, with `exhausted = last_failure`) after {n} failed call{}",
                     if n == 1 { "" } else { "s" }

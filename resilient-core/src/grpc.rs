@@ -271,7 +271,7 @@ pub fn parse_pushback(value: &[u8]) -> Option<Duration> {
 /// |---|---|---|
 /// | [`RateLimitExceeded`](Error::RateLimitExceeded) | `RESOURCE_EXHAUSTED` | until a permit is free |
 /// | [`CallNotPermitted`](Error::CallNotPermitted) (a breaker open, or half-open and full) | `UNAVAILABLE` | the rest of the open wait, when open |
-/// | [`ConcurrencyLimitReached`](Error::ConcurrencyLimitReached), [`BackendUnavailable`](Error::BackendUnavailable) | `UNAVAILABLE` | (not known: the client's backoff) |
+/// | [`ConcurrencyLimitReached`](Error::ConcurrencyLimitReached), [`BackendUnavailable`](Error::BackendUnavailable), [`Throttled`](Error::Throttled) | `UNAVAILABLE` | (not known: the client's backoff) |
 /// | [`Timeout`](Error::Timeout) | `DEADLINE_EXCEEDED` | |
 /// | [`RetryExhausted`](Error::RetryExhausted), [`Injected`](Error::Injected) (the dependency failed) | `UNAVAILABLE` | |
 /// | [`NotConfigured`](Error::NotConfigured) | `INTERNAL` | |
@@ -286,9 +286,9 @@ pub fn rejection_status(error: &Error) -> (Code, Option<Duration>) {
             (Code::ResourceExhausted, Some(*retry_after))
         }
         Error::CallNotPermitted { retry_after, .. } => (Code::Unavailable, *retry_after),
-        Error::ConcurrencyLimitReached { .. } | Error::BackendUnavailable { .. } => {
-            (Code::Unavailable, None)
-        }
+        Error::ConcurrencyLimitReached { .. }
+        | Error::BackendUnavailable { .. }
+        | Error::Throttled { .. } => (Code::Unavailable, None),
         Error::Timeout { .. } => (Code::DeadlineExceeded, None),
         Error::RetryExhausted(_) | Error::Injected { .. } => (Code::Unavailable, None),
         Error::NotConfigured { .. } => (Code::Internal, None),

@@ -215,6 +215,7 @@ impl HttpResponse for ::reqwest012::Response {
 /// | [`CallNotPermitted`](Error::CallNotPermitted) (a breaker open, or half-open and full) | 503 Service Unavailable | the rest of the open wait, when open |
 /// | [`ConcurrencyLimitReached`](Error::ConcurrencyLimitReached) | 503 Service Unavailable | (not known) |
 /// | [`BackendUnavailable`](Error::BackendUnavailable) (a shared limit whose backend is down, `on_backend_failure = "deny"`) | 503 Service Unavailable | (not known: no limit was reached, and nothing says when the backend answers) |
+/// | [`Throttled`](Error::Throttled) (adaptive throttling refused the first call: the dependency is failing) | 503 Service Unavailable | (not known: refusals stop as the dependency accepts again) |
 /// | [`Timeout`](Error::Timeout) | 504 Gateway Timeout | |
 /// | [`RetryExhausted`](Error::RetryExhausted), [`Injected`](Error::Injected) (the dependency failed) | 502 Bad Gateway | |
 /// | [`NotConfigured`](Error::NotConfigured) | 500 Internal Server Error | |
@@ -231,7 +232,13 @@ pub fn rejection_status(error: &Error) -> (u16, Option<Duration>) {
     match error {
         Error::RateLimitExceeded { retry_after, .. } => (429, Some(*retry_after)),
         Error::CallNotPermitted { retry_after, .. } => (503, *retry_after),
-        Error::ConcurrencyLimitReached { .. } | Error::BackendUnavailable { .. } => (503, None),
+        // The server's dependency is failing and this server refuses for
+        // it, as an open breaker does: 503. Not 429, which tells a client
+        // that it sent too many requests; a refusal here is no fault of its
+        // rate, and one that slows down changes nothing.
+        Error::ConcurrencyLimitReached { .. }
+        | Error::BackendUnavailable { .. }
+        | Error::Throttled { .. } => (503, None),
         Error::Timeout { .. } => (504, None),
         Error::RetryExhausted(_) | Error::Injected { .. } => (502, None),
         Error::NotConfigured { .. } => (500, None),

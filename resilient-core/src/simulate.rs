@@ -780,6 +780,9 @@ pub struct Retries {
     pub gave_up_budget: u64,
     /// Retries adaptive throttling refused.
     pub gave_up_throttled: u64,
+    /// First calls adaptive throttling refused (`first_calls = true`):
+    /// calls that made no attempt.
+    pub refused_first_calls: u64,
 }
 
 /// One stretch of the run's virtual time.
@@ -960,6 +963,13 @@ impl fmt::Display for Report {
                 "  {} retried {} times; gave up: {} on attempts, {} on timeout, {} on budget, {} throttled",
                 r.spec, r.retried, r.gave_up_attempts, r.gave_up_timeout, r.gave_up_budget, r.gave_up_throttled
             )?;
+            if r.refused_first_calls > 0 {
+                writeln!(
+                    f,
+                    "  {} refused {} first calls (adaptive throttling, `first_calls = true`)",
+                    r.spec, r.refused_first_calls
+                )?;
+            }
         }
         for r in &self.refusals {
             writeln!(f, "  {} ({}) refused {} calls", r.spec, r.kind, r.refused)?;
@@ -1078,6 +1088,10 @@ impl Heard {
                 reason: StoppedBy::Budget | StoppedBy::BudgetUnavailable | StoppedBy::Throttled,
                 ..
             } => counts[1] += 1,
+            Event::RetryExhausted {
+                reason: StoppedBy::ThrottledFirstCall,
+                ..
+            } => counts[2] += 1,
             Event::Rejected { .. } => counts[2] += 1,
             _ => {}
         }
@@ -1090,6 +1104,7 @@ impl Heard {
                     StoppedBy::Timeout => r.gave_up_timeout += 1,
                     StoppedBy::Budget | StoppedBy::BudgetUnavailable => r.gave_up_budget += 1,
                     StoppedBy::Throttled => r.gave_up_throttled += 1,
+                    StoppedBy::ThrottledFirstCall => r.refused_first_calls += 1,
                 }
             }
             Event::Rejected { spec, kind, .. } => {

@@ -24,7 +24,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 /// The bits of a version that travel with the pointer to it.
 pub(crate) trait Tag {
-    /// At most [`TAG_BITS`] bits.
+    /// The bits a tag may use: the low bits of a pointer to the value,
+    /// below its alignment ([`TAG_BITS`] for a value aligned to 8; a type
+    /// aligned to 16 may take one more).
+    const BITS: usize = TAG_BITS;
+
+    /// At most [`BITS`](Self::BITS) bits.
     fn tag(&self) -> usize {
         0
     }
@@ -51,8 +56,8 @@ pub(crate) struct Versions<T> {
 
 /// The word of a version at `address` (0 for the first) with `value`'s tag.
 fn word<T: Tag>(address: usize, value: &T) -> usize {
-    const { assert!(std::mem::align_of::<T>() > TAG_BITS) };
-    address | (value.tag() & TAG_BITS)
+    const { assert!(std::mem::align_of::<T>() > T::BITS) };
+    address | (value.tag() & T::BITS)
 }
 
 impl<T: Tag> Versions<T> {
@@ -68,7 +73,7 @@ impl<T: Tag> Versions<T> {
     /// The version a word read from this cell names.
     #[inline(always)]
     fn at(&self, word: usize) -> &T {
-        let address = word & !TAG_BITS;
+        let address = word & !T::BITS;
         if address == 0 {
             return &self.first;
         }
@@ -91,7 +96,7 @@ impl<T: Tag> Versions<T> {
     #[inline(always)]
     pub(crate) fn get_tagged(&self) -> (&T, usize) {
         let current = self.current.load(Ordering::Acquire);
-        (self.at(current), current & TAG_BITS)
+        (self.at(current), current & T::BITS)
     }
 
     /// The current version and its tag, as a [`Pinned`] read: what a call
@@ -172,7 +177,7 @@ impl<T: Tag> Pinned<T> {
     /// The tag of the version.
     #[inline(always)]
     pub(crate) fn tag(&self) -> usize {
-        self.word & TAG_BITS
+        self.word & T::BITS
     }
 
     /// The version, from `cell`, the cell it was read from; the cell's

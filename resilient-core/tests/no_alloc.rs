@@ -188,57 +188,62 @@ fn successful_calls_allocate_nothing() {
     }
 }
 
+/// With and without `first_calls = true`: a first attempt the throttle
+/// asks about allocates nothing either.
 #[test]
 fn a_throttled_retry_s_successes_allocate_nothing() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .expect("runtime");
-    let root = table([(
-        "alloc",
-        table([(
-            "throttled",
-            table([
-                ("delay", Value::Str("1ms".into())),
-                ("attempts", Value::Int(3)),
-                (
-                    "throttle",
-                    table([
-                        ("k", Value::Float(2.0)),
-                        ("window", Value::Str("2m".into())),
-                    ]),
-                ),
-            ]),
-        )]),
-    )]);
-    let r = Registry::builder()
-        .spec::<Throttled>()
-        .build(&root)
-        .expect("valid");
-    let allocated = rt.block_on(r.scope(async {
-        let handle = Throttled::get().expect("configured");
-        let _ = throttled(0).await;
-        let before = allocations();
-        for i in 0..1_000 {
-            assert_eq!(throttled(i).await.expect("ok"), i + 5);
-            let n = handle
-                .call(|| async move { Ok::<u64, Failed>(i) })
-                .await
-                .expect("ok");
-            assert_eq!(n, i);
-        }
-        allocations() - before
-    }));
-    assert_eq!(
-        allocated, 0,
-        "{allocated} allocations in 2000 successful calls"
-    );
-    let counts = r
-        .sync_scope(Throttled::get)
-        .expect("configured")
-        .throttle_counts()
-        .expect("throttled");
-    assert_eq!((counts.requests, counts.accepts), (2001, 2001));
+    for first_calls in [false, true] {
+        let root = table([(
+            "alloc",
+            table([(
+                "throttled",
+                table([
+                    ("delay", Value::Str("1ms".into())),
+                    ("attempts", Value::Int(3)),
+                    (
+                        "throttle",
+                        table([
+                            ("k", Value::Float(2.0)),
+                            ("window", Value::Str("2m".into())),
+                            ("first_calls", Value::Bool(first_calls)),
+                        ]),
+                    ),
+                ]),
+            )]),
+        )]);
+        let r = Registry::builder()
+            .spec::<Throttled>()
+            .build(&root)
+            .expect("valid");
+        let allocated = rt.block_on(r.scope(async {
+            let handle = Throttled::get().expect("configured");
+            let _ = throttled(0).await;
+            let before = allocations();
+            for i in 0..1_000 {
+                assert_eq!(throttled(i).await.expect("ok"), i + 5);
+                let n = handle
+                    .call(|| async move { Ok::<u64, Failed>(i) })
+                    .await
+                    .expect("ok");
+                assert_eq!(n, i);
+            }
+            allocations() - before
+        }));
+        assert_eq!(
+            allocated, 0,
+            "first_calls = {first_calls}: {allocated} allocations in 2000 successful calls"
+        );
+        let counts = r
+            .sync_scope(Throttled::get)
+            .expect("configured")
+            .throttle_counts()
+            .expect("throttled");
+        assert_eq!((counts.requests, counts.accepts), (2001, 2001));
+    }
 }
 
 /// The stack the stream figures measure: retry, breaker and timeout with

@@ -538,15 +538,23 @@ fn warnings<S: Spec>(section: Value) -> Vec<String> {
         .collect()
 }
 
-/// `throttle` refuses retries only: on a spec with `attempts = 0` it does
-/// nothing, which a WARN says (valid, so no problem); with retries, or
-/// without the table, nothing is said.
+/// `throttle` refuses retries only unless `first_calls = true`: on a spec
+/// with `attempts = 0` and without `first_calls` it does nothing, which a
+/// WARN says (valid, so no problem); with retries, with `first_calls =
+/// true`, or without the table, nothing is said.
 #[test]
 fn throttle_without_retries_is_warned_about() {
     let warned = warnings::<NoRetry>(section(0, Some(sre(2.0))));
     assert_eq!(
         warned,
-        vec!["`throttle.no_retry.throttle` has no effect: adaptive throttling refuses retries only, never the first call, and `attempts = 0` makes no retry: remove `throttle`, or allow retries with `attempts`".to_owned()],
+        vec!["`throttle.no_retry.throttle` has no effect: adaptive throttling refuses retries only unless `first_calls = true`, and `attempts = 0` makes no retry: remove `throttle`, allow retries with `attempts`, or set `throttle.first_calls = true` to refuse first calls".to_owned()],
+    );
+    assert_eq!(
+        warnings::<NoRetry>(section(
+            0,
+            Some(with(sre(2.0), "first_calls", boolean(true)))
+        )),
+        Vec::<String>::new()
     );
     assert_eq!(
         warnings::<NoRetry>(section(1, Some(sre(2.0)))),

@@ -662,7 +662,8 @@ fn on_resilience(error: &Error) -> Verdict {
         | Error::CallNotPermitted { .. }
         | Error::RateLimitExceeded { .. }
         | Error::ConcurrencyLimitReached { .. }
-        | Error::BackendUnavailable { .. } => Verdict::Ignore,
+        | Error::BackendUnavailable { .. }
+        | Error::Throttled { .. } => Verdict::Ignore,
         // Retry gave up on the dependency, or it was too slow: one failure.
         Error::RetryExhausted(_) | Error::Timeout { .. } => Verdict::Failure,
         // An injected fault stands for the dependency failing: the point of

@@ -502,6 +502,7 @@ fn handles<E>(on: &FallbackOn<E>, fail: &Fail<E>) -> bool {
                 | Error::RateLimitExceeded { .. }
                 | Error::ConcurrencyLimitReached { .. }
                 | Error::BackendUnavailable { .. }
+                | Error::Throttled { .. }
         ),
         (FallbackOn::Timeout, Fail::Resilience(e)) => matches!(e, Error::Timeout { .. }),
     }

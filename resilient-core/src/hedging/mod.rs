@@ -506,7 +506,8 @@ fn on_resilience(error: &Error) -> (Verdict, bool) {
         Error::CallNotPermitted { .. }
         | Error::RateLimitExceeded { .. }
         | Error::ConcurrencyLimitReached { .. }
-        | Error::BackendUnavailable { .. } => (Verdict::Failure, false),
+        | Error::BackendUnavailable { .. }
+        | Error::Throttled { .. } => (Verdict::Failure, false),
         _ => (Verdict::Failure, true),
     }
 }

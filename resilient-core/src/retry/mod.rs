@@ -92,8 +92,13 @@
 //! classification ignores) as an accept, and refuses a retry with the
 //! probability of the Google SRE book's client-side throttling,
 //! `max(0, (requests − k·accepts) / (requests + 1))`. The first call of a
-//! call is never refused. A refused retry ends the call with its last
-//! failure unchanged, as an empty budget does, and is counted as
+//! call is refused only with `throttle.first_calls = true`: then before
+//! the body runs, with [`Error::Throttled`], counted in the window as a
+//! request (as the SRE book counts the requests the client refused) and
+//! as [`StoppedBy::ThrottledFirstCall`]; every door asks, since the
+//! decision is made where a retry's call starts. A refused retry ends the
+//! call with its last failure unchanged, as an empty budget does, and is
+//! counted as
 //! [`StoppedBy::Throttled`]. With nothing failed in the window the
 //! probability is 0 and no random number is drawn. A success costs one
 //! atomic add and no clock read (its accept is dated at the throttle's last
@@ -251,7 +256,9 @@ struct Nested {
 }
 
 /// The settings a retry runs with, and its budget's in the bucket's units.
+/// Aligned to 16: its tag has four bits.
 #[derive(Debug)]
+#[repr(align(16))]
 struct RetryConfig {
     settings: RetrySettings,
     /// The bucket of this process: the budget, or with a shared one, the
@@ -326,21 +333,36 @@ impl RetryConfig {
 }
 
 /// What a call that succeeds needs of its settings, in the tag that comes
-/// with them: it follows the pointer only to fail, or to count a success
-/// (into a budget, or into adaptive throttling's window). Three bits, the
-/// alignment of the settings' address: the budget and the throttle share
-/// one.
-const ENABLED: usize = 0b001;
-const TIMED_OUT: usize = 0b010;
-const COUNTED: usize = 0b100;
+/// with them: it follows the pointer only to fail, to count a success
+/// (into a budget, or into adaptive throttling's window), or to ask the
+/// throttle about its first attempt. Four bits, the alignment of the
+/// settings' address: the budget and the throttle share one.
+const ENABLED: usize = 0b0001;
+const TIMED_OUT: usize = 0b0010;
+const COUNTED: usize = 0b0100;
+/// `throttle.first_calls`, on an enabled spec: the first attempt asks the
+/// throttle. Tested with [`TIMED_OUT`] in one test, so that a spec with
+/// neither pays nothing for it.
+const FIRST_CALLS: usize = 0b1000;
 
 impl Tag for RetryConfig {
+    const BITS: usize = 0b1111;
+
     fn tag(&self) -> usize {
         let s = &self.settings;
         (if s.enabled { ENABLED } else { 0 })
-            | (if s.timeout.is_some() { TIMED_OUT } else { 0 })
+            | (if s.enabled && s.timeout.is_some() {
+                TIMED_OUT
+            } else {
+                0
+            })
             | (if self.budget.is_some() || self.shared.is_some() || self.throttle.is_some() {
                 COUNTED
+            } else {
+                0
+            })
+            | (if s.enabled && self.throttle.is_some_and(|t| t.first_calls) {
+                FIRST_CALLS
             } else {
                 0
             })
@@ -353,7 +375,7 @@ struct RetryMeters {
     retries: Counter,
     /// By `attempts` registered at once, the other reasons when they first
     /// happen (see `LazyCounter`).
-    exhausted: [LazyCounter; 5],
+    exhausted: [LazyCounter; 6],
 }
 
 /// What adaptive throttling counts over its window
@@ -361,12 +383,14 @@ struct RetryMeters {
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct ThrottleCounts {
-    /// Attempts made in the window, by every fn of the spec.
+    /// Attempts made in the window, by every fn of the spec, and first
+    /// calls refused (`first_calls = true`).
     pub requests: u64,
     /// Of those, the attempts accepted: successes, and failures the spec
     /// does not retry.
     pub accepts: u64,
-    /// The probability that the next retry is refused:
+    /// The probability that the next retry (and with `first_calls = true`,
+    /// the next first call) is refused:
     /// `max(0, (requests − k·accepts) / (requests + 1))`.
     pub refusal: f64,
 }
@@ -478,8 +502,9 @@ inventory::submit! {
     crate::registry::CrossCheck { run: throttle_without_retries }
 }
 
-/// A `throttle` table on a retry spec that makes no retry: valid, but it
-/// refuses nothing (the first call of a call is never throttled).
+/// A `throttle` table on a retry spec that makes no retry: valid, but
+/// without `first_calls = true` it refuses nothing (it refuses retries
+/// only).
 fn throttle_without_retries(
     specs: &[crate::registry::uses::Checked<'_>],
 ) -> Vec<crate::registry::Finding> {
@@ -487,9 +512,10 @@ fn throttle_without_retries(
         .iter()
         .filter_map(|&(entry, settings)| {
             let s = (settings as &dyn std::any::Any).downcast_ref::<RetrySettings>()?;
-            (s.enabled && s.attempts == 0 && s.throttle.is_some()).then(|| {
+            let throttle = s.throttle.as_ref()?;
+            (s.enabled && s.attempts == 0 && !throttle.first_calls).then(|| {
                 crate::registry::Finding::Warn(format!(
-                    "`{}.throttle` has no effect: adaptive throttling refuses retries only, never the first call, and `attempts = 0` makes no retry: remove `throttle`, or allow retries with `attempts`",
+                    "`{}.throttle` has no effect: adaptive throttling refuses retries only unless `first_calls = true`, and `attempts = 0` makes no retry: remove `throttle`, allow retries with `attempts`, or set `throttle.first_calls = true` to refuse first calls",
                     entry.path
                 ))
             })
@@ -609,7 +635,16 @@ impl Retry {
         now: Option<ThrottleParams>,
     ) -> Option<String> {
         match (was, now) {
-            (Some(a), Some(b)) if throttle::same_window(&a, &b) => None,
+            (Some(a), Some(b)) if throttle::same_window(&a, &b) => {
+                (a.first_calls != b.first_calls).then(|| {
+                    if b.first_calls {
+                        "adaptive throttling now refuses first calls too (`first_calls = true`), on the counts it kept"
+                    } else {
+                        "adaptive throttling now refuses retries only (`first_calls = false`)"
+                    }
+                    .to_owned()
+                })
+            }
             (Some(_), Some(_)) => {
                 self.throttle.clear();
                 Some(
@@ -639,6 +674,7 @@ impl Retry {
                     StoppedBy::Budget,
                     StoppedBy::BudgetUnavailable,
                     StoppedBy::Throttled,
+                    StoppedBy::ThrottledFirstCall,
                 ]
                 .map(|r| {
                     if r == StoppedBy::Attempts {
@@ -888,6 +924,30 @@ impl Retry {
                 target: "resilient::retry",
                 spec, path, calls, reason = by.label(), status, %cause,
                 "retry gave up after {calls} call(s), {by}: {cause}"
+            );
+        }
+    }
+
+    /// Adaptive throttling refused a call's first attempt (`first_calls`):
+    /// counted as a retry's refusals are, with no call made.
+    fn refused_first(&self, error: &Error) {
+        let by = StoppedBy::ThrottledFirstCall;
+        if let Some(m) = self.meters() {
+            m.exhausted[by as usize].increment(1, || self.exhausted_counter(by));
+        }
+        let t = &self.telemetry;
+        t.emit(|| Event::RetryExhausted {
+            spec: t.spec,
+            path: t.path,
+            calls: 0,
+            reason: by,
+        });
+        if t.logging() {
+            let (spec, path) = (t.spec, t.path);
+            tracing::warn!(
+                target: "resilient::retry",
+                spec, path, calls = 0u64, reason = by.label(),
+                "{error}"
             );
         }
     }
@@ -1145,6 +1205,9 @@ fn on_resilience(settings: &RetrySettings, error: &Error) -> Verdict {
         Error::ConcurrencyLimitReached { .. } => Verdict::Failure,
         // A shared limit's backend may answer after the wait.
         Error::BackendUnavailable { .. } => Verdict::Failure,
+        // A retry inside refused its first attempt: its dependency is
+        // failing, and a retry now would only add to the load.
+        Error::Throttled { .. } => Verdict::Ignore,
     }
 }
 
@@ -1164,7 +1227,8 @@ fn resilience_cause(error: &Error) -> Cause {
 #[doc(hidden)]
 pub struct RetryCall<'a, T, E, Tr, J> {
     ops: RetryOps<T, E, Tr, J>,
-    /// `None` when the spec has no settings: the call fails at once.
+    /// `None` when the spec has no settings, or adaptive throttling refused
+    /// the first attempt: the call fails at once.
     retry: Option<CallInstance<'a, Retry>>,
     /// The settings read when the call started (their tag says what the
     /// success path needs of them).
@@ -1172,6 +1236,9 @@ pub struct RetryCall<'a, T, E, Tr, J> {
     /// Made at the first failure: a call that succeeds at once builds and
     /// drops nothing.
     trail: Option<Tr>,
+    /// Calls made. With `retry` let go at adaptive throttling's refusal
+    /// of the first attempt, the counts of that refusal instead
+    /// ([`Refusal`]): kept where the success path stores nothing new.
     // u64: with `attempts = u32::MAX` the count must still pass it.
     calls: u64,
     started: Option<Instant>,
@@ -1238,40 +1305,91 @@ where
         ops: RetryOps<T, E, Tr, J>,
         retry: Option<CallInstance<'a, Retry>>,
     ) -> Self {
-        let (config, timed, started) = match retry.as_deref() {
+        let (config, timed) = match retry.as_deref() {
             Some(r) => {
                 let config = r.config.pin();
-                let tag = config.tag();
-                let (timed, started) = if tag & ENABLED != 0 {
-                    (
-                        r.telemetry.start(),
-                        (tag & TIMED_OUT != 0).then(Instant::now),
-                    )
+                let timed = if config.tag() & ENABLED != 0 {
+                    r.telemetry.start()
                 } else {
-                    (None, None)
+                    None
                 };
-                (config, timed, started)
+                (config, timed)
             }
-            None => (Pinned::NONE, None, None),
+            None => (Pinned::NONE, None),
         };
+        let tag = config.tag();
+        // Set only on an enabled spec: one test for both. Out of line, and
+        // building the call itself: the call is built in place, where a
+        // call passed to a fn by reference would be built, then moved.
+        if tag & (TIMED_OUT | FIRST_CALLS) != 0 {
+            return Self::begin(ops, retry, config, timed, tag);
+        }
         Self {
             ops,
             retry,
             config,
             trail: None,
             calls: 0,
+            started: None,
+            timed,
+        }
+    }
+
+    /// A call that starts with more than its settings: the clock, for an
+    /// overall `timeout`; adaptive throttling's decision on the first
+    /// attempt, with `first_calls`. A refusal is told now and lets the
+    /// instance go, so that [`refused`](Self::refused) says so.
+    #[cold]
+    #[inline(never)]
+    fn begin(
+        ops: RetryOps<T, E, Tr, J>,
+        mut retry: Option<CallInstance<'a, Retry>>,
+        config: Pinned<RetryConfig>,
+        mut timed: Option<Instant>,
+        tag: usize,
+    ) -> Self {
+        let started = (tag & TIMED_OUT != 0).then(Instant::now);
+        let mut calls = 0;
+        if let (true, Some(r)) = (tag & FIRST_CALLS != 0, retry.as_deref()) {
+            let throttle = config.get(&r.config).throttle.as_ref();
+            if let Some(Err(refused)) = throttle.map(|p| r.throttle.first_call(p, fastrand::f64)) {
+                let refusal = Refusal::of(refused.counts);
+                r.refused_first(&refusal.error(ops.key));
+                Self::ended(&mut timed, r, Outcome::Rejected);
+                calls = refusal.0;
+            }
+        }
+        if calls != 0 {
+            retry = None;
+        }
+        Self {
+            ops,
+            retry,
+            config,
+            trail: None,
+            calls,
             started,
             timed,
         }
     }
 
     /// The error that ends the call before any attempt: the spec has no
-    /// settings.
+    /// settings, or adaptive throttling refused the first attempt.
     #[inline(always)]
     pub fn refused(&self) -> Option<Fail<E>> {
         match self.retry {
             Some(_) => None,
-            None => Some(Fail::Resilience(self.ops.key.not_configured())),
+            None => Some(Fail::Resilience(self.refusal())),
+        }
+    }
+
+    /// The error of a call with no instance: no settings, or (with a
+    /// refusal's counts in `calls`) adaptive throttling's refusal.
+    #[cold]
+    fn refusal(&self) -> Error {
+        match self.calls {
+            0 => self.ops.key.not_configured(),
+            counts => Refusal(counts).error(self.ops.key),
         }
     }
 
@@ -1555,6 +1673,30 @@ impl<T, E, Tr, J> Drop for RetryCall<'_, T, E, Tr, J> {
             retry
                 .telemetry
                 .ended(Outcome::Cancelled, Some(at.elapsed()));
+        }
+    }
+}
+
+/// The counts of adaptive throttling's window that refused a first
+/// attempt, in one word: requests in the high half, accepts in the low.
+/// Never 0: a refusal needs a request in the window.
+#[derive(Debug, Clone, Copy)]
+struct Refusal(u64);
+
+impl Refusal {
+    fn of(counts: throttle::Counts) -> Self {
+        // A window's counts stay below 2^26: exact in 32 bits.
+        let requests = u32::try_from(counts.requests).unwrap_or(u32::MAX).max(1);
+        let accepts = u32::try_from(counts.accepts).unwrap_or(u32::MAX);
+        Refusal((u64::from(requests) << 32) | u64::from(accepts))
+    }
+
+    /// The error of the refusal, by spec `key`.
+    fn error(self, key: &Key<Retry>) -> Error {
+        Error::Throttled {
+            spec: key.name,
+            requests: (self.0 >> 32) as u32,
+            accepts: self.0 as u32,
         }
     }
 }

@@ -34,6 +34,7 @@ use crate::spec::Cause;
 /// | `cause.<cause>.cost` | `1` | whole number in 1..=`retry_budget.tokens_max`: the budget tokens a retry after a failure of this cause takes; needs a local `retry_budget` |
 /// | `throttle.k` | `2.0` | number > 1: adaptive throttling exists only if the `throttle` table does; a retry is refused with probability max(0, (requests − k·accepts) / (requests + 1)) over the trailing `window` |
 /// | `throttle.window` | `"2m"` | duration > 0: the trailing window of the counts (kept in 16 buckets of `window / 16`) |
+/// | `throttle.first_calls` | `false` | `true` refuses a call's first attempt too, with the same probability, before the body runs ([`Error::Throttled`](crate::Error::Throttled)); a refused first call counts in the window as a request |
 /// | `attempt_header` | none | an HTTP header name (letters, digits and ``!#$%&'*+-.^_`|~``, kept lower-case): sent on each retry with the number of attempts before it (`1` on the first retry; absent on the first call), by the tower layers, the middleware and [`with_attempt_header`](crate::retry::with_attempt_header) |
 /// | `share_outer_budget` | `false` | `true`: a retry of this spec made while its call runs inside another retry's call (a retried fn calling a retried fn) takes its token from the outer spec's `retry_budget`, so that one budget bounds the retries of both levels; outside another retry, or when the outer spec has no budget (a WARN says so), its own budget (if any) applies |
 #[derive(Debug, Clone, PartialEq)]
@@ -171,7 +172,7 @@ pub struct CauseSettings {
 /// failure it ignores) as an accept. A retry is then refused with
 /// probability `max(0, (requests − k·accepts) / (requests + 1))`: the
 /// attempts that reach a dependency stay near `k` times those it accepts.
-/// The first call of each call is never throttled.
+/// The first call of each call is throttled only with `first_calls = true`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ThrottleSettings {
@@ -183,6 +184,12 @@ pub struct ThrottleSettings {
         serde(serialize_with = "crate::settings::ser::duration")
     )]
     pub window: Duration,
+    /// Whether a call's first attempt is refused too, with the same
+    /// probability (the SRE book's client-side throttling of requests):
+    /// refused, the call ends with [`Error::Throttled`](crate::Error::Throttled)
+    /// before the body runs, and counts in the window as a request that was
+    /// not accepted. `false` (the default) refuses retries only.
+    pub first_calls: bool,
 }
 
 /// Exponential backoff: the `k`-th retry waits `delay · multiplier^(k−1)`,
@@ -379,6 +386,7 @@ impl RetrySettings {
             .unwrap_or(Some(Causes::default()));
         s.misplaced("k", "throttle");
         s.misplaced("window", "throttle");
+        s.misplaced("first_calls", "throttle");
         let throttle = s.table("throttle", read_throttle);
         let attempt_header = read_attempt_header(s);
         let share_outer_budget = s.bool("share_outer_budget", false);
@@ -662,12 +670,6 @@ fn read_cause(t: &mut Section<'_>, limits: &CauseLimits) -> Option<CauseSettings
 
 /// Reads the `throttle` table of a retry spec.
 fn read_throttle(t: &mut Section<'_>) -> Option<ThrottleSettings> {
-    if t.present("first_calls") {
-        t.invalid(
-            "first_calls",
-            "is not supported: adaptive throttling refuses retries only, never the first call of a call; remove `first_calls`",
-        );
-    }
     let k = t.float(
         "k",
         Some(2.0),
@@ -682,9 +684,11 @@ fn read_throttle(t: &mut Section<'_>) -> Option<ThrottleSettings> {
         }
         Some(d) => d,
     };
+    let first_calls = t.bool("first_calls", false);
     Some(ThrottleSettings {
         k: k?,
         window: window?,
+        first_calls: first_calls?,
     })
 }
 

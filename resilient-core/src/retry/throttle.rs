@@ -1,6 +1,7 @@
 //! Client-side adaptive throttling of retries (Google SRE book, "Handling
 //! Overload"): the counts of one retry spec's attempts over a trailing
-//! window, and the probability that they refuse the next retry.
+//! window, and the probability that they refuse the next retry (and, with
+//! `first_calls`, the next call's first attempt).
 //!
 //! The counts are a ring of [`BUCKETS`] buckets over the window, each one
 //! `AtomicU64` holding the bucket's number and its two counts, so a count
@@ -14,7 +15,7 @@
 //! pending accepts, which also holds the bucket number of the last time
 //! the throttle read the clock. The pending accepts enter the window, in
 //! that bucket, the next time the clock is read: at a failure, at a
-//! decision on a retry, at a read of the counts, or once [`FOLD`] of them
+//! decision on a retry or a first call, at a read of the counts, or once [`FOLD`] of them
 //! are waiting. So an accept is dated at most [`FOLD`] − 1 accepts too
 //! early, never too late: the window can hold fewer accepts than happened
 //! in it (at most `FOLD − 1`, which makes a refusal slightly likelier, as
@@ -51,6 +52,8 @@ pub(crate) struct ThrottleParams {
     pub(crate) k: f64,
     /// The length of one bucket, in nanoseconds (≥ 1).
     period: u64,
+    /// `first_calls`: a call's first attempt is refused too.
+    pub(crate) first_calls: bool,
 }
 
 impl ThrottleParams {
@@ -59,6 +62,7 @@ impl ThrottleParams {
         Self {
             k: s.k,
             period: (window / BUCKETS as u64).max(1),
+            first_calls: s.first_calls,
         }
     }
 }
@@ -73,6 +77,10 @@ pub(crate) struct Throttle {
     /// The bucket number of the last clock read, and the accepts counted
     /// since, which are not in a bucket yet.
     pending: AtomicU64,
+    /// The bucket number of the last request not accepted, plus one; 0
+    /// for none since the throttle was made or cleared. A first call asks
+    /// it before the clock: a window with no such request refuses nothing.
+    rejected: AtomicU64,
 }
 
 /// The attempts of a window: how many were made, how many were accepted.
@@ -104,6 +112,7 @@ impl Throttle {
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             // Bucket 0, the bucket of `origin`: no accept pending.
             pending: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
         }
     }
 
@@ -113,6 +122,7 @@ impl Throttle {
             b.store(0, Ordering::Relaxed);
         }
         self.pending.store(0, Ordering::Relaxed);
+        self.rejected.store(0, Ordering::Relaxed);
     }
 
     /// The number of the bucket of `now`, modulo `2^PERIOD_BITS`.
@@ -140,6 +150,9 @@ impl Throttle {
         self.fold(period);
         let (accepts, rejects) = if accepted { (1, 0) } else { (0, 1) };
         self.add(period, accepts, rejects);
+        if !accepted {
+            self.rejected.store(period + 1, Ordering::Relaxed);
+        }
     }
 
     /// Puts the pending accepts in the bucket of the last clock read, and
@@ -192,6 +205,12 @@ impl Throttle {
     pub(crate) fn counts(&self, p: &ThrottleParams) -> Counts {
         let period = self.period(p, Instant::now());
         self.fold(period);
+        self.counts_at(period)
+    }
+
+    /// The counts of the window whose last bucket is `period`, the pending
+    /// accepts folded in already.
+    fn counts_at(&self, period: u64) -> Counts {
         let mut counts = Counts::default();
         for slot in &self.buckets {
             let word = slot.load(Ordering::Relaxed);
@@ -219,6 +238,60 @@ impl Throttle {
     }
 }
 
+/// A first attempt refused by the throttle: the counts of the window that
+/// refused it (before it was counted in).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Refused {
+    pub(crate) counts: Counts,
+    pub(crate) refusal: f64,
+}
+
+impl Throttle {
+    /// Whether a call's first attempt goes ahead (`first_calls`): as
+    /// [`admits`](Self::admits), with one clock read for the decision and
+    /// the count. A refused first attempt is counted in the window as a
+    /// request that was not accepted: the SRE book counts the requests the
+    /// application attempted, those the client refused included, so that
+    /// the refusals rise while the application keeps asking more than the
+    /// dependency accepts.
+    pub(crate) fn first_call(
+        &self,
+        p: &ThrottleParams,
+        draw: impl FnOnce() -> f64,
+    ) -> Result<(), Refused> {
+        if !self.may_refuse() {
+            return Ok(());
+        }
+        let period = self.period(p, Instant::now());
+        self.fold(period);
+        let counts = self.counts_at(period);
+        let refusal = counts.refusal(p.k);
+        if refusal <= 0.0 || draw() >= refusal {
+            return Ok(());
+        }
+        self.add(period, 0, 1);
+        self.rejected.store(period + 1, Ordering::Relaxed);
+        Err(Refused { counts, refusal })
+    }
+
+    /// Whether the window may hold a request not accepted, read without
+    /// the clock: the last one is less than a window older than the last
+    /// clock read, which is never later than now (a window with none has
+    /// at most as many requests as accepts, and `k > 1` refuses nothing
+    /// then). A last clock read seen before the last rejection (a race
+    /// between two folds) counts as recent.
+    #[inline]
+    fn may_refuse(&self) -> bool {
+        let last = self.rejected.load(Ordering::Relaxed);
+        if last == 0 {
+            return false;
+        }
+        let read = self.pending.load(Ordering::Relaxed) >> PENDING_BITS;
+        let age = read.wrapping_sub(last - 1) & PERIOD_MASK;
+        (age as usize) < BUCKETS || age > PERIOD_MASK / 2
+    }
+}
+
 /// Whether counts kept under `a` still mean the same under `b`: their
 /// buckets are as long.
 pub(crate) fn same_window(a: &ThrottleParams, b: &ThrottleParams) -> bool {
@@ -234,6 +307,7 @@ mod tests {
         ThrottleParams::of(&ThrottleSettings {
             k,
             window: Duration::from_secs(16),
+            first_calls: true,
         })
     }
 
@@ -346,6 +420,69 @@ mod tests {
             .map(|b| (b.load(Ordering::Relaxed) >> COUNT_BITS) & COUNT_MAX)
             .sum();
         assert_eq!(in_buckets, FOLD);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_first_call_counts_as_a_request_not_accepted() {
+        let (t, p) = (Throttle::new(), params(2.0));
+        // Nothing in the window: admitted, no draw, nothing counted.
+        assert_eq!(t.first_call(&p, || unreachable!("no draw")), Ok(()));
+        assert_eq!(t.counts(&p), Counts::default());
+        t.record(&p, false);
+        // 1 request, 0 accepts: refused with probability ½; a draw below.
+        assert_eq!(
+            t.first_call(&p, || 0.25),
+            Err(Refused {
+                counts: Counts {
+                    requests: 1,
+                    accepts: 0
+                },
+                refusal: 0.5,
+            })
+        );
+        assert_eq!(
+            t.counts(&p),
+            Counts {
+                requests: 2,
+                accepts: 0
+            }
+        );
+        // A draw at or above the refusal admits, and counts nothing yet.
+        assert_eq!(t.first_call(&p, || 0.9), Ok(()));
+        assert_eq!(t.counts(&p).requests, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_first_call_reads_no_clock_while_the_window_holds_no_rejection() {
+        let (t, p) = (Throttle::new(), params(2.0));
+        let in_buckets = |t: &Throttle| {
+            t.buckets
+                .iter()
+                .map(|b| (b.load(Ordering::Relaxed) >> COUNT_BITS) & COUNT_MAX)
+                .sum::<u64>()
+        };
+        for _ in 0..5 {
+            t.accept(&p);
+        }
+        // No rejection ever: admitted without a clock read, so without
+        // folding the pending accepts.
+        assert_eq!(t.first_call(&p, || unreachable!("no draw")), Ok(()));
+        assert_eq!(in_buckets(&t), 0);
+        // A rejection: the next first call reads the clock (and folds).
+        t.record(&p, false);
+        assert_eq!(t.first_call(&p, || 0.99), Ok(()));
+        // A window later, a clock read (an accepted failure) leaves the
+        // rejection behind: no clock read again, the accept stays pending.
+        tokio::time::advance(Duration::from_secs(16)).await;
+        t.record(&p, true);
+        t.accept(&p);
+        let before = t.pending.load(Ordering::Relaxed);
+        assert_eq!(t.first_call(&p, || unreachable!("no draw")), Ok(()));
+        assert_eq!(t.pending.load(Ordering::Relaxed), before);
+        // Cleared: no rejection known.
+        t.record(&p, false);
+        t.clear();
+        assert!(!t.may_refuse());
     }
 
     #[test]

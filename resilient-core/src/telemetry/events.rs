@@ -336,6 +336,10 @@ pub enum StoppedBy {
     /// its window outran `k` times those accepted, and the draw fell in the
     /// refused share.
     Throttled,
+    /// Adaptive throttling with `first_calls = true` refused the call's
+    /// first attempt: no call was made, and the call ended with
+    /// [`Error::Throttled`](crate::Error::Throttled).
+    ThrottledFirstCall,
 }
 
 impl StoppedBy {
@@ -346,6 +350,7 @@ impl StoppedBy {
             StoppedBy::Budget => "budget",
             StoppedBy::BudgetUnavailable => "budget_unavailable",
             StoppedBy::Throttled => "throttled",
+            StoppedBy::ThrottledFirstCall => "throttled_first_call",
         }
     }
 }
@@ -360,6 +365,7 @@ impl fmt::Display for StoppedBy {
                 "the retry budget's Redis backend is unavailable, and its `on_backend_failure` is \"deny\""
             }
             StoppedBy::Throttled => "adaptive throttling refused the retry",
+            StoppedBy::ThrottledFirstCall => "adaptive throttling refused the first call",
         })
     }
 }

@@ -41,7 +41,7 @@
 //! | `resilient_calls_total` | counter | `kind`, `outcome` = `success`, `failure`, `ignored`, `rejected`, `timed_out`, `cancelled` | each call through the spec ends: exactly one outcome per call (`cancelled`: dropped before it ended, as by a timeout outside the spec) |
 //! | `resilient_call_duration_seconds` | histogram | `kind` | each call that ran (not rejected), from entering the spec to its outcome |
 //! | `resilient_retries_total` | counter | | each retry scheduled |
-//! | `resilient_retry_exhausted_total` | counter | `reason` = `attempts`, `timeout`, `budget`, `budget_unavailable`, `throttled` | retry gives up |
+//! | `resilient_retry_exhausted_total` | counter | `reason` = `attempts`, `timeout`, `budget`, `budget_unavailable`, `throttled`, `throttled_first_call` | retry gives up (`throttled_first_call`: adaptive throttling refused a call before its first attempt, `throttle.first_calls = true`) |
 //! | `resilient_circuit_breaker_transitions_total` | counter | `to` = `closed`, `open`, `half_open`, `forced_open`, `disabled` | each state change |
 //! | `resilient_circuit_breaker_state` | gauge | | 0 closed, 1 half-open, 2 open, 3 forced open, 4 disabled |
 //! | `resilient_concurrency_in_use` | gauge | | places held now |
