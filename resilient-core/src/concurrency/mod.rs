@@ -491,6 +491,7 @@ pub struct Limiter {
     limit_gauge: OnceLock<Gauge>,
     /// Retries refused by `retry_header`: registered at the first, with
     /// the recorder current then.
+    #[cfg_attr(not(all(feature = "tower", feature = "http")), allow(dead_code))]
     shed: OnceLock<Counter>,
     /// Whether a call whose door reads no header found a limit with a
     /// `retry_header` full (told once).
@@ -930,14 +931,14 @@ impl Limiter {
     /// fewer places than the share are in use (checked before the permit
     /// is taken: retries that arrive at the same moment may pass the share
     /// together, never the limit).
+    #[cfg(all(feature = "tower", feature = "http"))]
     #[cold]
     #[inline(never)]
-    fn try_take_retry(
-        &self,
-        settings: &LimiterSettings,
-        retries: RetryShedding,
-    ) -> Option<Place<'_>> {
-        if retries.share.is_none() || !settings.common.enabled {
+    fn try_take_retry(&self, settings: &LimiterSettings) -> Option<Place<'_>> {
+        let Some(retries) = settings.retries.filter(|r| r.share.is_some()) else {
+            return self.try_take(settings);
+        };
+        if !settings.common.enabled {
             return self.try_take(settings);
         }
         let places = retries.places(self.limit_of(settings));
@@ -954,11 +955,48 @@ impl Limiter {
         }
     }
 
-    /// Tells the telemetry that a retry was refused by `retry_header`
-    /// (`retries`) under `limit`: a rejection, and a shed retry.
+    /// What a call (`attempt`) that found no free place at entry gets: a
+    /// retry under a `retry_header` is refused at once (shed); another call
+    /// is refused (`reject`) or waits (`block`). Out of line: the call let
+    /// in at once carries none of it.
+    #[cfg(all(feature = "tower", feature = "http"))]
     #[cold]
     #[inline(never)]
-    fn shed(&self, limit: u32, retries: Option<RetryShedding>) {
+    fn full_at_entry<'a>(
+        &'a self,
+        spec: &'static str,
+        settings: &'a LimiterSettings,
+        started: Option<Instant>,
+        attempt: Attempt,
+    ) -> Enter<Held<'a>, Full<'a>> {
+        let limit = self.limit_of(settings);
+        match (attempt, settings.retries) {
+            (Attempt::Retry, Some(retries)) => {
+                self.shed(limit, retries);
+                return Enter::Ready(Err(Self::reached(spec, limit)));
+            }
+            (Attempt::Unread, Some(_)) => self.tell_unread(),
+            _ => {}
+        }
+        match settings.common.policy {
+            Policy::Reject => {
+                self.rejected(limit);
+                Enter::Ready(Err(Self::reached(spec, limit)))
+            }
+            Policy::Block { .. } => Enter::Wait(Full {
+                telemetry: &self.telemetry,
+                settings,
+                started,
+            }),
+        }
+    }
+
+    /// Tells the telemetry that a retry was refused by `retry_header`
+    /// (`retries`) under `limit`: a rejection, and a shed retry.
+    #[cfg(all(feature = "tower", feature = "http"))]
+    #[cold]
+    #[inline(never)]
+    fn shed(&self, limit: u32, retries: RetryShedding) {
         if self.telemetry.metrics_on() {
             self.shed
                 .get_or_init(|| {
@@ -967,10 +1005,7 @@ impl Limiter {
                 })
                 .increment(1);
         }
-        let (header, places) = match retries {
-            Some(r) => (r.header, r.places(limit)),
-            None => ("", limit),
-        };
+        let (header, places) = (retries.header, retries.places(limit));
         crate::telemetry::log_rejection!(
             "resilient::concurrency",
             &self.telemetry,
@@ -980,12 +1015,13 @@ impl Limiter {
         );
     }
 
-    /// A call whose door reads no header (`attempt`) found the limit full
-    /// while `settings` set a `retry_header`: said once, at WARN, since the
-    /// setting cannot act on it.
-    #[inline(always)]
-    fn unread(&self, attempt: Attempt, settings: &LimiterSettings) {
-        if attempt == Attempt::Unread && settings.retries.is_some() {
+    /// A call whose door reads no header found the limit full: if
+    /// `settings` set a `retry_header`, said once, at WARN, since the
+    /// setting cannot act on it. Out of line, on the full path only.
+    #[cold]
+    #[inline(never)]
+    fn unread(&self, settings: &LimiterSettings) {
+        if settings.retries.is_some() {
             self.tell_unread();
         }
     }
@@ -1340,9 +1376,8 @@ pub enum Enter<G, W> {
 }
 
 /// What a call says of itself, for a limit's `retry_header`.
+#[cfg(all(feature = "tower", feature = "http"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-// Only the layers on `http::Request`s read a header.
-#[cfg_attr(not(all(feature = "tower", feature = "http")), allow(dead_code))]
 pub(crate) enum Attempt {
     /// Its door reads no header (an attribute, a handle, a layer applied
     /// without `reading_retry_header`), or the spec sets none.
@@ -1353,6 +1388,7 @@ pub(crate) enum Attempt {
     Retry,
 }
 
+#[cfg(all(feature = "tower", feature = "http"))]
 impl Attempt {
     /// The attempt a request's `retry_header` value announces: absent or
     /// `0`, a first call; a count of 1 or more, a retry; anything else (not
@@ -1413,7 +1449,31 @@ impl<'a> LimitCall<'a> {
     /// limit is full and its policy is to wait.
     #[inline(always)]
     pub fn try_enter(&self) -> Enter<Held<'_>, Full<'_>> {
-        self.try_enter_as(Attempt::Unread)
+        let Some(instance) = &self.instance else {
+            return Enter::Ready(Err(self.key.not_configured()));
+        };
+        let limiter = &**instance;
+        let settings = limiter.config.get();
+        let started = limiter.start(settings);
+        match limiter.try_take(settings) {
+            Some(place) => Enter::Ready(Ok(Held::new(started, place))),
+            None => match settings.common.policy {
+                Policy::Reject => {
+                    let limit = limiter.limit_of(settings);
+                    limiter.unread(settings);
+                    limiter.rejected(limit);
+                    Enter::Ready(Err(Limiter::reached(self.key.name, limit)))
+                }
+                Policy::Block { .. } => {
+                    limiter.unread(settings);
+                    Enter::Wait(Full {
+                        telemetry: &limiter.telemetry,
+                        settings,
+                        started,
+                    })
+                }
+            },
+        }
     }
 
     /// The settings' `retry_header`, if the spec has settings and one is
@@ -1425,8 +1485,11 @@ impl<'a> LimitCall<'a> {
         Some(retries.header)
     }
 
-    /// [`try_enter`](Self::try_enter) for a call that is `attempt`: a retry
-    /// is admitted as the spec's `retry_header` and `retry_share` say.
+    /// [`try_enter`](Self::try_enter) for a call through a door that read
+    /// what `attempt` it is: a retry is admitted as the spec's
+    /// `retry_header` and `retry_share` say. Apart from `try_enter`, so
+    /// that the doors that read no header run the code they ran before.
+    #[cfg(all(feature = "tower", feature = "http"))]
     #[inline(always)]
     pub(crate) fn try_enter_as(&self, attempt: Attempt) -> Enter<Held<'_>, Full<'_>> {
         let Some(instance) = &self.instance else {
@@ -1435,37 +1498,13 @@ impl<'a> LimitCall<'a> {
         let limiter = &**instance;
         let settings = limiter.config.get();
         let started = limiter.start(settings);
-        let retry = match (attempt, settings.retries) {
-            (Attempt::Retry, Some(retries)) => Some(retries),
-            _ => None,
-        };
-        let taken = match retry {
-            None => limiter.try_take(settings),
-            Some(retries) => limiter.try_take_retry(settings, retries),
+        let taken = match attempt {
+            Attempt::Retry => limiter.try_take_retry(settings),
+            Attempt::Unread | Attempt::First => limiter.try_take(settings),
         };
         match taken {
             Some(place) => Enter::Ready(Ok(Held::new(started, place))),
-            None if retry.is_some() => {
-                let limit = limiter.limit_of(settings);
-                limiter.shed(limit, retry);
-                Enter::Ready(Err(Limiter::reached(self.key.name, limit)))
-            }
-            None => match settings.common.policy {
-                Policy::Reject => {
-                    let limit = limiter.limit_of(settings);
-                    limiter.unread(attempt, settings);
-                    limiter.rejected(limit);
-                    Enter::Ready(Err(Limiter::reached(self.key.name, limit)))
-                }
-                Policy::Block { .. } => {
-                    limiter.unread(attempt, settings);
-                    Enter::Wait(Full {
-                        telemetry: &limiter.telemetry,
-                        settings,
-                        started,
-                    })
-                }
-            },
+            None => limiter.full_at_entry(self.key.name, settings, started, attempt),
         }
     }
 
