@@ -925,12 +925,13 @@ impl Limiter {
         }
     }
 
-    /// A retry for a place under `retries`: one of the places they may
-    /// fill, if it is free now. It never waits: under `reject` a counter's
-    /// place below the retries' share; under `block` a free permit, while
-    /// fewer places than the share are in use (checked before the permit
-    /// is taken: retries that arrive at the same moment may pass the share
-    /// together, never the limit).
+    /// A place for a retry under the settings' `retry_share`: one of the
+    /// places retries may fill, if it is free now. It never waits: for a
+    /// fixed `reject` limit a counter's place below the retries' share, in
+    /// one compare-and-swap; otherwise a free place, while fewer places
+    /// than the share are in use (checked before the place is taken:
+    /// retries that arrive at the same moment may pass the share together,
+    /// never the limit).
     #[cfg(all(feature = "tower", feature = "http"))]
     #[cold]
     #[inline(never)]
