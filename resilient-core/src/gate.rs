@@ -8,6 +8,8 @@ use std::pin::Pin;
 
 #[cfg(feature = "tower")]
 use crate::chaos::{ChaosCall, Step};
+#[cfg(all(feature = "tower", feature = "http"))]
+use crate::concurrency::Attempt;
 use crate::concurrency::{Enter, FullParts, Held, HeldParts, LimitCall};
 use crate::error::Error;
 use crate::outcome::Fail;
@@ -164,6 +166,46 @@ impl Gate for LimitGate {
     #[inline(always)]
     fn enter(&self) -> Entry<HeldParts> {
         self.0.enter()
+    }
+
+    #[inline]
+    fn finish(&self, parts: HeldParts, outcome: Option<Result<(), Fail<()>>>) {
+        self.0.finish(parts, outcome);
+    }
+}
+
+/// A concurrency limit's call for a request that said what attempt it is
+/// (its `retry_header`, read by the layers on `http::Request`s applied with
+/// `reading_retry_header`): as [`LimitGate`], but a retry is admitted as
+/// the spec's `retry_header` and `retry_share` say.
+#[cfg(all(feature = "tower", feature = "http"))]
+#[doc(hidden)]
+pub struct AnnouncedGate(pub(crate) LimitCall<'static>, pub(crate) Attempt);
+
+#[cfg(all(feature = "tower", feature = "http"))]
+impl AnnouncedGate {
+    /// The gate of `call` for a request with `headers`: reads the header
+    /// only if the spec sets one.
+    #[inline(always)]
+    pub(crate) fn new(call: LimitCall<'static>, headers: &http::HeaderMap) -> Self {
+        let attempt = match call.retry_header() {
+            None => Attempt::Unread,
+            Some(name) => Attempt::of(headers.get(name)),
+        };
+        Self(call, attempt)
+    }
+}
+
+#[cfg(all(feature = "tower", feature = "http"))]
+impl Gate for AnnouncedGate {
+    type Parts = HeldParts;
+
+    #[inline(always)]
+    fn enter(&self) -> Entry<HeldParts> {
+        match self.0.try_enter_as(self.1) {
+            Enter::Ready(entered) => Entry::Ready(entered.map(Held::into_parts)),
+            Enter::Wait(full) => limit_wait(&self.0, full.into_parts()),
+        }
     }
 
     #[inline]

@@ -38,11 +38,11 @@ mod estimate;
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use metrics::Gauge;
+use metrics::{Counter, Gauge};
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
@@ -51,7 +51,7 @@ use crate::error::Error;
 use crate::keyed::PartitionKey;
 use crate::outcome::Fail;
 use crate::registry::{CallInstance, Key, Mechanism, Part, Sealed, Shared, Spec, Tag, Versions};
-use crate::settings::Section;
+use crate::settings::{Section, Value};
 use crate::spec::SpecKind;
 use crate::telemetry::{Outcome, Telemetry};
 
@@ -170,6 +170,8 @@ impl ConcurrencyLimitSettings {
 /// | `limit` | required with `type = "fixed"` | whole number in 1..=536870911: calls that may run at once |
 /// | `policy` | `"reject"` | `"reject"` (fail at once when full) or `"block"` (wait for a permit) |
 /// | `max_wait` | none | duration > 0, with `policy = "block"` only: how long to wait before failing |
+/// | `retry_header` | none | an HTTP header name (`"x-retry-attempt"`): the header in which a request announces the attempts made before it; a request that announces one or more is refused at once when the limit is full, and never waits (read by the layers on `http::Request`s that are applied with `reading_retry_header`, not by the attribute) |
+/// | `retry_share` | none | number > 0 and < 1, with `retry_header` only: a retry is admitted only while fewer than this share of the limit's places (rounded down) are in use, so that first calls find the rest free |
 ///
 /// The keys of one type are problems under the other: `limit` with
 /// `type = "adaptive"`, `min` with `type = "fixed"`.
@@ -180,6 +182,151 @@ pub struct LimiterSettings {
     /// `type = "adaptive"`: how the limit is found; `None` for a fixed
     /// limit.
     pub adaptive: Option<AdaptiveSettings>,
+    /// `retry_header` (and `retry_share`): how the retries that requests
+    /// announce are treated; `None` when no header is read.
+    pub retries: Option<RetryShedding>,
+}
+
+/// How a concurrency limit treats the requests that announce themselves as
+/// retries (`retry_header`, `retry_share`): see the guide's chapter on the
+/// concurrency limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct RetryShedding {
+    /// The header's name, in lower case (`retry_header`).
+    #[cfg_attr(feature = "serde", serde(rename = "retry_header"))]
+    pub header: &'static str,
+    /// The share of the places retries may fill (`retry_share`); `None`:
+    /// every place, while one is free.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "retry_share", skip_serializing_if = "Option::is_none")
+    )]
+    pub share: Option<f64>,
+}
+
+impl RetryShedding {
+    /// The places a retry may be admitted into under `limit`: the share of
+    /// the limit, rounded down, or the whole limit without a share.
+    #[inline]
+    pub fn places(&self, limit: u32) -> u32 {
+        match self.share {
+            // A float's cast saturates: no overflow, whatever the limit.
+            Some(share) => ((f64::from(limit) * share).floor() as u32).min(limit),
+            None => limit,
+        }
+    }
+}
+
+/// Headers that count the attempt itself (1 on a first try), which
+/// `retry_header` cannot read: every request would read as a retry.
+const COUNTS_ITSELF: &[&str] = &["x-envoy-attempt-count"];
+
+/// Whether `c` may stand in an HTTP header name (RFC 9110's `tchar`).
+fn header_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+/// A header name kept for the life of the process, once per distinct name:
+/// settings are `Copy`, and a reload that keeps the name keeps the same
+/// text.
+fn interned(name: String) -> &'static str {
+    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut names = NAMES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(known) = names.iter().find(|n| **n == name) {
+        return known;
+    }
+    let name: &'static str = Box::leak(name.into_boxed_str());
+    names.push(name);
+    name
+}
+
+/// Reads `retry_header` and `retry_share`, recording every problem found;
+/// `Some(None)` when no header is set, the outer `None` on a problem.
+fn read_retries(s: &mut Section<'_>, limit: Option<u64>) -> Option<Option<RetryShedding>> {
+    let has_header = s.has("retry_header");
+    let has_share = s.has("retry_share");
+    let share = if has_share {
+        let rule = "must be a number > 0 and < 1: the share of the limit's places a retry may be admitted into (`0.8`: retries are admitted while fewer than 80 % of the places are in use)";
+        let percent = match s.value("retry_share") {
+            Some(Value::Int(i)) if (2..=100).contains(i) => Some(*i as f64),
+            Some(Value::Float(x)) if (2.0..=100.0).contains(x) && x.fract() == 0.0 => Some(*x),
+            _ => None,
+        };
+        if let Some(p) = percent {
+            s.invalid(
+                "retry_share",
+                format!(
+                    "{rule}; it is a share, not a percent: write `{}` for {p} %",
+                    p / 100.0
+                ),
+            );
+            None
+        } else if matches!(
+            s.value("retry_share"),
+            Some(Value::Int(1)) | Some(Value::Float(1.0))
+        ) {
+            s.invalid(
+                "retry_share",
+                format!("{rule}; `1` lets retries fill every place, as without `retry_share`: remove it"),
+            );
+            None
+        } else {
+            s.float("retry_share", None, rule, |x| x > 0.0 && x < 1.0)
+                .map(Some)
+        }
+    } else {
+        Some(None)
+    };
+    if !has_header {
+        if has_share {
+            s.invalid(
+                "retry_share",
+                "has no effect without `retry_header`, the header that tells a retry from a first call: set `retry_header`, or remove `retry_share`",
+            );
+            return None;
+        }
+        return Some(None);
+    }
+    let written = s.text("retry_header", None)?;
+    let rule = "must be an HTTP header name (letters, digits and `!#$%&'*+-.^_`|~`, such as \"x-retry-attempt\"), written as a TOML string with no quotes inside";
+    let quoted = written.len() >= 2
+        && ["'", "`"]
+            .iter()
+            .any(|q| written.starts_with(q) && written.ends_with(q));
+    if written.is_empty() || quoted || !written.chars().all(header_char) {
+        s.invalid("retry_header", rule);
+        return None;
+    }
+    let name = written.to_ascii_lowercase();
+    if COUNTS_ITSELF.contains(&name.as_str()) {
+        s.invalid(
+            "retry_header",
+            "counts the attempt itself (1 on a first try), so every request would read as a retry; `retry_header` reads a count of the attempts made before the request (0 or absent on a first call, 1 on the first retry), as gRPC's `grpc-previous-rpc-attempts` and this project's clients send",
+        );
+        return None;
+    }
+    let share = share?;
+    if let (Some(share), Some(limit)) = (share, limit) {
+        let retries = RetryShedding {
+            header: "",
+            share: Some(share),
+        };
+        if retries.places(u32::try_from(limit).unwrap_or(u32::MAX)) == 0 {
+            s.invalid(
+                "retry_share",
+                format!("leaves retries no place: {limit} places × {share} is less than one; raise `retry_share` or the limit, or remove `retry_share` (retries then fill any free place)"),
+            );
+            return None;
+        }
+    }
+    Some(Some(RetryShedding {
+        header: interned(name),
+        share,
+    }))
 }
 
 impl Tag for LimiterSettings {}
@@ -237,6 +384,13 @@ impl LimiterSettings {
                 (s.int("limit", None, 1, LIMIT_MAX), Some(None))
             }
         };
+        // A fixed limit's places, for `retry_share`'s check; an adaptive
+        // limit moves.
+        let fixed = match &adaptive {
+            Some(None) => limit,
+            _ => None,
+        };
+        let retries = read_retries(s, fixed);
         let policy = s.choice("policy", &["reject", "block"], "reject");
         let max_wait = s.duration("max_wait", false);
         let policy = match (policy?, max_wait) {
@@ -267,6 +421,7 @@ impl LimiterSettings {
                 policy,
             },
             adaptive: adaptive?,
+            retries: retries?,
         })
     }
 
@@ -293,6 +448,8 @@ impl serde::Serialize for LimiterSettings {
             kind: Type<'a>,
             #[serde(flatten)]
             policy: &'a Policy,
+            #[serde(flatten, skip_serializing_if = "Option::is_none")]
+            retries: &'a Option<RetryShedding>,
         }
         let kind = match &self.adaptive {
             None => Type::Fixed {
@@ -305,6 +462,7 @@ impl serde::Serialize for LimiterSettings {
                 enabled: self.common.enabled,
                 kind,
                 policy: &self.common.policy,
+                retries: &self.retries,
             },
             s,
         )
@@ -331,6 +489,13 @@ pub struct Limiter {
     taken: AtomicU32,
     in_use: OnceLock<Gauge>,
     limit_gauge: OnceLock<Gauge>,
+    /// Retries refused by `retry_header`: registered at the first, with
+    /// the recorder current then.
+    #[cfg_attr(not(all(feature = "tower", feature = "http")), allow(dead_code))]
+    shed: OnceLock<Counter>,
+    /// Whether a call whose door reads no header found a limit with a
+    /// `retry_header` full (told once).
+    unread_told: AtomicBool,
     /// `type = "adaptive"`: the limit in force and its measurements.
     adaptive: Adaptive,
 }
@@ -583,6 +748,8 @@ impl Limiter {
             config: Versions::new(settings),
             in_use: OnceLock::new(),
             limit_gauge: OnceLock::new(),
+            shed: OnceLock::new(),
+            unread_told: AtomicBool::new(false),
             adaptive: Adaptive::new(limit, window),
         };
         limiter.register_meters();
@@ -756,6 +923,123 @@ impl Limiter {
                     .saturating_sub(free)
             }
         }
+    }
+
+    /// A place for a retry under the settings' `retry_share`: one of the
+    /// places retries may fill, if it is free now. It never waits: for a
+    /// fixed `reject` limit a counter's place below the retries' share, in
+    /// one compare-and-swap; otherwise a free place, while fewer places
+    /// than the share are in use (checked before the place is taken:
+    /// retries that arrive at the same moment may pass the share together,
+    /// never the limit).
+    #[cfg(all(feature = "tower", feature = "http"))]
+    #[cold]
+    #[inline(never)]
+    fn try_take_retry(&self, settings: &LimiterSettings) -> Option<Place<'_>> {
+        let Some(retries) = settings.retries.filter(|r| r.share.is_some()) else {
+            return self.try_take(settings);
+        };
+        if !settings.common.enabled {
+            return self.try_take(settings);
+        }
+        let places = retries.places(self.limit_of(settings));
+        match (settings.common.policy, settings.adaptive) {
+            (Policy::Reject, None) => self
+                .taken
+                .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
+                    (n < places).then_some(n + 1)
+                })
+                .ok()
+                .map(|_| Place::new(self, Kind::COUNTED)),
+            _ if self.in_use() >= places => None,
+            _ => self.try_take(settings),
+        }
+    }
+
+    /// What a call (`attempt`) that found no free place at entry gets: a
+    /// retry under a `retry_header` is refused at once (shed); another call
+    /// is refused (`reject`) or waits (`block`). Out of line: the call let
+    /// in at once carries none of it.
+    #[cfg(all(feature = "tower", feature = "http"))]
+    #[cold]
+    #[inline(never)]
+    fn full_at_entry<'a>(
+        &'a self,
+        spec: &'static str,
+        settings: &'a LimiterSettings,
+        started: Option<Instant>,
+        attempt: Attempt,
+    ) -> Enter<Held<'a>, Full<'a>> {
+        let limit = self.limit_of(settings);
+        match (attempt, settings.retries) {
+            (Attempt::Retry, Some(retries)) => {
+                self.shed(limit, retries);
+                return Enter::Ready(Err(Self::reached(spec, limit)));
+            }
+            (Attempt::Unread, Some(_)) => self.tell_unread(),
+            _ => {}
+        }
+        match settings.common.policy {
+            Policy::Reject => {
+                self.rejected(limit);
+                Enter::Ready(Err(Self::reached(spec, limit)))
+            }
+            Policy::Block { .. } => Enter::Wait(Full {
+                telemetry: &self.telemetry,
+                settings,
+                started,
+            }),
+        }
+    }
+
+    /// Tells the telemetry that a retry was refused by `retry_header`
+    /// (`retries`) under `limit`: a rejection, and a shed retry.
+    #[cfg(all(feature = "tower", feature = "http"))]
+    #[cold]
+    #[inline(never)]
+    fn shed(&self, limit: u32, retries: RetryShedding) {
+        if self.telemetry.metrics_on() {
+            self.shed
+                .get_or_init(|| {
+                    self.telemetry
+                        .counter("resilient_concurrency_shed_total", &[])
+                })
+                .increment(1);
+        }
+        let (header, places) = (retries.header, retries.places(limit));
+        crate::telemetry::log_rejection!(
+            "resilient::concurrency",
+            &self.telemetry,
+            None,
+            "a retry (`{header}`) shed: {} of {limit} places taken, and retries may fill {places}",
+            self.in_use()
+        );
+    }
+
+    /// A call whose door reads no header found the limit full: if
+    /// `settings` set a `retry_header`, said once, at WARN, since the
+    /// setting cannot act on it. Out of line, on the full path only.
+    #[cold]
+    #[inline(never)]
+    fn unread(&self, settings: &LimiterSettings) {
+        if settings.retries.is_some() {
+            self.tell_unread();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn tell_unread(&self) {
+        if self.unread_told.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let (spec, path) = (self.telemetry.spec, self.telemetry.path);
+        tracing::warn!(
+            target: "resilient::concurrency",
+            spec,
+            path,
+            "`retry_header` of `{path}` has no effect on this call: it found the limit full and came through a door that reads no request header (`#[concurrency_limit]`, a handle, or a layer applied without `reading_retry_header`), so it was treated as a first call; apply the limit to an HTTP service with `{spec}::layer().reading_retry_header()` or `StackLayer::spec_reading_retry_header::<{spec}>()`, or remove `retry_header` (told once per spec)"
+        );
     }
 
     /// Tells the telemetry that a call found no place.
@@ -1092,6 +1376,39 @@ pub enum Enter<G, W> {
     Wait(W),
 }
 
+/// What a call says of itself, for a limit's `retry_header`.
+#[cfg(all(feature = "tower", feature = "http"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// Its door reads no header (an attribute, a handle, a layer applied
+    /// without `reading_retry_header`), or the spec sets none.
+    Unread,
+    /// A first call: the header is absent, or says 0.
+    First,
+    /// A retry: the header says 1 or more, or cannot be read as a count.
+    Retry,
+}
+
+#[cfg(all(feature = "tower", feature = "http"))]
+impl Attempt {
+    /// The attempt a request's `retry_header` value announces: absent or
+    /// `0`, a first call; a count of 1 or more, a retry; anything else (not
+    /// a whole number, empty, not ASCII), a retry too: a client that sends
+    /// the header is retrying, and a value that cannot be read must not
+    /// let a retry pass as a first call.
+    #[cfg(all(feature = "tower", feature = "http"))]
+    #[inline]
+    pub(crate) fn of(value: Option<&http::HeaderValue>) -> Self {
+        let Some(value) = value else {
+            return Attempt::First;
+        };
+        match value.to_str().ok().map(|v| v.trim().parse::<u64>()) {
+            Some(Ok(0)) => Attempt::First,
+            _ => Attempt::Retry,
+        }
+    }
+}
+
 /// One call under a concurrency limit, as the generated code makes it:
 /// [`try_enter`](LimitCall::try_enter) (and [`wait`](LimitCall::wait) when
 /// full), then [`Held::exit`] with the outcome of the layers inside.
@@ -1144,15 +1461,51 @@ impl<'a> LimitCall<'a> {
             None => match settings.common.policy {
                 Policy::Reject => {
                     let limit = limiter.limit_of(settings);
+                    limiter.unread(settings);
                     limiter.rejected(limit);
                     Enter::Ready(Err(Limiter::reached(self.key.name, limit)))
                 }
-                Policy::Block { .. } => Enter::Wait(Full {
-                    telemetry: &limiter.telemetry,
-                    settings,
-                    started,
-                }),
+                Policy::Block { .. } => {
+                    limiter.unread(settings);
+                    Enter::Wait(Full {
+                        telemetry: &limiter.telemetry,
+                        settings,
+                        started,
+                    })
+                }
             },
+        }
+    }
+
+    /// The settings' `retry_header`, if the spec has settings and one is
+    /// set: what a door that reads requests reads.
+    #[cfg(all(feature = "tower", feature = "http"))]
+    #[inline(always)]
+    pub(crate) fn retry_header(&self) -> Option<&'static str> {
+        let retries = self.instance.as_deref()?.config.get().retries?;
+        Some(retries.header)
+    }
+
+    /// [`try_enter`](Self::try_enter) for a call through a door that read
+    /// what `attempt` it is: a retry is admitted as the spec's
+    /// `retry_header` and `retry_share` say. Apart from `try_enter`, so
+    /// that the doors that read no header run the code they ran before.
+    #[cfg(all(feature = "tower", feature = "http"))]
+    #[inline(always)]
+    pub(crate) fn try_enter_as(&self, attempt: Attempt) -> Enter<Held<'_>, Full<'_>> {
+        let Some(instance) = &self.instance else {
+            return Enter::Ready(Err(self.key.not_configured()));
+        };
+        let limiter = &**instance;
+        let settings = limiter.config.get();
+        let started = limiter.start(settings);
+        let taken = match attempt {
+            Attempt::Retry => limiter.try_take_retry(settings),
+            Attempt::Unread | Attempt::First => limiter.try_take(settings),
+        };
+        match taken {
+            Some(place) => Enter::Ready(Ok(Held::new(started, place))),
+            None => limiter.full_at_entry(self.key.name, settings, started, attempt),
         }
     }
 

@@ -13,6 +13,8 @@ use super::{spec_layer, Flight, LayerError};
 use crate::chaos::{ChaosCall, ChaosSpec};
 use crate::concurrency::{ConcurrencyLimitSpec, LimitCall};
 use crate::error::Error;
+#[cfg(feature = "http")]
+use crate::gate::AnnouncedGate;
 use crate::gate::{ChaosGate, Entry, Gate, LimitGate, Waiting};
 use crate::outcome::Fail;
 use crate::rate_limiter::{RateCall, RateLimiterSpec};
@@ -28,6 +30,100 @@ spec_layer! {
     where
         S: ConcurrencyLimitSpec,
         Svc: Clone,
+}
+
+#[cfg(feature = "http")]
+spec_layer! {
+    /// A concurrency limit spec as a tower layer that reads the spec's
+    /// `retry_header` from each request: as [`ConcurrencyLimitLayer`] (made
+    /// by its [`reading_retry_header`](ConcurrencyLimitLayer::reading_retry_header)),
+    /// but a request that announces a retry is refused at once when the
+    /// limit is full (or, with `retry_share`, when its share of the places
+    /// is), and never waits. A spec without `retry_header` reads no
+    /// header. See the guide's chapter on the concurrency limit.
+    RetryHeaderLimitLayer => RetryHeaderLimitService
+    where
+        S: ConcurrencyLimitSpec,
+        Svc: Clone,
+        Req: RequestHeaders,
+}
+
+/// A request whose HTTP headers a layer reads (a concurrency limit's
+/// `retry_header`): `http::Request<B>`; implement it for a request type of
+/// yours that carries an [`http::HeaderMap`].
+#[cfg(feature = "http")]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no HTTP headers for `reading_retry_header` to read",
+    label = "a layer that reads `retry_header` serves requests with headers",
+    note = "apply it to a service of `http::Request<B>` (an axum route, a hyper service), or implement `resilient_core::layer::RequestHeaders` for your request type"
+)]
+pub trait RequestHeaders {
+    /// The request's headers.
+    fn headers(&self) -> &http::HeaderMap;
+}
+
+#[cfg(feature = "http")]
+impl<B> RequestHeaders for http::Request<B> {
+    #[inline(always)]
+    fn headers(&self) -> &http::HeaderMap {
+        http::Request::headers(self)
+    }
+}
+
+impl<S, Req> ConcurrencyLimitLayer<S, Req> {
+    /// The same limit, reading the spec's `retry_header` from each request
+    /// (an `http::Request`): a request that announces a retry is refused at
+    /// once when the limit is full, and never waits; with `retry_share`,
+    /// also once that share of the places is in use. A spec without
+    /// `retry_header` reads no header, and lets requests in as this layer
+    /// does.
+    ///
+    /// ```
+    /// use resilient_core::layer::Layered;
+    /// use resilient_core::ConcurrencyLimitSpec;
+    ///
+    /// #[derive(ConcurrencyLimitSpec)]
+    /// #[spec("resilient.concurrency.pets")]
+    /// pub struct PetsLimit;
+    ///
+    /// // `retry_header = "x-retry-attempt"` in its section names the header.
+    /// let layer = PetsLimit::layer::<http::Request<String>>().reading_retry_header();
+    /// # let _ = layer;
+    /// ```
+    #[cfg(feature = "http")]
+    pub const fn reading_retry_header(self) -> RetryHeaderLimitLayer<S, Req> {
+        RetryHeaderLimitLayer::new()
+    }
+}
+
+/// The response future of a [`RetryHeaderLimitService`].
+#[cfg(feature = "http")]
+pub type RetryHeaderLimitFuture<Svc, Req> = GateFuture<AnnouncedGate, Svc, Req>;
+
+#[cfg(feature = "http")]
+impl<S, Svc, Req> Service<Req> for RetryHeaderLimitService<S, Svc, Req>
+where
+    S: ConcurrencyLimitSpec,
+    Svc: Service<Req> + Clone,
+    Svc::Error: LayerError,
+    Req: RequestHeaders,
+{
+    type Response = Svc::Response;
+    type Error = Svc::Error;
+    type Future = RetryHeaderLimitFuture<Svc, Req>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    #[inline]
+    fn call(&mut self, req: Req) -> Self::Future {
+        let key = const { &Key::of::<S>() };
+        let call = LimitCall::new(key, crate::registry::lookup(key));
+        let gate = AnnouncedGate::new(call, req.headers());
+        enter(gate, &mut self.inner, req)
+    }
 }
 
 spec_layer! {

@@ -41,7 +41,7 @@
 //! |---|---|---|
 //! | retry | calls the inner service again after a failure the spec retries, after its wait, within `attempts`; each retry waits for the inner service's `poll_ready` first | a request that is `Clone` (kept for the retries, cloned per attempt) and a service that is `Clone` (one clone per request) |
 //! | circuit breaker | takes a permit in `call` (an open breaker answers at once), counts the response as the spec classifies it | |
-//! | concurrency limit | takes a place in `call`, holds it until the response future ends or is dropped; a full limit rejects at once, or waits inside the response future up to `max_wait` (its `block` policy) | a service that is `Clone`: a request that waits takes the ready service with it |
+//! | concurrency limit | takes a place in `call`, holds it until the response future ends or is dropped; a full limit rejects at once, or waits inside the response future up to `max_wait` (its `block` policy); applied with `reading_retry_header()`, a request that announces a retry in the spec's `retry_header` is refused at once instead | a service that is `Clone`: a request that waits takes the ready service with it |
 //! | rate limiter | takes a permit in `call`; one reserved within `max_wait` is waited for inside the response future | a service that is `Clone`, as above |
 //! | timeout | bounds the response future; the timer starts when it first waits | |
 //! | chaos | draws in `call` what the spec injects: a latency is waited inside the response future before the inner service is called, an error ([`Error::Injected`]) answers without calling it | a service that is `Clone`, as above |
@@ -137,6 +137,10 @@ pub use gate::{
     ChaosFuture, ChaosLayer, ChaosService, ConcurrencyLimitFuture, ConcurrencyLimitLayer,
     ConcurrencyLimitService, GateFuture, RateLimitFuture, RateLimitLayer, RateLimitService,
 };
+#[cfg(feature = "http")]
+pub use gate::{
+    RequestHeaders, RetryHeaderLimitFuture, RetryHeaderLimitLayer, RetryHeaderLimitService,
+};
 #[cfg(feature = "grpc")]
 pub use respond::GrpcAnswers;
 #[cfg(feature = "http")]
@@ -144,6 +148,8 @@ pub use respond::{
     Answers, BoxErrors, BoxErrorsFuture, HttpAnswers, Respond, RespondFuture, RespondLayer,
 };
 pub use retry::{RetryFuture, RetryLayer, RetryService};
+#[cfg(feature = "http")]
+pub use stack::RetryHeaderLimitLevel;
 #[doc(hidden)]
 pub use stack::{Append, Chain, HasKeyedLevel, HasLevel, KeyOf, MakeGate};
 pub use stack::{

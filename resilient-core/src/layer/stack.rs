@@ -58,12 +58,16 @@ use tower_service::Service;
 
 use super::retry::LayerJudge;
 use super::LayerError;
+#[cfg(feature = "http")]
+use super::RequestHeaders;
 use crate::chaos::{ChaosCall, ChaosSpec};
 use crate::circuit_breaker::{
     on_resilience_error, BreakerCall, CircuitBreakerSpec, Permit, PermitParts,
 };
 use crate::concurrency::{ConcurrencyLimitSpec, LimitCall};
 use crate::error::Error;
+#[cfg(feature = "http")]
+use crate::gate::AnnouncedGate;
 use crate::gate::{ChaosGate, Entry, Gate, LimitGate, Waiting};
 use crate::keyed::KeyRef;
 use crate::outcome::Fail;
@@ -182,6 +186,45 @@ impl<L, Req> StackLayer<L, Req> {
     {
         StackLayer {
             levels: self.levels.append(S::keyed(ByKey(key))),
+            _request: PhantomData,
+        }
+    }
+}
+
+impl<L, Req> StackLayer<L, Req> {
+    /// The stack with the concurrency limit spec `S` inside the specs added
+    /// before it, reading the spec's `retry_header` from each request (an
+    /// `http::Request`): a request that announces a retry is refused at
+    /// once when the limit is full, and never waits; with `retry_share`,
+    /// also once that share of the places is in use. A spec without
+    /// `retry_header` reads no header, and lets requests in as
+    /// [`spec`](Self::spec) does.
+    ///
+    /// ```
+    /// use resilient_core::layer::StackLayer;
+    /// use resilient_core::{ConcurrencyLimitSpec, RetrySpec};
+    ///
+    /// #[derive(RetrySpec)]
+    /// #[spec("resilient.retry.pets")]
+    /// pub struct PetsRetry;
+    ///
+    /// #[derive(ConcurrencyLimitSpec)]
+    /// #[spec("resilient.concurrency.pets")]
+    /// pub struct PetsLimit;
+    ///
+    /// let stack = StackLayer::<_, http::Request<String>>::new()
+    ///     .spec::<PetsRetry>()
+    ///     .spec_reading_retry_header::<PetsLimit>();
+    /// # let _ = stack;
+    /// ```
+    #[cfg(feature = "http")]
+    pub fn spec_reading_retry_header<S>(self) -> StackLayer<L::Out, Req>
+    where
+        S: ConcurrencyLimitSpec,
+        L: Append<RetryHeaderLimitLevel<S>>,
+    {
+        StackLayer {
+            levels: self.levels.append(RetryHeaderLimitLevel::default()),
             _request: PhantomData,
         }
     }
@@ -911,6 +954,52 @@ impl<S: ConcurrencyLimitSpec, K: KeyOf<Req>, Req> MakeGate<Req> for LimitLevel<S
     }
 }
 
+/// A concurrency limit spec's part of a stack that reads the spec's
+/// `retry_header` from each request (see
+/// [`StackLayer::spec_reading_retry_header`]).
+#[cfg(feature = "http")]
+pub struct RetryHeaderLimitLevel<S> {
+    _spec: PhantomData<fn() -> S>,
+}
+
+#[cfg(feature = "http")]
+impl<S> Default for RetryHeaderLimitLevel<S> {
+    fn default() -> Self {
+        Self { _spec: PhantomData }
+    }
+}
+
+#[cfg(feature = "http")]
+impl<S> Clone for RetryHeaderLimitLevel<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+#[cfg(feature = "http")]
+impl<S> Copy for RetryHeaderLimitLevel<S> {}
+
+#[cfg(feature = "http")]
+impl<S> std::fmt::Debug for RetryHeaderLimitLevel<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RetryHeaderLimitLevel")
+            .field(&std::any::type_name::<S>())
+            .finish()
+    }
+}
+
+#[cfg(feature = "http")]
+impl<S: ConcurrencyLimitSpec, Req: RequestHeaders> MakeGate<Req> for RetryHeaderLimitLevel<S> {
+    type Gate = AnnouncedGate;
+
+    #[inline(always)]
+    fn gate(&self, req: &Req) -> AnnouncedGate {
+        let key = const { &Key::of::<S>() };
+        let call = LimitCall::new(key, crate::registry::lookup(key));
+        AnnouncedGate::new(call, req.headers())
+    }
+}
+
 impl<S: RateLimiterSpec, K: KeyOf<Req>, Req> MakeGate<Req> for RateLevel<S, K> {
     type Gate = RateCall;
 
@@ -1056,6 +1145,8 @@ where
 }
 
 gate_chain!(LimitLevel<S, K>);
+#[cfg(feature = "http")]
+gate_chain!(RetryHeaderLimitLevel<S>);
 gate_chain!(RateLevel<S, K>);
 gate_chain!(ChaosLevel<S>);
 

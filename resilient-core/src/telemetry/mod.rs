@@ -15,6 +15,7 @@
 //! | `resilient::circuit_breaker` | INFO | it moves to half-open, closes, or is disabled |
 //! | `resilient::circuit_breaker`, `resilient::rate_limiter`, `resilient::concurrency` | DEBUG | each rejected call |
 //! | `resilient::concurrency` | DEBUG | an adaptive limit moved, or took a new baseline: the old and new limit, the window's mean latency, the baseline, and why |
+//! | `resilient::concurrency` | WARN | once per spec: a call that its door could not read `retry_header` for (the attribute, a handle, a layer applied without `reading_retry_header`) found the limit full |
 //! | same | WARN | rejections, at most once per spec per 10 s: how many since the last such line |
 //! | `resilient::timeout` | INFO | a call timed out |
 //! | `resilient::fallback` | DEBUG | a fallback answered a failure |
@@ -46,6 +47,7 @@
 //! | `resilient_circuit_breaker_state` | gauge | | 0 closed, 1 half-open, 2 open, 3 forced open, 4 disabled |
 //! | `resilient_concurrency_in_use` | gauge | | places held now |
 //! | `resilient_concurrency_limit` | gauge | | the limit in force: `limit`, or where an adaptive limit stands |
+//! | `resilient_concurrency_shed_total` | counter | | a retry announced in `retry_header` refused (also counted as a rejection in `resilient_calls_total`); registered at the first |
 //! | `resilient_fallbacks_total` | counter | `function` (instead of `spec` and `path`) | a fallback answered a failure (the global metrics switch) |
 //! | `resilient_hedging_attempts_total` | counter | `outcome` = `started`, `won`, `failed`, `cancelled` | each attempt of a hedged call starts (the first included), and ends: its outcome returned, a failure, or dropped (another won, or the call was dropped); `started` = `won` + `failed` + `cancelled` once no call is in flight |
 //! | `resilient_chaos_injected_total` | counter | `fault` = `latency`, `error`, `outcome` | a chaos spec injected a fault into a call (a chaos spec records no `resilient_calls_total`: the mechanisms around it count the call) |
