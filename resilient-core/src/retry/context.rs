@@ -2,8 +2,9 @@
 //! the detection of nested retries read.
 //!
 //! A retry marks the thread while it polls its body's future (or calls a
-//! blocking fn's body), every attempt, the first included: two words
-//! swapped in a thread-local and swapped back, no branch. Code below (an
+//! blocking fn's body), every attempt, the first included: one word (the
+//! attempt's address) swapped in a thread-local and swapped back, no
+//! branch. Code below (an
 //! HTTP helper, a retried fn called by the body) reads the mark with
 //! [`current_attempt`], which reports retries only; an inner retry reads
 //! it to find the outer retry it runs inside.
@@ -25,8 +26,9 @@ use crate::registry::Key;
 use super::Retry;
 
 thread_local! {
-    /// The retry whose body this thread runs now, on a retry.
-    static CURRENT: Cell<Option<Attempt>> = const { Cell::new(None) };
+    /// The attempt whose body this thread runs now: null, or the attempt
+    /// of an [`Entered`] guard alive on this thread (see there).
+    static CURRENT: Cell<*const Attempt> = const { Cell::new(std::ptr::null()) };
 }
 
 /// A retry of a call, as the code it runs sees it (see
@@ -163,29 +165,40 @@ pub fn current_attempt() -> Option<Attempt> {
 }
 
 /// The attempt the thread runs now, a first call included.
+#[allow(unsafe_code)] // one read of the mark an alive guard set (below)
 pub(crate) fn marked() -> Option<Attempt> {
-    CURRENT.try_with(Cell::get).ok().flatten()
+    let mark = CURRENT.try_with(Cell::get).ok()?;
+    // SAFETY: the mark is null or was set by an `Entered` guard on this
+    // thread that is still alive (each guard puts back the mark it found
+    // when it drops, guards drop in the reverse of their order, and a
+    // guard cannot outlive the attempt it borrows): so it points at a live
+    // `Attempt`, only ever read through shared references.
+    unsafe { mark.as_ref() }.copied()
 }
 
 /// Marks the thread as running an attempt while it exists, and puts back
-/// what was there when dropped (also when the body panics). No branch:
-/// two words swapped in a thread-local and swapped back, the first call
-/// too (which [`current_attempt`] does not report).
-struct Entered {
+/// what was there when dropped (also when the body panics). No branch: one
+/// word, the attempt's address, swapped in a thread-local and swapped
+/// back, the first call too (which [`current_attempt`] does not report).
+/// The guard borrows the attempt, so the address stays valid while it is
+/// the mark.
+struct Entered<'a> {
     /// What the thread was marked with before.
-    before: Option<Attempt>,
+    before: *const Attempt,
+    _attempt: std::marker::PhantomData<&'a Attempt>,
 }
 
-impl Entered {
+impl<'a> Entered<'a> {
     #[inline(always)]
-    fn new(attempt: Attempt) -> Self {
+    fn new(attempt: &'a Attempt) -> Self {
         Entered {
-            before: CURRENT.with(|c| c.replace(Some(attempt))),
+            before: CURRENT.with(|c| c.replace(attempt)),
+            _attempt: std::marker::PhantomData,
         }
     }
 }
 
-impl Drop for Entered {
+impl Drop for Entered<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         CURRENT.with(|c| c.set(self.before));
@@ -218,7 +231,7 @@ impl<F: Future> Future for InAttempt<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         // One call of the inner poll: it stays inlined as without a mark.
-        let _entered = Entered::new(*this.attempt);
+        let _entered = Entered::new(this.attempt);
         this.fut.poll(cx)
     }
 }
@@ -228,6 +241,6 @@ impl<F: Future> Future for InAttempt<F> {
 #[inline(always)]
 pub(crate) fn call_in<R>(attempt: Attempt, body: impl FnOnce() -> R) -> R {
     // One call of `body`: it is inlined once.
-    let _entered = Entered::new(attempt);
+    let _entered = Entered::new(&attempt);
     body()
 }
