@@ -1071,6 +1071,14 @@ impl<S: RetrySpec> RetryHandle<S> {
 pub struct RetryOps<T, E, Tr, J = Unjudged> {
     pub(crate) key: &'static Key<Retry>,
     judge: J,
+    /// Asked for only once an attempt failed: a call's future holds one
+    /// word of them, and a call that starts stores one word, not four.
+    fns: fn() -> RetryFns<T, E, Tr>,
+}
+
+/// What a retry does with the failures of spec and result type it was built
+/// for: needed only once an attempt failed.
+struct RetryFns<T, E, Tr> {
     keep_value: exhausted::KeepValue<T>,
     keep: fn(&mut Tr, &'static str, Result<T, Fail<E>>),
     give_up: GiveUp<T, E, Tr>,
@@ -1161,6 +1169,18 @@ where
         // A constant: a call's future holds one word of it.
         key: const { &Key::of::<S>() },
         judge: Unjudged,
+        fns: fns::<S, T, E>,
+    }
+}
+
+/// The failure operations of spec `S` for `Result<T, E>`.
+fn fns<S, T, E>() -> RetryFns<T, E, <E as Exhaustion<S::Exhausted>>::Trail>
+where
+    S: RetrySpec,
+    S::Classifier: Classify<T, E>,
+    E: Exhaustion<S::Exhausted>,
+{
+    RetryFns {
         keep_value: <S::Classifier as Classify<T, E>>::keep_failed_value,
         keep: <E as Exhaustion<S::Exhausted>>::keep::<T>,
         give_up: <E as Exhaustion<S::Exhausted>>::give_up::<T>,
@@ -1175,10 +1195,7 @@ impl<T, E, Tr> RetryOps<T, E, Tr> {
         RetryOps {
             key: self.key,
             judge,
-            keep_value: self.keep_value,
-            keep: self.keep,
-            give_up: self.give_up,
-            last_kept: self.last_kept,
+            fns: self.fns,
         }
     }
 }
@@ -1531,8 +1548,9 @@ where
         // `calls` is also the number of the retry that would come next.
         if calls > u64::from(s.attempts) {
             let trail = self.trail.take().unwrap_or_default();
-            let kept = exhausted::Kept::new(ops.keep_value, status);
-            let out = (ops.give_up)(trail, spec, calls, GaveUp::Attempts, outcome, kept);
+            let fns = (ops.fns)();
+            let kept = exhausted::Kept::new(fns.keep_value, status);
+            let out = (fns.give_up)(trail, spec, calls, GaveUp::Attempts, outcome, kept);
             stopped(retry, calls, StoppedBy::Attempts, &out, status);
             Self::ended(&mut self.timed, retry, Outcome::Failure);
             return Step::Done(out);
@@ -1547,8 +1565,9 @@ where
         if let (Some(limit), Some(started)) = (s.timeout, self.started) {
             if started.elapsed().saturating_add(delay) > limit {
                 let trail = self.trail.take().unwrap_or_default();
-                let kept = exhausted::Kept::new(ops.keep_value, status);
-                let out = (ops.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, kept);
+                let fns = (ops.fns)();
+                let kept = exhausted::Kept::new(fns.keep_value, status);
+                let out = (fns.give_up)(trail, spec, calls, GaveUp::Timeout, outcome, kept);
                 stopped(retry, calls, StoppedBy::Timeout, &out, status);
                 Self::ended(&mut self.timed, retry, Outcome::Failure);
                 return Step::Done(out);
@@ -1741,11 +1760,12 @@ fn keep<T, E, Tr, J>(
     // implement `Display`.
     if !matches!(outcome, Err(Fail::Body(_))) || !retry.telemetry.logging() {
         retry.scheduled(wait, &Shown::of(&outcome, wait.status));
-        (ops.keep)(trail, ops.key.name, outcome);
+        ((ops.fns)().keep)(trail, ops.key.name, outcome);
         return;
     }
-    (ops.keep)(trail, ops.key.name, outcome);
-    match (ops.last_kept)(trail) {
+    let fns = (ops.fns)();
+    (fns.keep)(trail, ops.key.name, outcome);
+    match (fns.last_kept)(trail) {
         Some(kept) => retry.scheduled(wait, &kept),
         None => retry.scheduled(wait, &Shown::Body(std::any::type_name::<E>())),
     }
