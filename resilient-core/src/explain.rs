@@ -966,7 +966,15 @@ fn check_pair(
         // A retry's overall timeout against its attempts.
         (Settings::Retry(r), Settings::Timeout(t)) if r.attempts > 0 => {
             if let Some(overall) = r.timeout {
-                let first = r.delay(1, |_| 0);
+                // The shortest first wait of any cause: a cause table may
+                // wait less than `delay`.
+                let first = Cause::ALL
+                    .iter()
+                    .map(|c| r.cause_delay_jittered(*c, 1, |_| 0))
+                    .min()
+                    .unwrap_or(Duration::ZERO);
+                // An attempt that timed out waits as its cause says.
+                let after_timeout = r.cause_delay_jittered(Cause::Timeout, 1, |_| 0);
                 if overall <= first {
                     out.push(Finding::Problem(Problem {
                         spec: oe.name,
@@ -978,7 +986,8 @@ fn check_pair(
                         ),
                         found: None,
                     }));
-                } else if overall <= t.duration.saturating_add(first) {
+                } else if overall <= t.duration.saturating_add(after_timeout) {
+                    let first = after_timeout;
                     out.push(Finding::Warn(format!(
                         "`{}.timeout` ({}) leaves no time to retry an attempt that `{}` ended after {} in `{fn_name}` ({} wait first): only failures faster than {} are retried; lengthen `{}.timeout` past {}, or shorten `{}.duration`",
                         oe.path, human(overall), ne.name, human(t.duration), human(first),

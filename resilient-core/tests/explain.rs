@@ -642,3 +642,36 @@ fn throttling_the_attempt_header_the_outer_budget_and_shedding_are_said() {
         "{limit:#?}"
     );
 }
+
+/// A cause table that waits less than `delay` lets a retry start within
+/// the retry's `timeout`: no problem then. An attempt that timed out waits
+/// as `cause.timeout` says, and the warning counts that wait.
+#[test]
+fn a_cause_that_waits_less_lets_a_retry_start_within_the_timeout() {
+    let retry = |overall: &str, cause_delay: &str| {
+        let cause = table([("timeout", table([("delay", s(cause_delay))]))]);
+        with(
+            with(plain_retry("200ms"), "timeout", s(overall)),
+            "cause",
+            cause,
+        )
+    };
+    // Timed-out attempts wait 10ms: a retry starts well within 1.5s.
+    let (built, warned) = warnings_of(|| outer_timeout_registry(retry("1.5s", "10ms")));
+    assert!(built.is_ok(), "{:?}", built.err());
+    assert!(warned.is_empty(), "{warned:#?}");
+    // 150ms is shorter than `delay`, not than the timeout cause's wait: no
+    // problem, but a timed-out attempt (1s) is never retried.
+    let (built, warned) = warnings_of(|| outer_timeout_registry(retry("150ms", "10ms")));
+    assert!(built.is_ok(), "{:?}", built.err());
+    assert_eq!(
+        warned,
+        ["`explain.inner_retry.timeout` (150ms) leaves no time to retry an attempt that `Attempt` ended after 1s in `explain::outer_timeout` (10ms wait first): only failures faster than 140ms are retried; lengthen `explain.inner_retry.timeout` past 1.01s, or shorten `explain.attempt.duration`"]
+    );
+    // Every cause waits 200ms or more: the problem stays.
+    let problems = outer_timeout_registry(retry("150ms", "300ms")).unwrap_err();
+    assert_eq!(
+        problems,
+        ["InnerRetry at `explain.inner_retry`: key `timeout` is 150ms, no longer than the wait before the first retry (200ms): no retry can ever start; make `timeout` longer than `delay`, or remove it"]
+    );
+}
