@@ -61,6 +61,7 @@ use crate::registry::uses::{Attr, Checked, FnChain, Link, Shape};
 use crate::registry::{CrossCheck, Finding, Part, Registry, SpecEntry};
 use crate::retry::RetrySettings;
 use crate::settings::Problem;
+use crate::spec::Cause;
 use crate::timeout::TimeoutSettings;
 
 /// Every spec of a registry and every annotated fn of the binary, explained.
@@ -301,16 +302,79 @@ fn waits(retry: &RetrySettings) -> Vec<Wait> {
 /// A retry spec's waits shown one by one: past these, a sum says the rest.
 const MAX_SHOWN_WAITS: u32 = 64;
 
-/// The sum of a retry's longest waits, all `attempts` of them, saturating.
+/// The waits counted one by one in a retry's worst case; past these, each
+/// is counted at the longest it can be (`attempts` may be `u32::MAX`).
+const COUNTED_WAITS: u32 = 10_000;
+
+/// The longest wait before retry number `k`, whatever the cause of the
+/// failure before it (jitter only shortens a wait).
+fn longest_wait(retry: &RetrySettings, k: u32) -> Duration {
+    Cause::ALL
+        .iter()
+        .map(|cause| retry.cause_base_delay(*cause, k))
+        .max()
+        .unwrap_or(Duration::ZERO)
+}
+
+/// The sum of a retry's longest waits, all `attempts` of them, saturating;
+/// after failures of any cause. The first [`COUNTED_WAITS`] are summed one
+/// by one, and each later one counted at the longer of the last summed and
+/// the last of all: each cause's waits only grow or only shrink with the
+/// retry's number, so neither bound is passed.
 fn total_wait(retry: &RetrySettings) -> Duration {
+    let counted = retry.attempts.min(COUNTED_WAITS);
     let mut sum = Duration::ZERO;
-    for k in 1..=retry.attempts {
-        sum = sum.saturating_add(retry.delay(k, |bound| bound));
+    for k in 1..=counted {
+        sum = sum.saturating_add(longest_wait(retry, k));
         if sum == Duration::MAX {
-            break;
+            return sum;
         }
     }
+    let rest = retry.attempts - counted;
+    if rest > 0 {
+        let each = longest_wait(retry, counted).max(longest_wait(retry, retry.attempts));
+        sum = sum.saturating_add(each.saturating_mul(rest));
+    }
     sum
+}
+
+/// The sum of the longest waits after failures of `cause` alone.
+fn cause_total_wait(retry: &RetrySettings, cause: Cause) -> Duration {
+    let counted = retry.attempts.min(COUNTED_WAITS);
+    let mut sum = Duration::ZERO;
+    for k in 1..=counted {
+        sum = sum.saturating_add(retry.cause_base_delay(cause, k));
+        if sum == Duration::MAX {
+            return sum;
+        }
+    }
+    let rest = retry.attempts - counted;
+    if rest > 0 {
+        let each = retry
+            .cause_base_delay(cause, counted)
+            .max(retry.cause_base_delay(cause, retry.attempts));
+        sum = sum.saturating_add(each.saturating_mul(rest));
+    }
+    sum
+}
+
+/// The first waits after failures of `cause` alone, as a list, and "…"
+/// past those shown.
+fn cause_waits(retry: &RetrySettings, cause: Cause) -> String {
+    const SHOWN: u32 = 8;
+    let mut list: Vec<String> = (1..=retry.attempts.min(SHOWN))
+        .map(|k| {
+            Wait {
+                min: retry.cause_delay_jittered(cause, k, |_| 0),
+                max: retry.cause_delay_jittered(cause, k, |bound| bound),
+            }
+            .to_string()
+        })
+        .collect();
+    if retry.attempts > SHOWN {
+        list.push(format!("… ({} waits in all)", retry.attempts));
+    }
+    list.join(", ")
 }
 
 fn says(known: &Known<'_>) -> (Vec<String>, Vec<Wait>) {
@@ -343,11 +407,38 @@ fn says(known: &Known<'_>) -> (Vec<String>, Vec<Wait>) {
                 } else {
                     String::new()
                 };
+                // `waits` are those after a failure of the default cause;
+                // the causes that wait otherwise are said one by one.
+                let own = |c: Cause| r.causes.get(c).and_then(|t| t.delay).is_some();
+                let after = if Cause::ALL.iter().any(|c| own(*c)) {
+                    let default: Vec<&str> = Cause::ALL
+                        .iter()
+                        .filter(|c| **c == Cause::Transient || !own(**c))
+                        .map(|c| c.label())
+                        .collect();
+                    format!(" after a {} failure", default.join(" or "))
+                } else {
+                    String::new()
+                };
                 says.push(format!(
-                    "waits before each retry: {}{more}; {} in all at most",
+                    "waits before each retry{after}: {}{more}; {} in all at most",
                     list.join(", "),
-                    human(total_wait(r))
+                    human(cause_total_wait(r, Cause::Transient))
                 ));
+                for cause in Cause::ALL
+                    .iter()
+                    .copied()
+                    .filter(|c| *c != Cause::Transient)
+                {
+                    if own(cause) {
+                        says.push(format!(
+                            "waits before each retry after a {0} failure (`cause.{0}.delay`): {1}; {2} in all at most",
+                            cause.label(),
+                            cause_waits(r, cause),
+                            human(cause_total_wait(r, cause))
+                        ));
+                    }
+                }
             }
             if let Some(cap) = r.max_hinted_delay {
                 says.push(format!(
@@ -365,6 +456,37 @@ fn says(known: &Known<'_>) -> (Vec<String>, Vec<Wait>) {
                 says.push(format!(
                     "a retry spends a token of a budget of {} (each success gives back {}): an empty budget ends the call",
                     b.tokens_max, b.ratio
+                ));
+            }
+            for cause in Cause::ALL {
+                if let Some(cost) = r.causes.get(cause).and_then(|t| t.cost) {
+                    says.push(format!(
+                        "a retry after a {0} failure spends {cost} token{1} of the budget (`cause.{0}.cost`)",
+                        cause.label(),
+                        if cost == 1 { "" } else { "s" }
+                    ));
+                }
+            }
+            if r.share_outer_budget {
+                says.push(
+                    "a retry made inside another retry's call spends the outer spec's budget, at once (`share_outer_budget`)".into(),
+                );
+            }
+            if let Some(t) = &r.throttle {
+                says.push(format!(
+                    "adaptive throttling: over the last {}, {} refused with probability max(0, (requests - {k}·accepts) / (requests + 1)), so that the attempts stay near {k} times those the dependency accepts",
+                    human(t.window),
+                    if t.first_calls {
+                        "a retry and a first call (`first_calls = true`) are"
+                    } else {
+                        "a retry is"
+                    },
+                    k = t.k
+                ));
+            }
+            if let Some(name) = &r.attempt_header {
+                says.push(format!(
+                    "each retry of an HTTP request sends `{name}: <attempts before it>`, none on the first call (`attempt_header`; sent by the retry middleware, `AttemptHeaderLayer` and `retry::with_attempt_header`)"
                 ));
             }
         }
@@ -415,6 +537,23 @@ fn says(known: &Known<'_>) -> (Vec<String>, Vec<Wait>) {
                     format!("{limit} calls at once; one more waits for a place, without a bound")
                 }
             });
+            if let Some(shed) = &l.retries {
+                let share = match shed.share {
+                    Some(share) if l.adaptive.is_none() => format!(
+                        ", and retries hold at most {} of its {} places (`retry_share = {share}`)",
+                        shed.places(l.common.limit),
+                        l.common.limit
+                    ),
+                    Some(share) => format!(
+                        ", and retries hold at most {share} of its places, rounded down (`retry_share`)"
+                    ),
+                    None => String::new(),
+                };
+                says.push(format!(
+                    "a request that announces a retry in `{}` is refused at once when it is full, and never waits{share}; read by the layers applied with `reading_retry_header`, not by `#[concurrency_limit]`",
+                    shed.header
+                ));
+            }
         }
         Settings::Rate(r) => {
             says.push(format!(
@@ -827,7 +966,15 @@ fn check_pair(
         // A retry's overall timeout against its attempts.
         (Settings::Retry(r), Settings::Timeout(t)) if r.attempts > 0 => {
             if let Some(overall) = r.timeout {
-                let first = r.delay(1, |_| 0);
+                // The shortest first wait of any cause: a cause table may
+                // wait less than `delay`.
+                let first = Cause::ALL
+                    .iter()
+                    .map(|c| r.cause_delay_jittered(*c, 1, |_| 0))
+                    .min()
+                    .unwrap_or(Duration::ZERO);
+                // An attempt that timed out waits as its cause says.
+                let after_timeout = r.cause_delay_jittered(Cause::Timeout, 1, |_| 0);
                 if overall <= first {
                     out.push(Finding::Problem(Problem {
                         spec: oe.name,
@@ -839,7 +986,8 @@ fn check_pair(
                         ),
                         found: None,
                     }));
-                } else if overall <= t.duration.saturating_add(first) {
+                } else if overall <= t.duration.saturating_add(after_timeout) {
+                    let first = after_timeout;
                     out.push(Finding::Warn(format!(
                         "`{}.timeout` ({}) leaves no time to retry an attempt that `{}` ended after {} in `{fn_name}` ({} wait first): only failures faster than {} are retried; lengthen `{}.timeout` past {}, or shorten `{}.duration`",
                         oe.path, human(overall), ne.name, human(t.duration), human(first),

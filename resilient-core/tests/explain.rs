@@ -448,3 +448,230 @@ fn a_retry_of_rejections_that_waits_past_the_open_wait_is_a_warning() {
     assert!(built.is_ok());
     assert_eq!(warned, Vec::<String>::new(), "a rejection ends the call");
 }
+
+// ---------------------------------------------------------------- retry settings read as calls and waits
+
+#[derive(RetrySpec)]
+#[spec("explain.by_cause")]
+struct ByCause;
+
+#[retryable(ByCause)]
+async fn by_cause() -> Result<u32, TestError> {
+    Ok(1)
+}
+
+/// AWS's 2026 retry behaviour as cause tables: a transient failure waits
+/// from 50 ms, a throttling one from 1 s and costs 5 tokens. The worst case
+/// is the longest wait before each retry, whatever the cause: 1 s, 2 s and
+/// 4 s, not the 50, 100 and 200 ms of `delay` alone.
+#[test]
+fn a_cause_that_waits_longer_sets_the_worst_case_and_is_said_with_its_waits_and_cost() {
+    let r = registry::<ByCause>(table([
+        ("delay", s("50ms")),
+        ("attempts", int(3)),
+        ("backoff", table([("multiplier", float(2.0))])),
+        ("retry_budget", table([("tokens_max", int(500))])),
+        (
+            "cause",
+            table([("throttled", table([("delay", s("1s")), ("cost", int(5))]))]),
+        ),
+    ]));
+    let explained = r.explain();
+    let f = explained.function("by_cause").unwrap();
+    assert_eq!(f.max_calls, Some(4));
+    assert_eq!(
+        f.worst_case,
+        WorstCase::Body {
+            waits: ms(1000 + 2000 + 4000),
+            bodies: 4
+        }
+    );
+    let says = &explained.spec("ByCause").unwrap().says;
+    assert!(
+        says.contains(
+            &"waits before each retry after a transient or timeout failure: 50ms, 100ms, 200ms; 350ms in all at most".to_owned()
+        ),
+        "{says:#?}"
+    );
+    assert!(
+        says.contains(
+            &"waits before each retry after a throttled failure (`cause.throttled.delay`): 1s, 2s, 4s; 7s in all at most".to_owned()
+        ),
+        "{says:#?}"
+    );
+    assert!(
+        says.contains(
+            &"a retry after a throttled failure spends 5 tokens of the budget (`cause.throttled.cost`)"
+                .to_owned()
+        ),
+        "{says:#?}"
+    );
+}
+
+#[derive(RetrySpec)]
+#[spec("explain.many")]
+struct Many;
+
+#[retryable(Many)]
+async fn many() -> Result<u32, TestError> {
+    Ok(1)
+}
+
+/// `attempts` may be `u32::MAX`: the worst case is not summed wait by wait
+/// past the first 10,000 (four billion of them took the explanation minutes),
+/// and stays exact where each wait past those is the same.
+#[test]
+fn the_largest_attempts_are_explained_at_once_and_exactly() {
+    let started = std::time::Instant::now();
+    let r = registry::<Many>(table([
+        ("delay", s("0ms")),
+        ("attempts", int(4_294_967_295)),
+    ]));
+    let f = r.explain().function("many").unwrap().clone();
+    assert_eq!(f.max_calls, Some(4_294_967_296));
+    assert_eq!(
+        f.worst_case,
+        WorstCase::Body {
+            waits: Duration::ZERO,
+            bodies: 4_294_967_296
+        }
+    );
+    // Capped at 100ms from the fourth wait on: 20 + 40 + 80 + 100 × 19,997.
+    let r = registry::<Many>(table([
+        ("delay", s("20ms")),
+        ("attempts", int(20_000)),
+        (
+            "backoff",
+            table([("multiplier", float(2.0)), ("delay_max", s("100ms"))]),
+        ),
+    ]));
+    let f = r.explain().function("many").unwrap().clone();
+    assert_eq!(
+        f.worst_case,
+        WorstCase::Body {
+            waits: ms(20 + 40 + 80 + 100 * 19_997),
+            bodies: 20_001
+        }
+    );
+    // A step that grows each wait: 1ms, 2ms, … 20,000ms, counted at the
+    // longest past the first 10,000: at most 20,000 × 20,000ms, at least
+    // the exact sum.
+    let r = registry::<Many>(table([
+        ("delay", s("1ms")),
+        ("delay_step", s("1ms")),
+        ("attempts", int(20_000)),
+    ]));
+    let f = r.explain().function("many").unwrap().clone();
+    let exact = ms(20_000 * 20_001 / 2);
+    match f.worst_case {
+        WorstCase::Body { waits, bodies } => {
+            assert_eq!(bodies, 20_001);
+            assert!(waits >= exact && waits <= ms(20_000 * 20_000), "{waits:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[derive(RetrySpec)]
+#[spec("explain.announced")]
+struct Announced;
+
+#[derive(ConcurrencyLimitSpec)]
+#[spec("explain.shedding")]
+struct Shedding;
+
+#[concurrency_limit(Shedding)]
+#[retryable(Announced)]
+async fn announced() -> Result<u32, TestError> {
+    Ok(1)
+}
+
+/// Every setting that changes what a call does is said: adaptive
+/// throttling, the attempt header, a shared outer budget, and the limit's
+/// shedding of announced retries (which the attribute does not read).
+#[test]
+fn throttling_the_attempt_header_the_outer_budget_and_shedding_are_said() {
+    let r = build(
+        Registry::builder().spec::<Announced>().spec::<Shedding>(),
+        vec![
+            (
+                "explain.announced",
+                table([
+                    ("delay", s("10ms")),
+                    ("attempts", int(2)),
+                    ("attempt_header", s("x-retry-attempt")),
+                    ("share_outer_budget", Value::Bool(true)),
+                    (
+                        "throttle",
+                        table([
+                            ("k", float(2.0)),
+                            ("window", s("2m")),
+                            ("first_calls", Value::Bool(true)),
+                        ]),
+                    ),
+                ]),
+            ),
+            (
+                "explain.shedding",
+                table([
+                    ("limit", int(10)),
+                    ("retry_header", s("x-retry-attempt")),
+                    ("retry_share", float(0.25)),
+                ]),
+            ),
+        ],
+    );
+    let explained = r.explain();
+    let retry = &explained.spec("Announced").unwrap().says;
+    for said in [
+        "adaptive throttling: over the last 120s, a retry and a first call (`first_calls = true`) are refused with probability max(0, (requests - 2·accepts) / (requests + 1)), so that the attempts stay near 2 times those the dependency accepts",
+        "each retry of an HTTP request sends `x-retry-attempt: <attempts before it>`, none on the first call (`attempt_header`; sent by the retry middleware, `AttemptHeaderLayer` and `retry::with_attempt_header`)",
+        "a retry made inside another retry's call spends the outer spec's budget, at once (`share_outer_budget`)",
+    ] {
+        assert!(retry.contains(&said.to_owned()), "{said}\n{retry:#?}");
+    }
+    let limit = &explained.spec("Shedding").unwrap().says;
+    assert_eq!(
+        limit[1],
+        "a request that announces a retry in `x-retry-attempt` is refused at once when it is full, and never waits, and retries hold at most 2 of its 10 places (`retry_share = 0.25`); read by the layers applied with `reading_retry_header`, not by `#[concurrency_limit]`",
+        "{limit:#?}"
+    );
+}
+
+/// A cause table that waits less than `delay` lets a retry start within
+/// the retry's `timeout`: no problem then. An attempt that timed out waits
+/// as `cause.timeout` says, and the warning counts that wait.
+#[test]
+fn a_cause_that_waits_less_lets_a_retry_start_within_the_timeout() {
+    let retry = |overall: &str, cause_delay: &str| {
+        let cause = table([("timeout", table([("delay", s(cause_delay))]))]);
+        with(
+            with(plain_retry("200ms"), "timeout", s(overall)),
+            "cause",
+            cause,
+        )
+    };
+    // Timed-out attempts wait 10ms: a retry starts well within 1.5s.
+    let (built, warned) = warnings_of(|| outer_timeout_registry(retry("1.5s", "10ms")));
+    assert!(built.is_ok(), "{:?}", built.err());
+    assert!(warned.is_empty(), "{warned:#?}");
+    // 150ms is shorter than `delay`, not than the timeout cause's wait: no
+    // problem, but a timed-out attempt (1s) is never retried.
+    let (built, warned) = warnings_of(|| outer_timeout_registry(retry("150ms", "10ms")));
+    assert!(built.is_ok(), "{:?}", built.err());
+    assert_eq!(
+        warned,
+        ["`explain.inner_retry.timeout` (150ms) leaves no time to retry an attempt that `Attempt` ended after 1s in `explain::outer_timeout` (10ms wait first): only failures faster than 140ms are retried; lengthen `explain.inner_retry.timeout` past 1.01s, or shorten `explain.attempt.duration`"]
+    );
+    // Every cause waits 200ms or more: the problem stays.
+    let problems = outer_timeout_registry(retry("150ms", "300ms")).unwrap_err();
+    assert_eq!(
+        problems,
+        ["InnerRetry at `explain.inner_retry`: key `timeout` is 150ms, no longer than the wait before the first retry (200ms): no retry can ever start; make `timeout` longer than `delay`, or remove it"]
+    );
+}
