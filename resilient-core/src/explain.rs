@@ -934,11 +934,60 @@ fn cross_check(known: &[Known<'_>]) -> Vec<Finding> {
             for inner in &steps[i + 1..] {
                 check_pair(&fn_name, outer, inner, known, &mut out);
             }
+            if outer.link.attr == Attr::Fallback {
+                check_rejection_fallback(&fn_name, outer, &steps[i + 1..], known, &mut out);
+            }
         }
     }
     out.sort_by_key(Finding::key);
     out.dedup_by(|a, b| a.key() == b.key());
     out
+}
+
+/// A fallback `on = rejection` above `below`: when the only attributes
+/// below it that can reject are retries (their adaptive throttling refuses
+/// first calls only with `first_calls = true`, a setting the macro cannot
+/// see), and none sets it, the fallback is never taken. A WARN: the setting
+/// may be meant to come later.
+fn check_rejection_fallback(
+    fn_name: &str,
+    fallback: &Step<'_>,
+    below: &[Step<'_>],
+    known: &[Known<'_>],
+    out: &mut Vec<Finding>,
+) {
+    let on = fallback.link.fallback.1;
+    if on.split_once('=').map(|(_, v)| v.trim()) != Some("rejection") {
+        return;
+    }
+    let rejects = |a: Attr| {
+        matches!(
+            a,
+            Attr::CircuitBreaker | Attr::RateLimiter | Attr::ConcurrencyLimit
+        )
+    };
+    if below.iter().any(|s| rejects(s.link.attr)) {
+        return;
+    }
+    let retries: Vec<&Step<'_>> = below
+        .iter()
+        .filter(|s| s.link.attr == Attr::Retry)
+        .collect();
+    let throttles = |s: &Step<'_>| matches!(&s.settings, Some(Settings::Retry(r)) if r.throttle.is_some_and(|t| t.first_calls));
+    if retries.is_empty() || retries.iter().any(|s| throttles(s)) {
+        return;
+    }
+    let paths: Vec<String> = retries
+        .iter()
+        .filter_map(|s| entry_of(known, s))
+        .map(|e| format!("`{}`", e.path))
+        .collect();
+    out.push(Finding::Warn(format!(
+        "`#[fallback(method = \"{}\", on = rejection)]` in `{fn_name}` is never taken: below it only a retry can reject, and only a first call refused by adaptive throttling, which {} {} not enable; set `throttle.first_calls = true` there, or answer other failures (`on = resilience`, or no `on`)",
+        fallback.link.fallback.0,
+        paths.join(" and "),
+        if paths.len() == 1 { "does" } else { "do" },
+    )));
 }
 
 fn entry_of<'a>(known: &'a [Known<'a>], step: &Step<'_>) -> Option<&'a SpecEntry> {

@@ -675,3 +675,54 @@ fn a_cause_that_waits_less_lets_a_retry_start_within_the_timeout() {
         ["InnerRetry at `explain.inner_retry`: key `timeout` is 150ms, no longer than the wait before the first retry (200ms): no retry can ever start; make `timeout` longer than `delay`, or remove it"]
     );
 }
+
+// ---------------------------------------------------------------- a fallback on a retry's rejections
+
+#[derive(RetrySpec)]
+#[spec("explain.first_calls")]
+struct FirstCalls;
+
+#[fallback(method = "stale()", on = rejection)]
+#[retryable(FirstCalls)]
+async fn throttled() -> Result<u32, TestError> {
+    Ok(1)
+}
+
+async fn stale() -> Result<u32, TestError> {
+    Ok(0)
+}
+
+/// `on = rejection` above a retry alone compiles (adaptive throttling's
+/// `first_calls` is a setting), and the registry warns, naming the fn and
+/// the retry's path, when the retry cannot reject.
+#[test]
+fn a_fallback_on_rejections_of_a_retry_that_never_rejects_is_a_warning() {
+    let expected = "`#[fallback(method = \"stale()\", on = rejection)]` in `explain::throttled` is never taken: below it only a retry can reject, and only a first call refused by adaptive throttling, which `explain.first_calls` does not enable; set `throttle.first_calls = true` there, or answer other failures (`on = resilience`, or no `on`)";
+    let throttle =
+        |first_calls: bool| table([("k", float(2.0)), ("first_calls", Value::Bool(first_calls))]);
+    let cases = [
+        (plain_retry("10ms"), true),
+        (with(plain_retry("10ms"), "throttle", throttle(false)), true),
+        (with(plain_retry("10ms"), "throttle", throttle(true)), false),
+    ];
+    for (section, warns) in cases {
+        let (built, warned) = warnings_of(|| {
+            Registry::builder()
+                .spec::<FirstCalls>()
+                .build(&root(vec![("explain.first_calls", section.clone())]))
+        });
+        let r = built.unwrap();
+        let expect: &[&str] = if warns { &[expected] } else { &[] };
+        assert_eq!(warned, expect, "{section:?}");
+        // The same at a reload into the other setting.
+        let (reloaded, warned) = warnings_of(|| {
+            r.reload(&root(vec![(
+                "explain.first_calls",
+                with(plain_retry("10ms"), "throttle", throttle(warns)),
+            )]))
+        });
+        assert!(reloaded.is_ok(), "{reloaded:?}");
+        let expect: &[&str] = if warns { &[] } else { &[expected] };
+        assert_eq!(warned, expect, "reloaded from {section:?}");
+    }
+}

@@ -19,7 +19,7 @@ use std::time::Duration;
 use resilient_core::retry::Exhaustion;
 use resilient_core::settings::Value;
 use resilient_core::telemetry::{Event, StoppedBy};
-use resilient_core::{retryable, Classify, Error, Registry, RetrySpec};
+use resilient_core::{fallback, retryable, Classify, Error, Registry, RetrySpec};
 use tokio::time::Instant;
 use tracing::Level;
 
@@ -685,4 +685,56 @@ fn a_reload_switches_first_calls_on_the_kept_counts_and_explain_names_the_error(
         let out = r.scope(reloading()).await;
         assert_eq!(out.ok(), Some(1), "no first call refused any more");
     });
+}
+
+#[derive(RetrySpec)]
+#[spec("first.guarded")]
+struct Guarded;
+
+/// The fallback's answers.
+static STALE: AtomicU64 = AtomicU64::new(0);
+
+#[fallback(method = "stale()", on = rejection)]
+#[retryable(Guarded)]
+async fn guarded(backend: &Backend) -> Result<u64, TestError> {
+    backend.serve()
+}
+
+async fn stale() -> Result<u64, TestError> {
+    STALE.fetch_add(1, Ordering::Relaxed);
+    Ok(0)
+}
+
+/// `#[fallback(on = rejection)]` above a retry alone answers each first
+/// call that adaptive throttling refuses, and nothing else: a call that
+/// reached the backend and failed passes through as the body's error.
+#[test]
+fn a_fallback_on_rejection_answers_each_refused_first_call_and_nothing_else() {
+    fastrand::seed(17);
+    let r = registry::<Guarded>(section(0, 2.0, "2m", Some(boolean(true))));
+    let backend = Backend::new(Accepts::PerSecond(0));
+    let (mut answered, mut failed) = (0u64, 0u64);
+    paused_runtime().block_on(async {
+        for _ in 0..200 {
+            match r.scope(guarded(&backend)).await {
+                Ok(0) => answered += 1,
+                Err(TestError::Overloaded(_)) => failed += 1,
+                other => panic!("{other:?}"),
+            }
+            tokio::time::advance(Duration::from_millis(50)).await;
+        }
+    });
+    let received = backend.received.load(Ordering::Relaxed);
+    println!("200 calls, backend accepts nothing: {received} reached it, {answered} answered by the fallback");
+    assert_eq!(
+        STALE.load(Ordering::Relaxed),
+        answered,
+        "one fallback call per answer"
+    );
+    assert_eq!(
+        received, failed,
+        "each call that reached the backend failed, and passed through"
+    );
+    assert_eq!(answered + failed, 200);
+    assert!(answered >= 190, "{answered}");
 }

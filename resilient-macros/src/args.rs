@@ -389,7 +389,7 @@ fn is_duration(text: &str) -> bool {
 const FALLBACK_EXAMPLE: &str = "#[fallback(method = \"cached(id)\")]";
 
 /// The accepted `on = ..` values, as every message lists them (and the guide).
-const ON_VALUES: &str = "`on = any` (every failure: the default), `on = resilience` (failures raised by a resilience attribute inside), `on = rejection` (breaker, rate or concurrency rejections), `on = timeout`";
+const ON_VALUES: &str = "`on = any` (every failure: the default), `on = resilience` (failures raised by a resilience attribute inside), `on = rejection` (breaker, rate, concurrency or throttling rejections), `on = timeout`";
 
 /// What `#[fallback(..)]` says, read by darling from the known keys only
 /// (see [`check_fallback_keys`]); each value type answers a wrong value.

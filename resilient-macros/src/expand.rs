@@ -110,11 +110,13 @@ fn never_taken(func: &Func, layers: &[Layer], at: usize, f: &FallbackArgs) -> Op
             &[Retry, CircuitBreaker, Timeout, ConcurrencyLimit, RateLimiter, Chaos],
             "a resilience attribute (such as `#[retryable(..)]`)",
         ),
+        // A retry refuses first calls with adaptive throttling's
+        // `first_calls`, a setting: checked when the registry is built.
         FallbackOn::Rejection => (
             "rejection",
-            "the rejections of a `#[circuit_breakable]`, `#[rate_limited]` or `#[concurrency_limit]` below `#[fallback]`",
-            &[CircuitBreaker, RateLimiter, ConcurrencyLimit],
-            "the breaker or limit whose rejections it answers",
+            "the rejections of a `#[circuit_breakable]`, `#[rate_limited]`, `#[concurrency_limit]` or `#[retryable]` (adaptive throttling with `first_calls`) below `#[fallback]`",
+            &[CircuitBreaker, RateLimiter, ConcurrencyLimit, Retry],
+            "the breaker, limit or retry whose rejections it answers",
         ),
         FallbackOn::Timeout => (
             "timeout",

@@ -1,5 +1,5 @@
-//! `on = rejection` with no breaker, rate limiter or concurrency limit
-//! below the fallback, and `on = timeout` with no `#[timeout]` below it:
+//! `on = rejection` with no breaker, rate limiter, concurrency limit or
+//! retry below the fallback, and `on = timeout` with no `#[timeout]` below it:
 //! neither fallback could ever be taken; each error is at its `on = ..`.
 use resilient_core::{fallback, retryable, timeout, TimeoutSpec};
 use ui_tests::{UiError, UiRetry};
@@ -9,7 +9,6 @@ use ui_tests::{UiError, UiRetry};
 pub struct PetTimeout;
 
 #[fallback(method = "cached(id)", on = rejection)]
-#[retryable(UiRetry)]
 #[timeout(PetTimeout)]
 pub async fn find(id: u64) -> Result<String, UiError> {
     Ok(id.to_string())
