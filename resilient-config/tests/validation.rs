@@ -539,6 +539,39 @@ fn jitter_type_must_be_none_or_full() {
 }
 
 #[test]
+fn jitter_full_at_ratio_0_has_no_effect() {
+    check_pet(
+        &format!("{MINIMAL}\njitter = {{ type = \"full\", ratio = 0.0 }}"),
+        "jitter.ratio",
+        "has no effect at 0",
+        Some("0"),
+    );
+}
+
+#[test]
+fn backoff_with_no_delay_has_no_effect() {
+    check_pet(
+        "delay = \"0ms\"\nattempts = 2\nbackoff = { multiplier = 2.0 }",
+        "backoff",
+        "has no effect with `delay` = 0",
+        None,
+    );
+}
+
+#[tokio::test]
+async fn backoff_with_no_delay_acts_on_a_cause_with_its_own() -> Result<(), Box<dyn Error>> {
+    let settings = pet_settings(&config(&pet(
+        "delay = \"0ms\"\nattempts = 2\nbackoff = { multiplier = 2.0 }\ncause = { throttled = { delay = \"1s\" } }",
+    )))
+    .await?;
+    assert_eq!(
+        settings.cause_base_delay(resilient_core::Cause::Throttled, 2),
+        std::time::Duration::from_secs(2)
+    );
+    Ok(())
+}
+
+#[test]
 fn jitter_ratio_needs_type_full() {
     check_pet(
         &format!("{MINIMAL}\njitter = {{ ratio = 0.5 }}"),
@@ -629,6 +662,18 @@ fn retry_budget_ratio_must_not_be_negative() {
         "must be a number ≥ 0",
         Some("-0.5"),
     );
+}
+
+#[test]
+fn retry_budget_refills_below_a_millionth_round_to_none() {
+    for key in ["ratio", "min_tokens_per_second"] {
+        check_pet(
+            &format!("{MINIMAL}\nretry_budget = {{ {key} = 0.0000001 }}"),
+            &format!("retry_budget.{key}"),
+            "rounds to 0: the budget counts in millionths of a token",
+            Some("0.0000001"),
+        );
+    }
 }
 
 #[test]

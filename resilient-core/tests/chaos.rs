@@ -516,6 +516,30 @@ fn every_problem_of_a_chaos_section_is_reported_at_once() -> TestResult {
         rule("error_rat").contains("did you mean `error_rate`?"),
         "{problems:#?}"
     );
+    // A latency with no `latency_rate` delays nothing: refused, not kept in
+    // silence. Written at 0 it is switched off on purpose, and kept.
+    let silent = Registry::builder().spec::<Checked>().build(&root(vec![(
+        "chaos.checked",
+        table([("enabled", boolean(true)), ("latency", s("200ms"))]),
+    )]));
+    let problems = silent
+        .err()
+        .ok_or("a latency without latency_rate was accepted")?;
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(problems[0].key, "latency");
+    assert!(
+        problems[0]
+            .rule
+            .contains("has no effect while `latency_rate` is 0"),
+        "{problems:#?}"
+    );
+    Registry::builder()
+        .spec::<Checked>()
+        .build(&root(vec![(
+            "chaos.checked",
+            table([("latency", s("200ms")), ("latency_rate", float(0.0))]),
+        )]))
+        .map_err(|p| format!("{p:?}"))?;
     // Polly's name for a rate is answered with this project's.
     let polly = Registry::builder().spec::<Checked>().build(&root(vec![(
         "chaos.checked",

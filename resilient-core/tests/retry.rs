@@ -209,10 +209,13 @@ struct ZeroDelay;
 
 #[tokio::test(start_paused = true)]
 async fn zero_delay_with_backoff_never_waits_however_large_the_growth() {
+    // A zero `delay` with `backoff` is refused unless a cause waits on its
+    // own: here a throttled failure, which `flaky` never raises.
     let r = registry::<ZeroDelay>(table([
         ("delay", s("0s")),
         ("attempts", int(2000)),
         ("backoff", table([("multiplier", Value::Float(1e10))])),
+        ("cause", table([("throttled", table([("delay", s("1s"))]))])),
     ]));
     let calls = Calls::default();
     let start = Instant::now();

@@ -713,6 +713,18 @@ fn each_silent_mistake_of_the_settings_is_a_problem() {
             table([("limit", int(1)), header(), ("retry_share", float(0.8))]),
             "leaves retries no place",
         ),
+        // Nor at an adaptive limit's largest.
+        (
+            table([
+                ("type", s("adaptive")),
+                ("min", int(1)),
+                ("initial", int(2)),
+                ("max", int(3)),
+                header(),
+                ("retry_share", float(0.3)),
+            ]),
+            "leaves retries no place: even at its most, `max` = 3 places × 0.3 is less than one",
+        ),
     ];
     for (section, said) in cases {
         let found = problems(section.clone());

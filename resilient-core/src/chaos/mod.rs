@@ -123,7 +123,7 @@ pub trait ChaosSpec: Spec<Mechanism = Chaos> + Sized {
 /// |---|---|---|
 /// | `enabled` | `false` | `true` turns injection on; off, the spec is a pass-through (still validated) |
 /// | `latency_rate` | `0.0` | in `0.0..=1.0`: the share of calls that wait `latency` first |
-/// | `latency` | required when `latency_rate` > 0 | duration > 0: how long such a call waits |
+/// | `latency` | required when `latency_rate` > 0 | duration > 0: how long such a call waits; refused when `latency_rate` is not written, since no call would wait |
 /// | `error_rate` | `0.0` | in `0.0..=1.0`: the share of calls that end with `Error::Injected` |
 /// | `outcome_rate` | `0.0` | in `0.0..=1.0`: the share of calls that return the attribute's `outcome = ..` instead |
 /// | `seed` | drawn when built | whole number ≥ 0: the generator's seed, for runs that choose the same calls |
@@ -174,6 +174,13 @@ impl ChaosSettings {
         let latency = match s.duration("latency", false) {
             Some(Some(d)) if d.is_zero() && latency_rate.is_some_and(|r| r > 0.0) => {
                 s.invalid("latency", "must be > 0 when `latency_rate` > 0");
+                None
+            }
+            Some(Some(d)) if !d.is_zero() && !s.has("latency_rate") => {
+                s.invalid(
+                    "latency",
+                    "has no effect while `latency_rate` is 0, its default: no call is delayed; set `latency_rate` (a share of calls in 0..=1), or remove `latency`",
+                );
                 None
             }
             Some(Some(d)) => Some(d),

@@ -246,7 +246,9 @@ fn interned(name: String) -> &'static str {
 
 /// Reads `retry_header` and `retry_share`, recording every problem found;
 /// `Some(None)` when no header is set, the outer `None` on a problem.
-fn read_retries(s: &mut Section<'_>, limit: Option<u64>) -> Option<Option<RetryShedding>> {
+/// `most`: the most places the limit can have, and whether it is an
+/// adaptive limit's `max`.
+fn read_retries(s: &mut Section<'_>, most: Option<(u64, bool)>) -> Option<Option<RetryShedding>> {
     let has_header = s.has("retry_header");
     let has_share = s.has("retry_share");
     let share = if has_share {
@@ -310,15 +312,20 @@ fn read_retries(s: &mut Section<'_>, limit: Option<u64>) -> Option<Option<RetryS
         return None;
     }
     let share = share?;
-    if let (Some(share), Some(limit)) = (share, limit) {
+    if let (Some(share), Some((limit, adaptive))) = (share, most) {
         let retries = RetryShedding {
             header: "",
             share: Some(share),
         };
         if retries.places(u32::try_from(limit).unwrap_or(u32::MAX)) == 0 {
+            let (places, raise) = if adaptive {
+                (format!("even at its most, `max` = {limit} places"), "`max`")
+            } else {
+                (format!("{limit} places"), "the limit")
+            };
             s.invalid(
                 "retry_share",
-                format!("leaves retries no place: {limit} places × {share} is less than one; raise `retry_share` or the limit, or remove `retry_share` (retries then fill any free place)"),
+                format!("leaves retries no place: {places} × {share} is less than one; raise `retry_share` or {raise}, or remove `retry_share` (retries then fill any free place)"),
             );
             return None;
         }
@@ -384,13 +391,14 @@ impl LimiterSettings {
                 (s.int("limit", None, 1, LIMIT_MAX), Some(None))
             }
         };
-        // A fixed limit's places, for `retry_share`'s check; an adaptive
-        // limit moves.
-        let fixed = match &adaptive {
-            Some(None) => limit,
-            _ => None,
+        // The most places the limit can have, for `retry_share`'s check:
+        // a fixed limit's, an adaptive limit's `max`.
+        let most = match &adaptive {
+            Some(None) => limit.map(|l| (l, false)),
+            Some(Some(a)) => Some((u64::from(a.max), true)),
+            None => None,
         };
-        let retries = read_retries(s, fixed);
+        let retries = read_retries(s, most);
         let policy = s.choice("policy", &["reject", "block"], "reject");
         let max_wait = s.duration("max_wait", false);
         let policy = match (policy?, max_wait) {

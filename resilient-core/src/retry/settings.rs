@@ -14,19 +14,19 @@ use crate::spec::Cause;
 /// | `delay` | required | duration: the wait before the first retry |
 /// | `attempts` | required | whole number ≥ 0: retries **after** the first call (`2` = at most 3 calls) |
 /// | `delay_step` | `"0s"` | duration added to each further wait; not allowed with `backoff` |
-/// | `backoff.type` | `"exponential"` | the only type |
+/// | `backoff.type` | `"exponential"` | the only type; the `backoff` table needs `delay` > 0 (or a cause's own delay): with none, every wait is 0 |
 /// | `backoff.multiplier` | `2.0` | number > 0 |
 /// | `backoff.delay_max` | none | duration ≥ `delay`: cap on each wait (without it, waits grow until they saturate at the largest duration: set it, or an overall `timeout`) |
 /// | `jitter.type` | `"none"` | `"none"` or `"full"` |
-/// | `jitter.ratio` | `1.0` | number in 0..=1: a wait is uniform in [computed·(1 − ratio), computed]; needs `type = "full"` |
+/// | `jitter.ratio` | `1.0` | number in 0..=1 (> 0: at 0 it has no effect): a wait is uniform in [computed·(1 − ratio), computed]; needs `type = "full"` |
 /// | `timeout` | none | duration > 0: overall limit for all calls and waits |
 /// | `max_hinted_delay` | none | duration > 0: cap on a wait that a failure asked for (a delay hint such as `Retry-After`; `backoff.delay_max` caps it too) |
 /// | `retry_call_not_permitted` | `false` | `true` retries a call that a circuit breaker inside the retry rejected (by default the rejection ends the call at once) |
 /// | `retry_budget.enabled` | `true` | the budget exists only if the section does |
-/// | `retry_budget.ratio` | `0.1` | number ≥ 0: tokens returned by each successful call (counted in millionths of a token) |
+/// | `retry_budget.ratio` | `0.1` | 0 or a number ≥ 0.000001: tokens returned by each successful call (counted in millionths of a token) |
 /// | `retry_budget.tokens_max` | `100` | whole number ≥ 1 (at most 1000000000 with `backend = "redis"`) |
 /// | `retry_budget.tokens_initial` | `10` (or `tokens_max` if smaller) | whole number ≤ `tokens_max` |
-/// | `retry_budget.min_tokens_per_second` | `0.0` | number ≥ 0: steady refill (counted in millionths of a token) |
+/// | `retry_budget.min_tokens_per_second` | `0.0` | 0 or a number ≥ 0.000001: steady refill (counted in millionths of a token) |
 /// | `retry_budget.backend` | `"local"` | `"local"` (this process) or `"redis"` (one bucket for every replica, through the section `resilient.redis`) |
 /// | `retry_budget.on_backend_failure` | `"deny"` | with `backend = "redis"`: `"deny"`, `"allow"` or `"local"`, what a retry gets while Redis makes no decision |
 /// | `retry_budget.local_tokens_max` | required with `"local"` | whole number in 1..=`tokens_max`: the size of this process's own bucket, which decides while Redis makes no decision |
@@ -349,6 +349,13 @@ impl RetrySettings {
                 let ratio = j.float("ratio", Some(1.0), "must be a number in 0..=1", |r| {
                     (0.0..=1.0).contains(&r)
                 });
+                if kind == Some("full") && ratio == Some(0.0) {
+                    j.invalid(
+                        "ratio",
+                        "has no effect at 0: a wait drawn in [computed·(1 − ratio), computed] is the computed wait; set a ratio > 0 (1 draws from the whole wait), or remove the `jitter` table",
+                    );
+                    return None;
+                }
                 Some(Jitter {
                     full: kind? == "full",
                     ratio: ratio?,
@@ -384,6 +391,21 @@ impl RetrySettings {
         let causes = s
             .table("cause", |c| read_causes(c, &limits))
             .unwrap_or(Some(Causes::default()));
+        // Every wait is `delay` · multiplier^k: with no delay, none grows,
+        // unless a cause's own delay does.
+        let cause_delays = causes.as_ref().is_some_and(|c| {
+            Cause::ALL.iter().any(|k| {
+                c.get(*k)
+                    .is_some_and(|t| t.delay.is_some_and(|d| !d.is_zero()))
+            })
+        });
+        if delay.is_some_and(|d| d.is_zero()) && matches!(backoff, Some(Some(_))) && !cause_delays {
+            s.problem(
+                "backoff",
+                "has no effect with `delay` = 0: every wait is `delay` × `multiplier`^k, 0; set `delay` > 0, or remove `backoff`",
+                None,
+            );
+        }
         s.misplaced("k", "throttle");
         s.misplaced("window", "throttle");
         s.misplaced("first_calls", "throttle");
@@ -737,6 +759,17 @@ pub(crate) fn read_budget(b: &mut Section<'_>, shared: bool) -> Option<Option<Bu
         "must be a number ≥ 0",
         |r| r >= 0.0,
     );
+    // Counted in millionths of a token: a smaller positive number would
+    // round to none, and refill nothing.
+    for (key, value) in [("ratio", ratio), ("min_tokens_per_second", per_second)] {
+        if value.is_some_and(|x| x > 0.0 && (x * 1e6).round() == 0.0) {
+            b.invalid(
+                key,
+                "rounds to 0: the budget counts in millionths of a token, so it would refill nothing; write at least 0.000001, or 0",
+            );
+            return None;
+        }
+    }
     if let (Some(max), Some(initial)) = (max, initial) {
         if initial > max {
             b.invalid("tokens_initial", format!("must be ≤ `tokens_max` ({max})"));
