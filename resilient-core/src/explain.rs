@@ -1046,6 +1046,16 @@ fn check_pair(
                 }
             }
         }
+        // A breaker's slow calls that a timeout outside ends first: a call
+        // ended from outside counts neither way, so none is ever slow.
+        (Settings::Timeout(t), Settings::Breaker(b)) => {
+            if let Some(slow) = b.slow_call.filter(|s| s.duration_threshold >= t.duration) {
+                out.push(Finding::Warn(format!(
+                    "`{}.slow_call.duration_threshold` ({}) is at or past `{}.duration` ({}) above it in `{fn_name}`: a call that slow is ended by the timeout first, and a call ended from outside counts neither way, so no call is ever counted slow and `slow_call.rate_threshold` never opens the breaker; make the threshold shorter than the timeout",
+                    ne.path, human(slow.duration_threshold), oe.path, human(t.duration)
+                )));
+            }
+        }
         // A hedge whose attempts time out before the next one starts.
         (Settings::Hedging(h), Settings::Timeout(t))
             if h.max_hedged_attempts > 0 && t.duration <= h.delay =>

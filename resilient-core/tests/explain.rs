@@ -726,3 +726,57 @@ fn a_fallback_on_rejections_of_a_retry_that_never_rejects_is_a_warning() {
         assert_eq!(warned, expect, "reloaded from {section:?}");
     }
 }
+
+// ---------------------------------------------------------------- slow calls a timeout ends first
+
+#[derive(TimeoutSpec)]
+#[spec("explain.slow_timeout")]
+struct SlowTimeout;
+
+#[derive(CircuitBreakerSpec)]
+#[spec("explain.slow_breaker")]
+struct SlowBreaker;
+
+#[timeout(SlowTimeout)]
+#[circuit_breakable(SlowBreaker)]
+async fn slow_guarded() -> Result<u32, TestError> {
+    Ok(1)
+}
+
+/// A breaker's slow-call threshold at or past the timeout above it counts
+/// no call slow: warned of, naming both keys; a shorter one is not.
+#[test]
+fn a_slow_call_threshold_a_timeout_above_cuts_first_is_a_warning() {
+    let build_with = |threshold: &str| {
+        warnings_of(|| {
+            Registry::builder()
+                .spec::<SlowTimeout>()
+                .spec::<SlowBreaker>()
+                .build(&root(vec![
+                    ("explain.slow_timeout", table([("duration", s("1s"))])),
+                    (
+                        "explain.slow_breaker",
+                        with(
+                            breaker_section(50, 10, "30s", 100),
+                            "slow_call",
+                            table([
+                                ("duration_threshold", s(threshold)),
+                                ("rate_threshold", int(50)),
+                            ]),
+                        ),
+                    ),
+                ]))
+        })
+    };
+    for threshold in ["1s", "2s"] {
+        let (built, warned) = build_with(threshold);
+        assert!(built.is_ok(), "{:?}", built.err());
+        assert_eq!(
+            warned,
+            [format!("`explain.slow_breaker.slow_call.duration_threshold` ({threshold}) is at or past `explain.slow_timeout.duration` (1s) above it in `explain::slow_guarded`: a call that slow is ended by the timeout first, and a call ended from outside counts neither way, so no call is ever counted slow and `slow_call.rate_threshold` never opens the breaker; make the threshold shorter than the timeout")]
+        );
+    }
+    let (built, warned) = build_with("500ms");
+    assert!(built.is_ok(), "{:?}", built.err());
+    assert!(warned.is_empty(), "{warned:#?}");
+}
