@@ -472,3 +472,42 @@ fn a_redis_section_no_spec_uses_is_a_warning() {
         "{after:#?}"
     );
 }
+
+// ---------------------------------------------------------------- 12
+
+/// A token bucket in Redis counts its interval in whole microseconds:
+/// more than one permit per microsecond would be rounded to one, a rate
+/// lowered in silence (a million per 100 ms gave 100,000). Refused when
+/// read, with no server needed; one per microsecond exactly is kept.
+#[test]
+fn a_shared_token_bucket_faster_than_one_permit_per_microsecond_is_refused() {
+    let url = "redis://127.0.0.1:6399";
+    let built = |n: i128, period: &str| {
+        Registry::builder().spec::<A>().build(&root(vec![
+            (A::PATH, limit("token_bucket", n, period)),
+            ("resilient.redis", server::section(url, "p")),
+        ]))
+    };
+    let problems: Vec<String> = built(1_000_000, "100ms")
+        .err()
+        .unwrap_or_default()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].contains("the shared bucket gives at most one permit per microsecond"),
+        "{problems:#?}"
+    );
+    assert!(built(1_000_000, "1s").is_ok());
+    // The same rate in this process is kept: it counts nanoseconds.
+    let local = table([
+        ("type", s("token_bucket")),
+        ("limit_for_period", int(1_000_000)),
+        ("limit_refresh_period", s("100ms")),
+    ]);
+    assert!(Registry::builder()
+        .spec::<A>()
+        .build(&root(vec![(A::PATH, local)]))
+        .is_ok());
+}

@@ -276,6 +276,16 @@ impl RateLimiterSettings {
                     );
                     return None;
                 }
+                // Redis counts a token bucket's interval in whole
+                // microseconds, rounded up: a shorter one would lower the
+                // rate in silence, down to a millionth of it.
+                if backend == Some(Backend::Redis) && period.as_nanos() < u128::from(limit) * 1000 {
+                    s.invalid(
+                        "limit_refresh_period",
+                        format!("is too short for `limit_for_period` = {limit} with `type = \"token_bucket\"` and `backend = \"redis\"`: the shared bucket gives at most one permit per microsecond (1,000,000 per second); lengthen the period, lower `limit_for_period`, or use `type = \"fixed_window\"`"),
+                    );
+                    return None;
+                }
             }
             (Some("fixed_window"), _, Some(period)) if period.subsec_nanos() % 1_000_000 != 0 => {
                 s.invalid(
