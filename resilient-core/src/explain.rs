@@ -1113,10 +1113,70 @@ inventory::submit! {
 fn run_cross_check(specs: &[Checked<'_>]) -> Vec<Finding> {
     let known: Vec<Known<'_>> = specs
         .iter()
-        .map(|&(entry, settings)| Known {
+        .map(|&(entry, settings, _)| Known {
             entry,
             settings: settings as &dyn Any,
         })
         .collect();
-    cross_check(&known)
+    let mut out = cross_check(&known);
+    out.extend(keyed_windows(specs));
+    out
+}
+
+/// The most the windows of a keyed breaker's instances may hold at
+/// `keys.max` keys before a WARN says so.
+const KEYED_WINDOWS_MAX: u64 = 1 << 30;
+
+/// Each breaker used with `key = ..` whose windows, one per key, may hold
+/// more than [`KEYED_WINDOWS_MAX`] at `keys.max` keys: a WARN, since a
+/// machine may be meant to hold it, and nothing bounds it otherwise.
+fn keyed_windows(specs: &[Checked<'_>]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for &(entry, settings, keys) in specs {
+        let (Some(b), Some(keys)) = (settings.downcast_ref::<CircuitBreakerSettings>(), keys)
+        else {
+            continue;
+        };
+        if !b.enabled {
+            continue;
+        }
+        let id = (entry.type_id)();
+        let fns: Vec<String> = FnChain::all()
+            .filter(|c| {
+                c.links
+                    .iter()
+                    .any(|l| !l.key.is_empty() && l.spec.is_some_and(|s| s() == id))
+            })
+            .map(|c| format!("`{}::{}`", c.module, c.name))
+            .collect();
+        let each = b.window.bytes();
+        let total = each.saturating_mul(u64::from(keys.max));
+        if fns.is_empty() || total <= KEYED_WINDOWS_MAX {
+            continue;
+        }
+        out.push(Finding::Warn(format!(
+            "`{}` keeps a window of about {} per key, so its `keys.max` = {} keys may hold about {} at once (used with `key = ..` by {}): lower `keys.max`, or make the window smaller (`count_based.window_size`, or `time_based.sample_count` and `counter_stripes`), or use `type = \"fixed_window\"`",
+            entry.path,
+            human_bytes(each),
+            keys.max,
+            human_bytes(total),
+            fns.join(", ")
+        )));
+    }
+    out
+}
+
+/// `n` bytes in the largest unit that keeps a whole number before the point.
+fn human_bytes(n: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (unit, size) in UNITS {
+        if n >= size {
+            let tenths = n.saturating_mul(10) / size;
+            return match tenths % 10 {
+                0 => format!("{} {unit}", tenths / 10),
+                t => format!("{}.{t} {unit}", tenths / 10),
+            };
+        }
+    }
+    format!("{n} B")
 }

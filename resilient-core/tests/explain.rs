@@ -780,3 +780,45 @@ fn a_slow_call_threshold_a_timeout_above_cuts_first_is_a_warning() {
     assert!(built.is_ok(), "{:?}", built.err());
     assert!(warned.is_empty(), "{warned:#?}");
 }
+
+// ---------------------------------------------------------------- a keyed breaker's windows
+
+#[derive(CircuitBreakerSpec)]
+#[spec("explain.big_window")]
+struct BigWindow;
+
+#[circuit_breakable(BigWindow, key = host)]
+async fn per_host(host: &str) -> Result<u32, TestError> {
+    let _ = host;
+    Ok(1)
+}
+
+/// A breaker used with `key = ..` keeps one window per key: 4194304 calls
+/// (32 MiB) at the default 1000 keys may hold some 31 GiB, which nothing
+/// else bounds. Warned of, with both figures; a smaller product is not.
+#[test]
+fn a_keyed_breaker_whose_windows_may_hold_gigabytes_is_a_warning() {
+    let build_with = |window: i128, keys: Option<i128>| {
+        let section = breaker_section(50, 10, "30s", window);
+        let section = match keys {
+            Some(max) => with(section, "keys", table([("max", int(max))])),
+            None => section,
+        };
+        warnings_of(|| {
+            Registry::builder()
+                .spec::<BigWindow>()
+                .build(&root(vec![("explain.big_window", section)]))
+        })
+    };
+    let (built, warned) = build_with(4_194_304, None);
+    assert!(built.is_ok(), "{:?}", built.err());
+    assert_eq!(
+        warned,
+        ["`explain.big_window` keeps a window of about 32 MiB per key, so its `keys.max` = 1000 keys may hold about 31.2 GiB at once (used with `key = ..` by `explain::per_host`): lower `keys.max`, or make the window smaller (`count_based.window_size`, or `time_based.sample_count` and `counter_stripes`), or use `type = \"fixed_window\"`"]
+    );
+    for (window, keys) in [(4_194_304, Some(10)), (100, None), (100, Some(1_000_000))] {
+        let (built, warned) = build_with(window, keys);
+        assert!(built.is_ok(), "{:?}", built.err());
+        assert!(warned.is_empty(), "{window} {keys:?}: {warned:#?}");
+    }
+}

@@ -96,6 +96,26 @@ pub enum WindowSettings {
     },
 }
 
+impl WindowSettings {
+    /// The bytes a breaker's window holds, about: one word per call of a
+    /// count-based window with slots, one 64-byte counter per bucket and
+    /// stripe of a time-based one, a few words for a fixed window.
+    pub(crate) fn bytes(&self) -> u64 {
+        match *self {
+            WindowSettings::RingBuffer { window_size }
+            | WindowSettings::StripedApprox { window_size, .. } => u64::from(window_size) * 8,
+            WindowSettings::FixedWindow { .. } => 64,
+            WindowSettings::TimeBased {
+                sample_count,
+                counter_stripes,
+                ..
+            } => {
+                u64::from(sample_count) * u64::from(counter_stripes.max(1).next_power_of_two()) * 64
+            }
+        }
+    }
+}
+
 /// Slow-call detection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]

@@ -399,10 +399,13 @@ fn check_all(
     if problems.len() > alone {
         return Vec::new();
     }
-    let specs: Vec<(&SpecEntry, &(dyn Any + Send + Sync))> = entries
+    let specs: Vec<uses::Checked<'_>> = entries
         .iter()
         .zip(read)
-        .filter_map(|(entry, pending)| Some((entry, &*pending.as_ref()?.settings)))
+        .filter_map(|(entry, pending)| {
+            let pending = pending.as_ref()?;
+            Some((entry, &*pending.settings, pending.keys.as_ref()))
+        })
         .collect();
     uses::cross_check(&specs, problems)
 }

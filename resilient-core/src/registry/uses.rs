@@ -10,6 +10,7 @@
 use std::any::{Any, TypeId};
 
 use super::entry::SpecEntry;
+use crate::keyed::KeySettings;
 use crate::settings::{self, Problem, Value};
 use crate::spec::SpecKind;
 
@@ -177,8 +178,13 @@ pub(crate) struct CrossCheck {
     pub(crate) run: fn(&[Checked<'_>]) -> Vec<Finding>,
 }
 
-/// A spec with its settings, as read, for a [`CrossCheck`].
-pub(crate) type Checked<'a> = (&'a SpecEntry, &'a (dyn Any + Send + Sync));
+/// A spec with its settings, as read, for a [`CrossCheck`], and its `keys`
+/// table (or its defaults) if it takes `key = ..`.
+pub(crate) type Checked<'a> = (
+    &'a SpecEntry,
+    &'a (dyn Any + Send + Sync),
+    Option<&'a KeySettings>,
+);
 
 inventory::collect!(CrossCheck);
 

@@ -510,7 +510,7 @@ fn throttle_without_retries(
 ) -> Vec<crate::registry::Finding> {
     specs
         .iter()
-        .filter_map(|&(entry, settings)| {
+        .filter_map(|&(entry, settings, _)| {
             let s = (settings as &dyn std::any::Any).downcast_ref::<RetrySettings>()?;
             let throttle = s.throttle.as_ref()?;
             (s.enabled && s.attempts == 0 && !throttle.first_calls).then(|| {
@@ -534,7 +534,7 @@ fn cost_without_budget(
 ) -> Vec<crate::registry::Finding> {
     specs
         .iter()
-        .filter_map(|&(entry, settings)| {
+        .filter_map(|&(entry, settings, _)| {
             let s = (settings as &dyn std::any::Any).downcast_ref::<RetrySettings>()?;
             let cause = Cause::ALL
                 .into_iter()
