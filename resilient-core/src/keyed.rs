@@ -362,7 +362,7 @@ impl fmt::Write for Text {
 ///
 /// | key | default | rule |
 /// |---|---|---|
-/// | `keys.max` | `1000` | a whole number in 1..=1000000: the most keys with an instance at once |
+/// | `keys.max` | `1000` | a whole number in 1..=1000000: the most keys with an instance at once (a breaker's instance holds its own window: when the windows of `keys.max` keys may hold more than 1 GiB, a WARN at startup says how much) |
 /// | `keys.idle_timeout` | `"10m"` | more than `0s`: a key unused this long is dropped, at most an eighth of it later |
 /// | `keys.label_metrics` | `false` | `true` labels the instances' metrics with `key` (one series per key) |
 /// | `keys.max_open_percent` | `100` | a whole number in 1..=100, breakers only: the most keys whose breakers may be open at once, in percent of the keys (at least one); a breaker that would open past it stays closed |

@@ -92,13 +92,10 @@ fn state(r: &Registry) -> State {
 
 #[tokio::test(start_paused = true)]
 async fn force_open_rejects_every_call_until_close_and_each_action_is_kept_and_logged() {
+    support::capture::no_silent_callsites();
     let capture = Capture::default();
     let _subscriber = tracing::subscriber::set_default(capture.clone());
     let r = both();
-    // The other tests of this binary reach the same log lines on their own
-    // threads with no subscriber: a line whose interest one of them cached
-    // while this subscriber was being set would stay silent here.
-    tracing::callsite::rebuild_interest_cache();
     let done = r
         .operate_breaker(Breaker::PATH, None, Action::ForceOpen)
         .unwrap();
@@ -166,6 +163,7 @@ async fn force_open_rejects_every_call_until_close_and_each_action_is_kept_and_l
 
 #[tokio::test(start_paused = true)]
 async fn disable_lets_calls_through_uncounted_and_reset_forgets_the_counts() {
+    support::capture::no_silent_callsites();
     let r = both();
     for _ in 0..4 {
         r.scope(call(true)).await.unwrap_err();
@@ -202,6 +200,7 @@ async fn disable_lets_calls_through_uncounted_and_reset_forgets_the_counts() {
 
 #[tokio::test(start_paused = true)]
 async fn a_key_is_acted_on_alone_and_a_key_never_called_is_refused_and_not_made() {
+    support::capture::no_silent_callsites();
     let r = both();
     r.scope(on_host("a.example")).await.unwrap();
     r.scope(on_host("b.example")).await.unwrap();
@@ -237,6 +236,7 @@ async fn a_key_is_acted_on_alone_and_a_key_never_called_is_refused_and_not_made(
 
 #[test]
 fn a_path_of_no_breaker_is_refused_with_the_breakers_named() {
+    support::capture::no_silent_callsites();
     let r = both();
     let nowhere = r
         .operate_breaker("operate.breakr", None, Action::ForceOpen)
@@ -259,6 +259,7 @@ fn a_path_of_no_breaker_is_refused_with_the_breakers_named() {
 
 #[test]
 fn actions_are_named_as_routes_write_them() {
+    support::capture::no_silent_callsites();
     for action in Action::ALL {
         assert_eq!(Action::from_label(action.label()), Some(action));
     }

@@ -234,6 +234,7 @@ where
 /// reached in its first moments.
 #[test]
 fn at_a_backend_accepting_half_k_2_sends_twice_the_accepted() {
+    support::capture::no_silent_callsites();
     fastrand::seed(7);
     paused_runtime().block_on(async {
         let r = build(
@@ -291,6 +292,7 @@ struct Off;
 /// `k·√2` (2.83 here: sent² = requests²/2 at the fixed point).
 #[test]
 fn at_an_overloaded_backend_first_calls_settle_at_k_times_the_accepted() {
+    support::capture::no_silent_callsites();
     fastrand::seed(11);
     paused_runtime().block_on(async {
         let r = build(
@@ -351,6 +353,7 @@ struct Healthy;
 /// draw (the probability is 0).
 #[test]
 fn nothing_failed_refuses_no_first_call() {
+    support::capture::no_silent_callsites();
     fastrand::seed(1);
     paused_runtime().block_on(async {
         let r = registry::<Healthy>(section(2, 2.0, "2m", Some(boolean(true))));
@@ -392,14 +395,11 @@ struct Refused;
 /// WARN with the error's text, and counted in the window as a request.
 #[test]
 fn a_refused_first_call_is_an_error_that_says_so_counted_once() {
+    support::capture::no_silent_callsites();
     fastrand::seed(3);
     let meters = Meters::default();
     let capture = Capture::default();
     let _subscriber = tracing::subscriber::set_default(capture.clone());
-    // Another test of this binary reaches the same log line on its own
-    // thread: a line whose interest was cached while this subscriber was
-    // being set would stay silent here.
-    tracing::callsite::rebuild_interest_cache();
     let r = metrics::with_local_recorder(&meters, || {
         registry::<Refused>(section(0, 2.0, "2m", Some(boolean(true))))
     });
@@ -517,6 +517,7 @@ async fn call_b(i: u64) -> Result<u64, TestError> {
 /// in between, are never refused.
 #[test]
 fn failures_of_one_spec_never_throttle_another() {
+    support::capture::no_silent_callsites();
     fastrand::seed(5);
     paused_runtime().block_on(async {
         let r = build(
@@ -566,6 +567,7 @@ struct Threads;
 /// well within it).
 #[test]
 fn on_two_workers_received_and_refused_add_up_to_the_requests() {
+    support::capture::no_silent_callsites();
     let r = registry::<Threads>(section(0, 2.0, "1h", Some(boolean(true))));
     let (events, listener) = recorder();
     r.subscribe(listener);
@@ -647,6 +649,7 @@ fn reload(r: &Registry, section: Value) -> Vec<String> {
 /// `Error::Throttled` among what a caller may get, only with it.
 #[test]
 fn a_reload_switches_first_calls_on_the_kept_counts_and_explain_names_the_error() {
+    support::capture::no_silent_callsites();
     fastrand::seed(13);
     paused_runtime().block_on(async {
         let r = registry::<Reloading>(section(0, 2.0, "2m", None));
@@ -714,10 +717,10 @@ async fn stale() -> Result<u64, TestError> {
 /// reached the backend and failed passes through as the body's error.
 #[test]
 fn a_fallback_on_rejection_answers_each_refused_first_call_and_nothing_else() {
+    support::capture::no_silent_callsites();
     fastrand::seed(17);
     let capture = Capture::default();
     let _subscriber = tracing::subscriber::set_default(capture.clone());
-    tracing::callsite::rebuild_interest_cache();
     let r = registry::<Guarded>(section(0, 2.0, "2m", Some(boolean(true))));
     let backend = Backend::new(Accepts::PerSecond(0));
     let (mut answered, mut failed) = (0u64, 0u64);

@@ -29,8 +29,7 @@ async fn call() -> Result<(), Failed> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_rejections_are_each_counted_and_summarized_once() {
-    let capture = Capture::default();
-    tracing::subscriber::set_global_default(capture.clone()).unwrap();
+    let capture = Capture::global();
     let meters = Meters::default();
     let section = table([
         ("failure_rate_threshold", int(100)),
