@@ -317,42 +317,33 @@ fn longest_wait(retry: &RetrySettings, k: u32) -> Duration {
 }
 
 /// The sum of a retry's longest waits, all `attempts` of them, saturating;
-/// after failures of any cause. The first [`COUNTED_WAITS`] are summed one
-/// by one, and each later one counted at the longer of the last summed and
-/// the last of all: each cause's waits only grow or only shrink with the
-/// retry's number, so neither bound is passed.
+/// after failures of any cause.
 fn total_wait(retry: &RetrySettings) -> Duration {
-    let counted = retry.attempts.min(COUNTED_WAITS);
-    let mut sum = Duration::ZERO;
-    for k in 1..=counted {
-        sum = sum.saturating_add(longest_wait(retry, k));
-        if sum == Duration::MAX {
-            return sum;
-        }
-    }
-    let rest = retry.attempts - counted;
-    if rest > 0 {
-        let each = longest_wait(retry, counted).max(longest_wait(retry, retry.attempts));
-        sum = sum.saturating_add(each.saturating_mul(rest));
-    }
-    sum
+    sum_waits(retry, |k| longest_wait(retry, k))
 }
 
 /// The sum of the longest waits after failures of `cause` alone.
 fn cause_total_wait(retry: &RetrySettings, cause: Cause) -> Duration {
+    sum_waits(retry, |k| retry.cause_base_delay(cause, k))
+}
+
+/// The sum of `wait(k)` for each of `retry`'s `attempts`, saturating. The
+/// first [`COUNTED_WAITS`] are summed one by one, and each later one
+/// counted at the longer of the last summed and the last of all: a
+/// cause's waits only grow or only shrink with the retry's number, so
+/// neither bound is passed.
+fn sum_waits(retry: &RetrySettings, wait: impl Fn(u32) -> Duration) -> Duration {
     let counted = retry.attempts.min(COUNTED_WAITS);
     let mut sum = Duration::ZERO;
     for k in 1..=counted {
-        sum = sum.saturating_add(retry.cause_base_delay(cause, k));
+        sum = sum.saturating_add(wait(k));
         if sum == Duration::MAX {
             return sum;
         }
     }
     let rest = retry.attempts - counted;
     if rest > 0 {
-        let each = retry
-            .cause_base_delay(cause, counted)
-            .max(retry.cause_base_delay(cause, retry.attempts));
+        let each = wait(counted).max(wait(retry.attempts));
         sum = sum.saturating_add(each.saturating_mul(rest));
     }
     sum
