@@ -540,6 +540,22 @@ fn every_problem_of_a_chaos_section_is_reported_at_once() -> TestResult {
             table([("latency", s("200ms")), ("latency_rate", float(0.0))]),
         )]))
         .map_err(|p| format!("{p:?}"))?;
+    // An outcome rate beside an error rate of 1 would draw for no call.
+    let dead = Registry::builder().spec::<Checked>().build(&root(vec![(
+        "chaos.checked",
+        table([("error_rate", float(1.0)), ("outcome_rate", float(0.5))]),
+    )]));
+    let problems = dead
+        .err()
+        .ok_or("an outcome rate under an error rate of 1 was accepted")?;
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(problems[0].key, "outcome_rate");
+    assert!(
+        problems[0]
+            .rule
+            .contains("has no effect with `error_rate` = 1"),
+        "{problems:#?}"
+    );
     // Polly's name for a rate is answered with this project's.
     let polly = Registry::builder().spec::<Checked>().build(&root(vec![(
         "chaos.checked",

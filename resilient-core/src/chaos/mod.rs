@@ -125,7 +125,7 @@ pub trait ChaosSpec: Spec<Mechanism = Chaos> + Sized {
 /// | `latency_rate` | `0.0` | in `0.0..=1.0`: the share of calls that wait `latency` first |
 /// | `latency` | required when `latency_rate` > 0 | duration > 0: how long such a call waits; refused when `latency_rate` is not written, since no call would wait |
 /// | `error_rate` | `0.0` | in `0.0..=1.0`: the share of calls that end with `Error::Injected` |
-/// | `outcome_rate` | `0.0` | in `0.0..=1.0`: the share of calls that return the attribute's `outcome = ..` instead |
+/// | `outcome_rate` | `0.0` | in `0.0..=1.0`: the share of the calls no injected error ends that return the attribute's `outcome = ..` instead (none with `error_rate = 1`, where it is refused) |
 /// | `seed` | drawn when built | whole number ≥ 0: the generator's seed, for runs that choose the same calls |
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -171,6 +171,17 @@ impl ChaosSettings {
         let latency_rate = s.float("latency_rate", Some(0.0), RATE_RULE, rate);
         let error_rate = s.float("error_rate", Some(0.0), RATE_RULE, rate);
         let outcome_rate = s.float("outcome_rate", Some(0.0), RATE_RULE, rate);
+        // An outcome is drawn for a call that no injected error ends.
+        let outcome_rate = match (error_rate, outcome_rate) {
+            (Some(e), Some(o)) if e >= 1.0 && o > 0.0 => {
+                s.invalid(
+                    "outcome_rate",
+                    "has no effect with `error_rate` = 1: every call ends with `Error::Injected` before an outcome is drawn; lower `error_rate`, or remove `outcome_rate`",
+                );
+                None
+            }
+            (_, o) => o,
+        };
         let latency = match s.duration("latency", false) {
             Some(Some(d)) if d.is_zero() && latency_rate.is_some_and(|r| r > 0.0) => {
                 s.invalid("latency", "must be > 0 when `latency_rate` > 0");
