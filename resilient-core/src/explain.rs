@@ -290,13 +290,22 @@ impl<'a> Settings<'a> {
 
 /// A retry's waits, before each retry: from the function that schedules
 /// them, at both ends of its jitter.
-fn waits(retry: &RetrySettings) -> Vec<Wait> {
+fn waits(retry: &RetrySettings, cause: Cause) -> Vec<Wait> {
     (1..=retry.attempts.min(MAX_SHOWN_WAITS))
         .map(|k| Wait {
-            min: retry.delay(k, |_| 0),
-            max: retry.delay(k, |bound| bound),
+            min: retry.cause_delay_jittered(cause, k, |_| 0),
+            max: retry.cause_delay_jittered(cause, k, |bound| bound),
         })
         .collect()
+}
+
+/// `waits` as a list, and "…" with the number of all past those shown.
+fn listed(waits: &[Wait], attempts: u32) -> String {
+    let mut list: Vec<String> = waits.iter().map(ToString::to_string).collect();
+    if attempts > MAX_SHOWN_WAITS {
+        list.push(format!("… ({attempts} waits in all)"));
+    }
+    list.join(", ")
 }
 
 /// A retry spec's waits shown one by one: past these, a sum says the rest.
@@ -349,25 +358,6 @@ fn sum_waits(retry: &RetrySettings, wait: impl Fn(u32) -> Duration) -> Duration 
     sum
 }
 
-/// The first waits after failures of `cause` alone, as a list, and "…"
-/// past those shown.
-fn cause_waits(retry: &RetrySettings, cause: Cause) -> String {
-    const SHOWN: u32 = 8;
-    let mut list: Vec<String> = (1..=retry.attempts.min(SHOWN))
-        .map(|k| {
-            Wait {
-                min: retry.cause_delay_jittered(cause, k, |_| 0),
-                max: retry.cause_delay_jittered(cause, k, |bound| bound),
-            }
-            .to_string()
-        })
-        .collect();
-    if retry.attempts > SHOWN {
-        list.push(format!("… ({} waits in all)", retry.attempts));
-    }
-    list.join(", ")
-}
-
 fn says(known: &Known<'_>) -> (Vec<String>, Vec<Wait>) {
     let Some(settings) = Settings::of(known.settings) else {
         return (Vec::new(), Vec::new());
@@ -390,45 +380,34 @@ fn says(known: &Known<'_>) -> (Vec<String>, Vec<Wait>) {
                 if r.attempts == 1 { "y" } else { "ies" },
                 r.attempts
             ));
-            shown = waits(r);
+            // After a failure of the default cause: the waits a snapshot
+            // shows.
+            shown = waits(r, Cause::Transient);
             if !shown.is_empty() {
-                let list: Vec<String> = shown.iter().map(ToString::to_string).collect();
-                let more = if r.attempts > MAX_SHOWN_WAITS {
-                    format!(", … ({} waits in all)", r.attempts)
-                } else {
-                    String::new()
-                };
-                // `waits` are those after a failure of the default cause;
-                // the causes that wait otherwise are said one by one.
+                // The causes that wait from `delay` in one sentence; each
+                // with a delay of its own in one of its own.
                 let own = |c: Cause| r.causes.get(c).and_then(|t| t.delay).is_some();
-                let after = if Cause::ALL.iter().any(|c| own(*c)) {
-                    let default: Vec<&str> = Cause::ALL
-                        .iter()
-                        .filter(|c| **c == Cause::Transient || !own(**c))
-                        .map(|c| c.label())
-                        .collect();
-                    format!(" after a {} failure", default.join(" or "))
-                } else {
-                    String::new()
-                };
-                says.push(format!(
-                    "waits before each retry{after}: {}{more}; {} in all at most",
-                    list.join(", "),
-                    human(cause_total_wait(r, Cause::Transient))
-                ));
-                for cause in Cause::ALL
-                    .iter()
-                    .copied()
-                    .filter(|c| *c != Cause::Transient)
-                {
-                    if own(cause) {
-                        says.push(format!(
-                            "waits before each retry after a {0} failure (`cause.{0}.delay`): {1}; {2} in all at most",
-                            cause.label(),
-                            cause_waits(r, cause),
-                            human(cause_total_wait(r, cause))
-                        ));
-                    }
+                let by_delay: Vec<Cause> = Cause::ALL.into_iter().filter(|c| !own(*c)).collect();
+                if let Some(&first) = by_delay.first() {
+                    let after = if by_delay.len() == Cause::ALL.len() {
+                        String::new()
+                    } else {
+                        let labels: Vec<&str> = by_delay.iter().map(|c| c.label()).collect();
+                        format!(" after a {} failure", labels.join(" or "))
+                    };
+                    says.push(format!(
+                        "waits before each retry{after}: {}; {} in all at most",
+                        listed(&waits(r, first), r.attempts),
+                        human(cause_total_wait(r, first))
+                    ));
+                }
+                for cause in Cause::ALL.into_iter().filter(|c| own(*c)) {
+                    says.push(format!(
+                        "waits before each retry after a {0} failure (`cause.{0}.delay`): {1}; {2} in all at most",
+                        cause.label(),
+                        listed(&waits(r, cause), r.attempts),
+                        human(cause_total_wait(r, cause))
+                    ));
                 }
             }
             if let Some(cap) = r.max_hinted_delay {

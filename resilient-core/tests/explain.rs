@@ -506,6 +506,24 @@ fn a_cause_that_waits_longer_sets_the_worst_case_and_is_said_with_its_waits_and_
         ),
         "{says:#?}"
     );
+    // A transient failure with a delay of its own: `delay`'s waits are
+    // said for the other causes, and the transient ones apart.
+    let r = registry::<ByCause>(table([
+        ("delay", s("50ms")),
+        ("attempts", int(2)),
+        (
+            "cause",
+            table([("transient", table([("delay", s("10ms"))]))]),
+        ),
+    ]));
+    let explained = r.explain();
+    assert_eq!(
+        explained.spec("ByCause").unwrap().says[1..],
+        [
+            "waits before each retry after a throttled or timeout failure: 50ms, 50ms; 100ms in all at most",
+            "waits before each retry after a transient failure (`cause.transient.delay`): 10ms, 10ms; 20ms in all at most",
+        ]
+    );
 }
 
 #[derive(RetrySpec)]
