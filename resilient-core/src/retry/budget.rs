@@ -160,7 +160,8 @@ impl Reloaded {
     }
 }
 
-fn scaled(x: f64) -> u64 {
+/// `x` tokens in millionths, rounded.
+pub(super) fn scaled(x: f64) -> u64 {
     // Validation keeps x finite and ≥ 0; `as` saturates anyway.
     (x * SCALE as f64).round() as u64
 }

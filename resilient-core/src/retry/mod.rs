@@ -908,16 +908,8 @@ impl Retry {
         cause: &dyn std::fmt::Display,
         status: Option<u16>,
     ) {
-        if let Some(m) = self.meters() {
-            m.exhausted[by as usize].increment(1, || self.exhausted_counter(by));
-        }
+        self.gave_up(calls, by);
         let t = &self.telemetry;
-        t.emit(|| Event::RetryExhausted {
-            spec: t.spec,
-            path: t.path,
-            calls,
-            reason: by,
-        });
         if t.logging() {
             let (spec, path) = (t.spec, t.path);
             tracing::warn!(
@@ -928,10 +920,9 @@ impl Retry {
         }
     }
 
-    /// Adaptive throttling refused a call's first attempt (`first_calls`):
-    /// counted as a retry's refusals are, with no call made.
-    fn refused_first(&self, error: &Error) {
-        let by = StoppedBy::ThrottledFirstCall;
+    /// Counts and publishes a call that retry ended after `calls` calls,
+    /// because of `by`.
+    fn gave_up(&self, calls: u64, by: StoppedBy) {
         if let Some(m) = self.meters() {
             m.exhausted[by as usize].increment(1, || self.exhausted_counter(by));
         }
@@ -939,9 +930,17 @@ impl Retry {
         t.emit(|| Event::RetryExhausted {
             spec: t.spec,
             path: t.path,
-            calls: 0,
+            calls,
             reason: by,
         });
+    }
+
+    /// Adaptive throttling refused a call's first attempt (`first_calls`):
+    /// counted as a retry's refusals are, with no call made.
+    fn refused_first(&self, error: &Error) {
+        let by = StoppedBy::ThrottledFirstCall;
+        self.gave_up(0, by);
+        let t = &self.telemetry;
         if t.logging() {
             let (spec, path) = (t.spec, t.path);
             tracing::warn!(

@@ -762,7 +762,7 @@ pub(crate) fn read_budget(b: &mut Section<'_>, shared: bool) -> Option<Option<Bu
     // Counted in millionths of a token: a smaller positive number would
     // round to none, and refill nothing.
     for (key, value) in [("ratio", ratio), ("min_tokens_per_second", per_second)] {
-        if value.is_some_and(|x| x > 0.0 && (x * 1e6).round() == 0.0) {
+        if value.is_some_and(|x| x > 0.0 && super::budget::scaled(x) == 0) {
             b.invalid(
                 key,
                 "rounds to 0: the budget counts in millionths of a token, so it would refill nothing; write at least 0.000001, or 0",
