@@ -110,8 +110,8 @@ use tower_service::Service;
 use crate::explain::human;
 use crate::http::HttpResponse;
 use crate::layer::{
-    BreakerLevel, Chain, ChaosLevel, End, LimitLevel, RateLevel, RetryLevel, StackLayer, Then,
-    TimeoutLevel,
+    BreakerLevel, Chain, ChaosLevel, End, Inner, LimitLevel, RateLevel, RetryLevel, StackLayer,
+    Then, TimeoutLevel,
 };
 use crate::registry::uses::{Attr, FnChain};
 use crate::registry::{Registry, Spec};
@@ -1165,7 +1165,7 @@ pub fn run<L>(
     load: &Load,
 ) -> Result<Report, SimulateError>
 where
-    L: Chain<Upstream, Request> + Send + 'static,
+    L: Chain<Inner<Upstream>, Request> + Send + 'static,
 {
     dependency.check()?;
     load.check()?;
@@ -1198,7 +1198,7 @@ pub fn run_fn<L>(
     load: &Load,
 ) -> Result<Report, SimulateError>
 where
-    L: Chain<Upstream, Request> + Specs + Send + 'static,
+    L: Chain<Inner<Upstream>, Request> + Specs + Send + 'static,
 {
     let chain = find_fn(function)?;
     let entries: Vec<_> = registry
@@ -1306,7 +1306,7 @@ fn run_here<L>(
     load: &Load,
 ) -> Result<Report, SimulateError>
 where
-    L: Chain<Upstream, Request> + 'static,
+    L: Chain<Inner<Upstream>, Request> + 'static,
 {
     // This thread's generator draws a retry's jitter, throttling's
     // refusals and injected faults: seeded, the run repeats.
@@ -1366,7 +1366,7 @@ async fn drive<L>(
     heard: &Mutex<Heard>,
 ) -> Partial
 where
-    L: Chain<Upstream, Request> + 'static,
+    L: Chain<Inner<Upstream>, Request> + 'static,
 {
     let origin = Instant::now();
     if let Ok(mut h) = heard.lock() {

@@ -271,7 +271,7 @@ where
                 call.ended_now(Outcome::Rejected);
                 return Err(MwError::middleware(NotRetryable { spec: S::NAME }));
             };
-            super::stack_middleware::attempt_header(&call, &mut attempt);
+            attempt_header(&call, &mut attempt);
             let out = InAttempt::new(call.attempt(), next.clone().run(attempt, extensions)).await;
             let wait = match call.step(out.map_err(Fail::Body)) {
                 Step::Done(out) => return out.map_err(|f| f.into_error(From::from)),
@@ -370,5 +370,20 @@ impl<S: TimeoutSpec> Middleware for TimeoutMiddleware<S> {
         })
         .await
         .map_err(|f| f.into_error(From::from))
+    }
+}
+
+/// Sets the retry's attempt header on `request`, when `call`'s next call is
+/// a retry and its spec has an `attempt_header` (replacing one the request
+/// already carries: each retry says its own number).
+fn attempt_header<T, E, Tr, J>(call: &RetryCall<'_, T, E, Tr, J>, request: &mut Request) {
+    let Some((name, previous)) = call.attempt_header() else {
+        return;
+    };
+    // Validated when the settings were read.
+    if let Ok(name) = http::HeaderName::from_bytes(name.as_bytes()) {
+        request
+            .headers_mut()
+            .insert(name, http::HeaderValue::from(previous));
     }
 }

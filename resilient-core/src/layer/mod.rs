@@ -151,7 +151,9 @@ pub use retry::{RetryFuture, RetryLayer, RetryService};
 #[cfg(feature = "http")]
 pub use stack::RetryHeaderLimitLevel;
 #[doc(hidden)]
-pub use stack::{Append, Chain, HasKeyedLevel, HasLevel, KeyOf, MakeGate};
+pub use stack::{
+    Append, Chain, HasKeyedLevel, HasLevel, Inner, InnerCall, KeyOf, MakeGate, Resend, Running,
+};
 pub use stack::{
     BreakerLevel, ByKey, ChaosLevel, End, KeyedStackSpec, LimitLevel, RateLevel, RetryLevel,
     StackFuture, StackLayer, StackOut, StackService, StackSpec, Then, TimeoutLevel, Unkeyed,

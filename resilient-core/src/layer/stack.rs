@@ -247,7 +247,7 @@ impl<L: std::fmt::Debug, Req> std::fmt::Debug for StackLayer<L, Req> {
 
 impl<L, Req, Svc> tower_layer::Layer<Svc> for StackLayer<L, Req>
 where
-    L: Chain<Svc, Req>,
+    L: Chain<Inner<Svc>, Req>,
     Svc: Service<Req> + Clone,
     Svc::Error: LayerError,
 {
@@ -307,7 +307,7 @@ impl<L: std::fmt::Debug, Svc: std::fmt::Debug, Req> std::fmt::Debug for StackSer
 
 impl<L, Svc, Req> Service<Req> for StackService<L, Svc, Req>
 where
-    L: Chain<Svc, Req>,
+    L: Chain<Inner<Svc>, Req>,
     Svc: Service<Req> + Clone,
     Svc::Error: LayerError,
 {
@@ -325,11 +325,11 @@ where
         // The ready service goes with the request; a clone stays.
         let clone = self.inner.clone();
         StackFuture {
-            levels: self.levels.clone(),
-            svc: std::mem::replace(&mut self.inner, clone),
-            req: Some(req),
-            done: false,
-            state: L::idle(),
+            run: Running::new(
+                self.levels.clone(),
+                Inner(std::mem::replace(&mut self.inner, clone)),
+                req,
+            ),
         }
     }
 }
@@ -339,36 +339,17 @@ pin_project! {
     /// stack, a part per spec.
     pub struct StackFuture<L, Svc, Req>
     where
-        L: Chain<Svc, Req>,
+        L: Chain<Inner<Svc>, Req>,
         Svc: Service<Req>,
     {
-        levels: L,
-        svc: Svc,
-        // The request, until the first poll starts it.
-        req: Option<Req>,
-        // The outcome was given: each part has given back what it held.
-        done: bool,
         #[pin]
-        state: L::State,
-    }
-
-    impl<L, Svc, Req> PinnedDrop for StackFuture<L, Svc, Req>
-    where
-        L: Chain<Svc, Req>,
-        Svc: Service<Req>,
-    {
-        fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            if !*this.done {
-                this.levels.stop(this.state);
-            }
-        }
+        run: Running<L, Inner<Svc>, Req>,
     }
 }
 
 impl<L, Svc, Req> Future for StackFuture<L, Svc, Req>
 where
-    L: Chain<Svc, Req>,
+    L: Chain<Inner<Svc>, Req>,
     Svc: Service<Req>,
     Svc::Error: From<Error>,
 {
@@ -376,19 +357,160 @@ where
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().run.poll(cx)
+    }
+}
+
+pin_project! {
+    /// Where a request is in its stack.
+    #[project = StageProj]
+    enum Stage<Req, S> {
+        // The request, until the first poll starts it.
+        Idle { req: Option<Req> },
+        // Started: a part per spec.
+        Started {
+            #[pin]
+            state: S,
+        },
+    }
+}
+
+pin_project! {
+    /// A request running through a stack's parts `L` to the inner call
+    /// `D`: the tower service's, or the next middleware's. Not a public
+    /// API.
+    #[doc(hidden)]
+    pub struct Running<L, D, Req>
+    where
+        L: Chain<D, Req>,
+        D: Service<Req>,
+    {
+        levels: L,
+        svc: D,
+        // The outcome was given: each part has given back what it held.
+        done: bool,
+        // The request and the parts' state share their place: the
+        // request is gone into the parts once they start.
+        #[pin]
+        stage: Stage<Req, L::State>,
+    }
+
+    impl<L, D, Req> PinnedDrop for Running<L, D, Req>
+    where
+        L: Chain<D, Req>,
+        D: Service<Req>,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if *this.done {
+                return;
+            }
+            if let StageProj::Started { state } = this.stage.project() {
+                this.levels.stop(state);
+            }
+        }
+    }
+}
+
+impl<L: Chain<D, Req>, D: Service<Req>, Req> Running<L, D, Req> {
+    /// `req`, to run through `levels` to `svc` from the first poll on.
+    #[inline(always)]
+    pub(crate) fn new(levels: L, svc: D, req: Req) -> Self {
+        Running {
+            levels,
+            svc,
+            done: false,
+            stage: Stage::Idle { req: Some(req) },
+        }
+    }
+}
+
+impl<L, D, Req> Future for Running<L, D, Req>
+where
+    L: Chain<D, Req>,
+    D: Service<Req>,
+    D::Error: From<Error>,
+{
+    type Output = Result<D::Response, D::Error>;
+
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         if *this.done {
             return Poll::Pending;
         }
-        if let Some(req) = this.req.take() {
-            if let Some(out) = this.levels.start(this.state.as_mut(), this.svc, req) {
-                *this.done = true;
-                return Poll::Ready(out.map_err(|f| f.into_error(From::from)));
+        if let StageProj::Idle { req } = this.stage.as_mut().project() {
+            let Some(req) = req.take() else {
+                return Poll::Pending;
+            };
+            this.stage.set(Stage::Started { state: L::idle() });
+            if let StageProj::Started { state } = this.stage.as_mut().project() {
+                if let Some(out) = this.levels.start(state, this.svc, req) {
+                    *this.done = true;
+                    return Poll::Ready(out.map_err(|f| f.into_error(From::from)));
+                }
             }
         }
-        let out = ready!(this.levels.poll(this.state, cx, this.svc));
+        let StageProj::Started { state } = this.stage.project() else {
+            return Poll::Pending;
+        };
+        let out = ready!(this.levels.poll(state, cx, this.svc));
         *this.done = true;
         Poll::Ready(out.map_err(|f| f.into_error(From::from)))
+    }
+}
+
+/// A tower service as a stack calls it. Not a public API.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct Inner<Svc>(pub(crate) Svc);
+
+impl<Svc: Service<Req>, Req> Service<Req> for Inner<Svc> {
+    type Response = Svc::Response;
+    type Error = Svc::Error;
+    type Future = Svc::Future;
+
+    #[inline(always)]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Svc::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    #[inline(always)]
+    fn call(&mut self, req: Req) -> Svc::Future {
+        self.0.call(req)
+    }
+}
+
+/// The call at the end of a stack: a tower service, or the next
+/// middleware. Not a public API.
+#[doc(hidden)]
+pub trait InnerCall<Req>: Service<Req> {
+    /// Whether `out` is a retry's refusal of a request it could not copy
+    /// ([`Resend`]): the request was never sent, and a breaker outside
+    /// does not count it.
+    #[inline(always)]
+    fn refused_unsent(out: &StackOut<Self::Response, Self::Error>) -> bool {
+        let _ = out;
+        false
+    }
+}
+
+impl<Svc: Service<Req>, Req> InnerCall<Req> for Inner<Svc> {}
+
+/// How a stack's retry sends a request again: a copy per attempt. Not a
+/// public API.
+#[doc(hidden)]
+pub trait Resend<Req>: InnerCall<Req> {
+    /// A copy of `req` for another attempt, or the refusal of retry spec
+    /// `spec` when `req` cannot be copied.
+    fn resend(req: &Req, spec: &'static str) -> Result<Req, Fail<Self::Error>>;
+}
+
+/// A tower request is copied by `Clone`.
+impl<Svc: Service<Req>, Req: Clone> Resend<Req> for Inner<Svc> {
+    #[inline(always)]
+    fn resend(req: &Req, _: &'static str) -> Result<Req, Fail<Svc::Error>> {
+        Ok(req.clone())
     }
 }
 
@@ -682,7 +804,12 @@ impl<Svc: Service<Req>, Req> Chain<Svc, Req> for End {
         svc: &mut Svc,
         req: Req,
     ) -> Option<Out<Svc, Req>> {
-        state.project().future.set(Some(svc.call(req)));
+        let mut future = state.project().future;
+        // The previous attempt's future goes before the next call: no two
+        // calls' futures are ever alive together (the middleware's calls
+        // each borrow the request's extensions).
+        future.set(None);
+        future.set(Some(svc.call(req)));
         None
     }
 
@@ -743,6 +870,29 @@ where
     out
 }
 
+/// [`breaker_exit`], but a request a retry inside refused unsent
+/// ([`InnerCall::refused_unsent`]) gives its permit back uncounted.
+#[inline(always)]
+fn breaker_left<S, Svc, Req>(
+    call: Option<&BreakerCall<'static, ()>>,
+    parts: Option<PermitParts>,
+    out: Out<Svc, Req>,
+) -> Out<Svc, Req>
+where
+    S: CircuitBreakerSpec,
+    Svc: InnerCall<Req>,
+    Svc::Error: LayerError,
+    S::Classifier: Classify<Svc::Response, Svc::Error>,
+{
+    if Svc::refused_unsent(&out) {
+        if let (Some(parts), Some(breaker)) = (parts, call.and_then(BreakerCall::breaker)) {
+            Permit::from_parts(breaker, parts).judged(crate::spec::Verdict::Ignore, parts);
+        }
+        return out;
+    }
+    breaker_exit::<S, _, _>(call, parts, out)
+}
+
 /// A breaker call of spec `S` through `key`'s instance for `req`.
 #[inline(always)]
 pub(crate) fn breaker_call<S: CircuitBreakerSpec, Req>(
@@ -758,7 +908,7 @@ where
     S: CircuitBreakerSpec,
     K: KeyOf<Req>,
     N: Chain<Svc, Req>,
-    Svc: Service<Req>,
+    Svc: InnerCall<Req>,
     Svc::Error: LayerError,
     S::Classifier: Classify<Svc::Response, Svc::Error>,
 {
@@ -788,7 +938,11 @@ where
         }
         let call = st.call.insert(call);
         let out = self.1.start(st.next, svc, req)?;
-        Some(breaker_exit::<S, _, _>(Some(call), st.permit.take(), out))
+        Some(breaker_left::<S, Svc, Req>(
+            Some(call),
+            st.permit.take(),
+            out,
+        ))
     }
 
     #[inline(always)]
@@ -800,7 +954,7 @@ where
     ) -> Poll<Out<Svc, Req>> {
         let st = state.project();
         let out = ready!(self.1.poll(st.next, cx, svc));
-        Poll::Ready(breaker_exit::<S, _, _>(
+        Poll::Ready(breaker_left::<S, Svc, Req>(
             st.call.as_ref(),
             st.permit.take(),
             out,
@@ -1194,8 +1348,7 @@ impl<S, N, Svc, Req> Chain<Svc, Req> for Then<RetryLevel<S>, N>
 where
     S: RetrySpec,
     N: Chain<Svc, Req>,
-    Svc: Service<Req>,
-    Req: Clone,
+    Svc: Resend<Req>,
     Svc::Error: LayerError + Exhaustion<S::Exhausted>,
     S::Classifier: Classify<Svc::Response, Svc::Error>,
 {
@@ -1231,7 +1384,16 @@ where
             *st.phase = Phase::Done;
             return Some(Err(refused));
         }
-        *st.req = Some(req.clone());
+        match Svc::resend(&req, S::NAME) {
+            Ok(spare) => *st.req = Some(spare),
+            // Sent once, as it is: nothing would send it again.
+            Err(_) if !call.may_retry() => {}
+            Err(refused) => {
+                call.ended_now(Outcome::Rejected);
+                *st.phase = Phase::Done;
+                return Some(Err(refused));
+            }
+        }
         *st.phase = Phase::Calling;
         let out = self.1.start(st.next, svc, req)?;
         match call.step(out) {
@@ -1277,9 +1439,21 @@ where
                         // The retry starts: its token is spent.
                         *st.token = None;
                         *st.phase = Phase::Calling;
-                        let Some(req) = st.req.clone() else {
-                            *st.phase = Phase::Done;
-                            return Poll::Pending;
+                        let req = match st.req.as_ref().map(|r| Svc::resend(r, S::NAME)) {
+                            Some(Ok(req)) => req,
+                            Some(Err(refused)) => {
+                                *st.phase = Phase::Done;
+                                if let Some(call) = st.call.as_mut() {
+                                    call.ended_now(Outcome::Rejected);
+                                }
+                                return Poll::Ready(Err(refused));
+                            }
+                            // Not kept: a request no retry could copy,
+                            // which its spec never retries.
+                            None => {
+                                *st.phase = Phase::Done;
+                                return Poll::Pending;
+                            }
                         };
                         // Marked with its attempt: a layer inside (such
                         // as `AttemptHeaderLayer`) sees it.

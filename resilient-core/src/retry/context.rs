@@ -93,18 +93,36 @@ impl Attempt {
 /// the spec has no `attempt_header`; says whether it set the header.
 #[cfg(feature = "http")]
 pub fn set_attempt_header(headers: &mut http::HeaderMap) -> bool {
-    let Some(attempt) = current_attempt() else {
-        return false;
-    };
-    let Some(name) = attempt.header_name() else {
-        return false;
-    };
-    // Validated when the settings were read.
-    let Ok(name) = http::HeaderName::from_bytes(name.as_bytes()) else {
-        return false;
-    };
-    headers.insert(name, http::HeaderValue::from(attempt.previous));
-    true
+    match current_attempt() {
+        Some(attempt) => attempt.set_header(headers),
+        None => false,
+    }
+}
+
+impl Attempt {
+    /// Sets this retry's attempt header on `headers`, when its spec has
+    /// one (see [`set_attempt_header`]).
+    #[cfg(feature = "http")]
+    pub(crate) fn set_header(&self, headers: &mut http::HeaderMap) -> bool {
+        if self.previous == 0 {
+            return false;
+        }
+        self.set_header_of(headers)
+    }
+
+    #[cfg(feature = "http")]
+    fn set_header_of(&self, headers: &mut http::HeaderMap) -> bool {
+        let attempt = self;
+        let Some(name) = attempt.header_name() else {
+            return false;
+        };
+        // Validated when the settings were read.
+        let Ok(name) = http::HeaderName::from_bytes(name.as_bytes()) else {
+            return false;
+        };
+        headers.insert(name, http::HeaderValue::from(attempt.previous));
+        true
+    }
 }
 
 /// `builder` with the attempt header when the running code is a retry
@@ -233,6 +251,42 @@ impl<F: Future> Future for InAttempt<F> {
         // One call of the inner poll: it stays inlined as without a mark.
         let _entered = Entered::new(this.attempt);
         this.fut.poll(cx)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future polled with the thread marked as running the attempt that
+    /// made it, if a retry's attempt made it. Not a public API.
+    #[doc(hidden)]
+    pub struct InMarked<F> {
+        attempt: Option<Attempt>,
+        #[pin]
+        fut: F,
+    }
+}
+
+impl<F> InMarked<F> {
+    /// `fut`, polled as `attempt`.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "reqwest-middleware"), allow(dead_code))]
+    pub(crate) fn new(attempt: Option<Attempt>, fut: F) -> Self {
+        InMarked { attempt, fut }
+    }
+}
+
+impl<F: Future> Future for InMarked<F> {
+    type Output = F::Output;
+
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        match this.attempt {
+            Some(attempt) => {
+                let _entered = Entered::new(attempt);
+                this.fut.poll(cx)
+            }
+            None => this.fut.poll(cx),
+        }
     }
 }
 

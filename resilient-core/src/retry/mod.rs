@@ -162,6 +162,8 @@ pub use context::with_attempt_header;
 #[doc(hidden)]
 pub use context::InAttempt;
 pub use context::{current_attempt, Attempt};
+#[cfg(feature = "reqwest-middleware")]
+pub(crate) use context::{marked, InMarked};
 pub use exhausted::{
     Exhaustion, IntoBoxError, Kept, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX,
 };
@@ -1428,7 +1430,7 @@ where
 
     /// Whether a failure could be retried under the settings the call
     /// started with: the spec is enabled and allows a retry.
-    #[cfg(feature = "reqwest-middleware")]
+    #[cfg(feature = "tower")]
     pub(crate) fn may_retry(&self) -> bool {
         let Some(retry) = self.retry.as_deref() else {
             return false;
