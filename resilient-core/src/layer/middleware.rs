@@ -2,11 +2,14 @@
 //!
 //! Many clients add retries to reqwest through
 //! [reqwest-middleware](https://docs.rs/reqwest-middleware), which is not
-//! tower: a `ClientWithMiddleware` runs a chain of [`Middleware`]s around
+//! tower: a `ClientWithMiddleware` runs a chain of [`Middleware`](reqwest_middleware::Middleware)s around
 //! each request. Every retry, circuit breaker, concurrency limit, rate
 //! limiter and timeout spec is one too, through [`Middlewares::middleware`],
 //! running each request through the spec's one shared instance (the one its
-//! attributes and layers use), in the order attached (first = outermost):
+//! attributes and layers use), in the order attached (first = outermost).
+//! Each is the [`StackLayer`] of that one spec, so a spec admits, counts
+//! and refuses alike alone and in a stack; a stack of several specs in one
+//! middleware runs them as one future:
 //!
 //! ```
 //! use resilient_core::layer::middleware::Middlewares;
@@ -67,27 +70,14 @@
 //! not count it). A retry that is disabled or allows no retry
 //! (`attempts = 0`) sends any request once, as it is.
 
-use std::marker::PhantomData;
+use reqwest::Request;
 
-use http::Extensions;
-use reqwest::{Request, Response};
-use reqwest_middleware::{Middleware, Next};
-
-use super::retry::LayerJudge;
+use super::stack::{
+    BreakerLevel, End, LimitLevel, RateLevel, RetryLevel, StackLayer, Then, TimeoutLevel,
+};
 use super::LayerError;
-use crate::circuit_breaker::{unclassified, CircuitBreakerSpec, Permit};
-use crate::concurrency::{ConcurrencyLimitSpec, Enter, LimitCall};
 use crate::error::Error;
-use crate::outcome::Fail;
-use crate::rate_limiter::{RateCall, RateLimiterSpec};
-use crate::registry::{Key, Spec};
-use crate::retry::{Exhaustion, InAttempt, RetryCall, RetrySpec, Step};
-use crate::spec::{Classify, Verdict};
-use crate::telemetry::Outcome;
-use crate::timeout::{TimeoutCall, TimeoutSpec};
-
-/// reqwest-middleware's error.
-type MwError = reqwest_middleware::Error;
+use crate::registry::Spec;
 
 impl From<Error> for reqwest_middleware::Error {
     fn from(error: Error) -> Self {
@@ -179,31 +169,14 @@ pub struct NotRetryable {
     pub spec: &'static str,
 }
 
-/// Whether `out` is a retry's refusal of a request it could not copy.
-fn refused_unsent(out: &reqwest_middleware::Result<Response>) -> bool {
-    matches!(out, Err(reqwest_middleware::Error::Middleware(e)) if e.is::<NotRetryable>())
-}
-
 macro_rules! spec_middleware {
-    ($(#[$doc:meta])* $name:ident for $mechanism:ty) => {
+    ($(#[$doc:meta])* $name:ident = $level:ident for $mechanism:ty) => {
         $(#[$doc])*
-        pub struct $name<S> {
-            _spec: PhantomData<fn() -> S>,
-        }
-
-        impl<S> Default for $name<S> {
-            fn default() -> Self {
-                Self { _spec: PhantomData }
-            }
-        }
-
-        impl<S> std::fmt::Debug for $name<S> {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_tuple(stringify!($name))
-                    .field(&std::any::type_name::<S>())
-                    .finish()
-            }
-        }
+        ///
+        /// It is the stack of this one spec as middleware
+        /// ([`StackLayer`](super::StackLayer)), so that a spec admits,
+        /// counts and refuses alike alone or in a stack.
+        pub type $name<S> = StackLayer<Then<$level<S>, End>, Request>;
 
         impl HasMiddleware for $mechanism {
             type Middleware<S: Spec> = $name<S>;
@@ -213,177 +186,27 @@ macro_rules! spec_middleware {
 
 spec_middleware! {
     /// A retry spec as middleware: see the [module docs](self).
-    RetryMiddleware for crate::retry::Retry
+    RetryMiddleware = RetryLevel for crate::retry::Retry
 }
 
 spec_middleware! {
     /// A circuit breaker spec as middleware: a permit per request.
-    CircuitBreakerMiddleware for crate::circuit_breaker::Breaker
+    CircuitBreakerMiddleware = BreakerLevel for crate::circuit_breaker::Breaker
 }
 
 spec_middleware! {
     /// A concurrency limit spec as middleware: a place per request, held
     /// until its response (or error) comes.
-    ConcurrencyLimitMiddleware for crate::concurrency::Limiter
+    ConcurrencyLimitMiddleware = LimitLevel for crate::concurrency::Limiter
 }
 
 spec_middleware! {
     /// A rate limiter spec as middleware: a permit per request.
-    RateLimitMiddleware for crate::rate_limiter::RateLimiter
+    RateLimitMiddleware = RateLevel for crate::rate_limiter::RateLimiter
 }
 
 spec_middleware! {
     /// A timeout spec as middleware: a request that takes longer than the
     /// spec's `duration` ends with `Error::Timeout`.
-    TimeoutMiddleware for crate::timeout::Timeout
-}
-
-#[async_trait::async_trait]
-impl<S> Middleware for RetryMiddleware<S>
-where
-    S: RetrySpec,
-    S::Classifier: Classify<Response, MwError>,
-    MwError: Exhaustion<S::Exhausted>,
-{
-    async fn handle(
-        &self,
-        req: Request,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
-        let ops = crate::retry::ops::<S, Response, MwError>()
-            .judged_by(LayerJudge::<S::Classifier>::new());
-        let key = const { &Key::of::<S>() };
-        let mut call = RetryCall::start(ops, crate::registry::lookup(key));
-        if let Some(refused) = call.refused() {
-            return Err(refused.into_error(From::from));
-        }
-        if !call.may_retry() {
-            // Sent once, as it is: nothing would send it again.
-            let out = next.run(req, extensions).await;
-            return match call.step(out.map_err(Fail::Body)) {
-                Step::Done(out) => out.map_err(|f| f.into_error(From::from)),
-                Step::Wait(_) => Err(MwError::middleware(NotRetryable { spec: S::NAME })),
-            };
-        }
-        loop {
-            let Some(mut attempt) = req.try_clone() else {
-                call.ended_now(Outcome::Rejected);
-                return Err(MwError::middleware(NotRetryable { spec: S::NAME }));
-            };
-            attempt_header(&call, &mut attempt);
-            let out = InAttempt::new(call.attempt(), next.clone().run(attempt, extensions)).await;
-            let wait = match call.step(out.map_err(Fail::Body)) {
-                Step::Done(out) => return out.map_err(|f| f.into_error(From::from)),
-                Step::Wait(wait) => wait,
-            };
-            wait.wait().await;
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl<S> Middleware for CircuitBreakerMiddleware<S>
-where
-    S: CircuitBreakerSpec,
-    S::Classifier: Classify<Response, MwError>,
-{
-    async fn handle(
-        &self,
-        req: Request,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
-        let call = unclassified::<S>();
-        let parts = call.enter().map(|entered| entered.into_parts())?;
-        let Some(breaker) = call.breaker() else {
-            return next.run(req, extensions).await;
-        };
-        // Dropped with the request if it is cancelled: counted as neither.
-        let permit = Permit::from_parts(breaker, parts);
-        let out = next.run(req, extensions).await;
-        // A retry inside that refused a request it could not send again
-        // never asked the dependency.
-        let verdict = if refused_unsent(&out) {
-            Verdict::Ignore
-        } else {
-            super::breaker::verdict::<S, Response, MwError>(&out)
-        };
-        permit.judged(verdict, parts);
-        out
-    }
-}
-
-#[async_trait::async_trait]
-impl<S: ConcurrencyLimitSpec> Middleware for ConcurrencyLimitMiddleware<S> {
-    async fn handle(
-        &self,
-        req: Request,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
-        let key = const { &Key::of::<S>() };
-        let call = LimitCall::new(key, crate::registry::lookup(key));
-        let mut held = match call.try_enter() {
-            Enter::Ready(entered) => entered?,
-            Enter::Wait(full) => call.wait(full).await?,
-        };
-        let out = next.run(req, extensions).await;
-        held.exit(out.map_err(Fail::Body))
-            .map_err(|f| f.into_error(From::from))
-    }
-}
-
-#[async_trait::async_trait]
-impl<S: RateLimiterSpec> Middleware for RateLimitMiddleware<S> {
-    async fn handle(
-        &self,
-        req: Request,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
-        let key = const { &Key::of::<S>() };
-        let call = RateCall::new(key, crate::registry::lookup(key));
-        let mut granted = match call.try_enter() {
-            Enter::Ready(entered) => entered?,
-            Enter::Wait(reserved) => call.wait(reserved).await?,
-        };
-        let out = next.run(req, extensions).await;
-        granted
-            .exit(out.map_err(Fail::Body))
-            .map_err(|f| f.into_error(From::from))
-    }
-}
-
-#[async_trait::async_trait]
-impl<S: TimeoutSpec> Middleware for TimeoutMiddleware<S> {
-    async fn handle(
-        &self,
-        req: Request,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
-        let key = const { &Key::of::<S>() };
-        let call = TimeoutCall::new(key, crate::registry::lookup(key));
-        crate::timeout::run(call, move || async move {
-            next.run(req, extensions).await.map_err(Fail::Body)
-        })
-        .await
-        .map_err(|f| f.into_error(From::from))
-    }
-}
-
-/// Sets the retry's attempt header on `request`, when `call`'s next call is
-/// a retry and its spec has an `attempt_header` (replacing one the request
-/// already carries: each retry says its own number).
-fn attempt_header<T, E, Tr, J>(call: &RetryCall<'_, T, E, Tr, J>, request: &mut Request) {
-    let Some((name, previous)) = call.attempt_header() else {
-        return;
-    };
-    // Validated when the settings were read.
-    if let Ok(name) = http::HeaderName::from_bytes(name.as_bytes()) {
-        request
-            .headers_mut()
-            .insert(name, http::HeaderValue::from(previous));
-    }
+    TimeoutMiddleware = TimeoutLevel for crate::timeout::Timeout
 }

@@ -138,9 +138,12 @@ impl<L, Req> StackLayer<L, Req> {
     }
 }
 
-impl<Req> Default for StackLayer<End, Req> {
+impl<L: Default, Req> Default for StackLayer<L, Req> {
     fn default() -> Self {
-        Self::new()
+        StackLayer {
+            levels: L::default(),
+            _request: PhantomData,
+        }
     }
 }
 

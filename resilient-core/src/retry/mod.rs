@@ -1650,23 +1650,6 @@ impl<T, E, Tr, J> RetryCall<'_, T, E, Tr, J> {
         }
     }
 
-    /// The attempt header to send with the next call, when it is a retry
-    /// and the spec has one: its name, and the attempts made before it.
-    #[cfg(feature = "reqwest-middleware")]
-    pub(crate) fn attempt_header(&self) -> Option<(&str, u64)> {
-        if self.calls == 0 {
-            return None;
-        }
-        let retry = self.retry.as_deref()?;
-        let name = self
-            .config
-            .get(&retry.config)
-            .settings
-            .attempt_header
-            .as_deref()?;
-        Some((name, self.calls))
-    }
-
     /// Returns a budget token taken for a retry that will not start (see
     /// [`RetryWait::into_parts`]).
     pub(crate) fn give_back(&self, token: budget::Token) {
