@@ -50,7 +50,9 @@
 # layers; and, as reqwest middleware, `stack_middleware` (that stack in a
 # `ClientWithMiddleware` before a last middleware that answers each
 # request with a canned response, sending nothing) beside
-# `bare_middleware` (the last middleware alone); each middleware call is
+# `stack_middleware_no_retry` (the same without the retry, which copies
+# the request each attempt sends) and `bare_middleware` (the last
+# middleware alone); each middleware call is
 # `client.execute(request.try_clone())` of one request built once.
 #
 # Usage: examples/bench/instructions.sh [CHECKOUT] [N]
@@ -126,7 +128,7 @@ if [ -f "$root/resilient-core/src/layer/mod.rs" ]; then
 fi
 if [ -f "$root/resilient-core/src/layer/stack.rs" ]; then
   features+=(--features stack)
-  stacks="$stacks stack_layer stack_retry stack_breaker stack_limit stack_timeout bare_middleware stack_middleware"
+  stacks="$stacks stack_layer stack_retry stack_breaker stack_limit stack_timeout bare_middleware stack_middleware stack_middleware_no_retry"
 fi
 if grep -q ThrottleSettings "$root/resilient-core/src/retry/settings.rs"; then
   features+=(--features throttle)
@@ -376,21 +378,26 @@ mod middleware {
             Ok(reqwest::Response::from(http::Response::new(Vec::<u8>::new())))
         }
     }
-    fn client(stacked: bool) -> reqwest_middleware::ClientWithMiddleware {
+    /// The answering middleware after `specs` specs of the stack: 4 (retry,
+    /// breaker, limit, timeout), 3 (the same without the retry, so without
+    /// the request's copy) or 0.
+    fn client(specs: u8) -> reqwest_middleware::ClientWithMiddleware {
         let builder = reqwest_middleware::ClientBuilder::new(reqwest::Client::new());
-        let builder = if stacked {
-            builder.with(StackLayer::<_, reqwest::Request>::new().spec::<LayerRetry>()
-                .spec::<LayerBreaker>().spec::<LayerLimit>().spec::<LayerTimeout>())
-        } else {
-            builder
+        let builder = match specs {
+            4 => builder.with(StackLayer::<_, reqwest::Request>::new().spec::<LayerRetry>()
+                .spec::<LayerBreaker>().spec::<LayerLimit>().spec::<LayerTimeout>()),
+            3 => builder.with(StackLayer::<_, reqwest::Request>::new()
+                .spec::<LayerBreaker>().spec::<LayerLimit>().spec::<LayerTimeout>()),
+            _ => builder,
         };
         builder.with(Answer).build()
     }
     /// Runs `which` if it is a middleware stack.
     pub fn run(which: &str, n: u64, rt: &tokio::runtime::Runtime) -> bool {
         let client = match which {
-            "stack_middleware" => client(true),
-            "bare_middleware" => client(false),
+            "stack_middleware" => client(4),
+            "stack_middleware_no_retry" => client(3),
+            "bare_middleware" => client(0),
             _ => return false,
         };
         let Ok(request) = client.get("http://pets.example/7").build() else {
