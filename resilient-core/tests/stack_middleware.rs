@@ -261,3 +261,130 @@ fn requests_on_two_workers_each_get_their_own_extensions_and_retries() {
     assert_eq!(attempts.len() as u64, TASKS);
     assert!(attempts.iter().all(|&n| n == 2), "{attempts:?}");
 }
+
+#[derive(RetrySpec)]
+#[spec("mw_wait.retry")]
+struct WaitRetry;
+
+#[derive(resilient_core::RateLimiterSpec)]
+#[spec("mw_wait.rate")]
+struct WaitRate;
+
+#[derive(RetrySpec)]
+#[spec("mw_wait.once")]
+struct OnceRetry;
+
+/// What the last middleware saw of each request: the attempt it ran in
+/// and its attempt header.
+type Sights = Arc<std::sync::Mutex<Vec<(Option<u64>, Option<String>)>>>;
+
+/// The last middleware: records what it sees, fails the first request.
+struct Record(Sights);
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for Record {
+    async fn handle(
+        &self,
+        req: reqwest::Request,
+        _: &mut http::Extensions,
+        _: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let header = req
+            .headers()
+            .get("x-retry-attempt")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let mut sights = self.0.lock().unwrap();
+        sights.push((current_attempt().map(|a| a.previous()), header));
+        if sights.len() == 1 {
+            Err(reqwest_middleware::Error::middleware(Down))
+        } else {
+            Ok(reqwest::Response::from(http::Response::new(
+                Vec::<u8>::new(),
+            )))
+        }
+    }
+}
+
+fn wait_registry() -> Registry {
+    let header = |attempts| {
+        table([
+            ("delay", s("10ms")),
+            ("attempts", int(attempts)),
+            ("attempt_header", s("x-retry-attempt")),
+        ])
+    };
+    let root = table([(
+        "mw_wait",
+        table([
+            ("retry", header(2)),
+            ("once", header(0)),
+            (
+                "rate",
+                table([
+                    ("limit_for_period", int(1)),
+                    ("limit_refresh_period", s("100ms")),
+                    ("max_wait", s("1s")),
+                ]),
+            ),
+        ]),
+    )]);
+    Registry::builder()
+        .spec::<WaitRetry>()
+        .spec::<WaitRate>()
+        .spec::<OnceRetry>()
+        .build(&root)
+        .expect("valid")
+}
+
+#[test]
+fn a_retry_that_waits_for_a_permit_still_runs_marked_with_its_attempt() {
+    let r = wait_registry();
+    let sights = Sights::default();
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(
+            StackLayer::<_, reqwest::Request>::new()
+                .spec::<WaitRetry>()
+                .spec::<WaitRate>(),
+        )
+        .with(Record(Arc::clone(&sights)))
+        .build();
+    paused().block_on(r.scope(async {
+        let started = tokio::time::Instant::now();
+        let out = client.get("http://api.example/1").send().await;
+        assert_eq!(out.expect("the retry answers").status(), 200);
+        // The retry, due at 10 ms, waited for the next period's permit.
+        assert!(started.elapsed() >= std::time::Duration::from_millis(100));
+    }));
+    assert_eq!(
+        *sights.lock().unwrap(),
+        vec![(None, None), (Some(1), Some("1".to_owned()))]
+    );
+}
+
+#[test]
+fn a_first_attempt_inside_an_outer_retry_is_its_own_retry_s_not_the_outer_s() {
+    let r = wait_registry();
+    let sights = Sights::default();
+    // One attempt per request through the stack: its retry has none.
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(StackLayer::<_, reqwest::Request>::new().spec::<OnceRetry>())
+        .with(Record(Arc::clone(&sights)))
+        .build();
+    paused().block_on(r.scope(async {
+        let outer = WaitRetry::get().expect("the outer retry's handle");
+        let out = outer
+            .call(|| async {
+                client
+                    .get("http://api.example/1")
+                    .send()
+                    .await
+                    .map(|r| r.status())
+            })
+            .await;
+        assert_eq!(out.expect("the outer retry's second call answers"), 200);
+    }));
+    // The outer retry's second call goes through the stack's first
+    // attempt: the middleware inside sees that attempt (no retry, no
+    // header), not the outer retry's.
+    assert_eq!(*sights.lock().unwrap(), vec![(None, None), (None, None)]);
+}

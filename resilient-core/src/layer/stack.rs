@@ -488,6 +488,12 @@ impl<Svc: Service<Req>, Req> Service<Req> for Inner<Svc> {
 /// middleware. Not a public API.
 #[doc(hidden)]
 pub trait InnerCall<Req>: Service<Req> {
+    /// Whether a retry marks its first attempt's call with its attempt
+    /// (it always marks a retry's), for a call that reads the mark (the
+    /// next middleware). A tower service's call is not marked: a layer
+    /// inside reads only a retry's mark (the attempt header).
+    const MARKS_FIRST: bool = false;
+
     /// Whether `out` is a retry's refusal of a request it could not copy
     /// ([`Resend`]): the request was never sent, and a breaker outside
     /// does not count it.
@@ -515,6 +521,15 @@ impl<Svc: Service<Req>, Req: Clone> Resend<Req> for Inner<Svc> {
     fn resend(req: &Req, _: &'static str) -> Result<Req, Fail<Svc::Error>> {
         Ok(req.clone())
     }
+}
+
+mod sealed {
+    /// A stack's list of parts, which only this crate makes.
+    pub trait Sealed {}
+
+    impl Sealed for super::End {}
+
+    impl<Level, Inner> Sealed for super::Then<Level, Inner> {}
 }
 
 /// The end of a stack's list of specs: the inner service.
@@ -756,8 +771,12 @@ level! {
 /// from inside ([`poll`](Self::poll)) and passes it on, counted; and a
 /// part dropped early gives back what it holds, the parts inside it first
 /// ([`stop`](Self::stop)).
+///
+/// Sealed: only the crate's own parts follow it, so that what calls the
+/// inner call, and when, is this file's (the middleware's inner call
+/// relies on one attempt's future being dropped before the next call).
 #[doc(hidden)]
-pub trait Chain<Svc: Service<Req>, Req>: Clone {
+pub trait Chain<Svc: Service<Req>, Req>: Clone + sealed::Sealed {
     /// The state of a request in these parts.
     type State;
 
@@ -1184,6 +1203,10 @@ struct Waiter<P, Svc, Req> {
     wait: Waiting<P>,
     svc: Svc,
     req: Req,
+    // The retry attempt the request was admitted in, if one marked it:
+    // the parts inside start in it once the wait ends (the attempt
+    // header, `current_attempt`).
+    attempt: Option<crate::retry::Attempt>,
 }
 
 pin_project! {
@@ -1255,6 +1278,7 @@ where
                     wait,
                     svc: std::mem::replace(svc, clone),
                     req,
+                    attempt: crate::retry::marked(),
                 }));
                 return None;
             }
@@ -1273,14 +1297,19 @@ where
         let mut st = state.project();
         if let Some(waiter) = st.waiting.as_mut() {
             let entered = ready!(waiter.wait.as_mut().poll(cx));
-            let Some(Waiter { svc: mut ready, req, .. }) = st.waiting.take().map(|w| *w) else {
+            let Some(Waiter { svc: mut ready, req, attempt, .. }) = st.waiting.take().map(|w| *w) else {
                 return Poll::Pending;
             };
             match entered {
                 Ok(parts) => *st.held = Some(parts),
                 Err(e) => return Poll::Ready(Err(Fail::Resilience(e))),
             }
-            if let Some(out) = self.1.start(st.next.as_mut(), &mut ready, req) {
+            let next = st.next.as_mut();
+            let started = match attempt {
+                Some(attempt) => crate::retry::call_in(attempt, || self.1.start(next, &mut ready, req)),
+                None => self.1.start(next, &mut ready, req),
+            };
+            if let Some(out) = started {
                 return Poll::Ready(gate_exit(st.call.as_ref(), st.held.take(), out));
             }
         }
@@ -1398,7 +1427,12 @@ where
             }
         }
         *st.phase = Phase::Calling;
-        let out = self.1.start(st.next, svc, req)?;
+        let out = if Svc::MARKS_FIRST {
+            let attempt = call.attempt();
+            crate::retry::call_in(attempt, || self.1.start(st.next, svc, req))?
+        } else {
+            self.1.start(st.next, svc, req)?
+        };
         match call.step(out) {
             Step::Done(out) => {
                 *st.phase = Phase::Done;

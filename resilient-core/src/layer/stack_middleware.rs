@@ -38,13 +38,12 @@ pub struct NextCall<'a> {
     _lent: PhantomData<&'a mut Extensions>,
 }
 
-// SAFETY: a `NextCall` is the `&'a mut Extensions` it was made from, and
-// `&mut Extensions` is `Send` and `Sync` (`Extensions` is both).
+// SAFETY: a `NextCall` and its copies stand for the `&'a mut Extensions`
+// it was made from, which is `Send` (`Extensions` is): they move between
+// threads as that reference would, and only one of them makes a call at a
+// time (see `call`). Not `Sync`: nothing shares one.
 #[allow(unsafe_code)]
 unsafe impl Send for NextCall<'_> {}
-// SAFETY: as above.
-#[allow(unsafe_code)]
-unsafe impl Sync for NextCall<'_> {}
 
 impl<'a> NextCall<'a> {
     fn new(next: Next<'a>, extensions: &'a mut Extensions) -> Self {
@@ -101,6 +100,11 @@ impl<'a> Service<Request> for NextCall<'a> {
 }
 
 impl InnerCall<Request> for NextCall<'_> {
+    // A first attempt is marked too: the middleware inside sees the retry
+    // it runs in (a nested retry's check, `share_outer_budget`) and not
+    // an outer retry's attempt.
+    const MARKS_FIRST: bool = true;
+
     #[inline(always)]
     fn refused_unsent(out: &StackOut<Response, MwError>) -> bool {
         matches!(out, Err(Fail::Body(MwError::Middleware(e))) if e.is::<NotRetryable>())

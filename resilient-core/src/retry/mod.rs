@@ -155,15 +155,17 @@ use metrics::Counter;
 use tokio::time::Instant;
 
 pub(crate) use context::call_in;
+#[cfg(feature = "tower")]
+pub(crate) use context::marked;
 #[cfg(feature = "http")]
 pub use context::set_attempt_header;
 #[cfg(feature = "reqwest")]
 pub use context::with_attempt_header;
 #[doc(hidden)]
 pub use context::InAttempt;
-pub use context::{current_attempt, Attempt};
 #[cfg(feature = "reqwest-middleware")]
-pub(crate) use context::{marked, InMarked};
+pub(crate) use context::InMarked;
+pub use context::{current_attempt, Attempt};
 pub use exhausted::{
     Exhaustion, IntoBoxError, Kept, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX,
 };
