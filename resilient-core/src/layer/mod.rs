@@ -152,7 +152,8 @@ pub use retry::{RetryFuture, RetryLayer, RetryService};
 pub use stack::RetryHeaderLimitLevel;
 #[doc(hidden)]
 pub use stack::{
-    Append, Chain, HasKeyedLevel, HasLevel, Inner, InnerCall, KeyOf, MakeGate, Resend, Running,
+    Apart, Append, Chain, HasKeyedLevel, HasLevel, InPlace, Inner, InnerCall, KeyOf, MakeGate,
+    Resend, Running, Slot,
 };
 pub use stack::{
     BreakerLevel, ByKey, ChaosLevel, End, KeyedStackSpec, LimitLevel, RateLevel, RetryLevel,

@@ -346,7 +346,7 @@ pin_project! {
         Svc: Service<Req>,
     {
         #[pin]
-        run: Running<L, Inner<Svc>, Req>,
+        run: Running<L, Inner<Svc>, Req, Apart<Req, L::State>>,
     }
 }
 
@@ -364,10 +364,62 @@ where
     }
 }
 
+/// Where a request waits for its first poll, beside or in the place of
+/// its parts' state. Not a public API.
+#[doc(hidden)]
+pub trait Slot<Req, S> {
+    /// The request, before its first poll.
+    fn new(req: Req, idle: impl FnOnce() -> S) -> Self;
+
+    /// At the first poll: the request, and the parts' state to start it
+    /// in (idle). `None` once taken.
+    fn start(self: Pin<&mut Self>, idle: impl FnOnce() -> S) -> Option<(Pin<&mut S>, Req)>;
+
+    /// The parts' state, once there is one.
+    fn state(self: Pin<&mut Self>) -> Option<Pin<&mut S>>;
+}
+
 pin_project! {
-    /// Where a request is in its stack.
-    #[project = StageProj]
-    enum Stage<Req, S> {
+    /// The request beside the parts' state: nothing to set at the first
+    /// poll (a tower stack, whose requests are small or `()`).
+    #[doc(hidden)]
+    pub struct Apart<Req, S> {
+        req: Option<Req>,
+        #[pin]
+        state: S,
+    }
+}
+
+impl<Req, S> Slot<Req, S> for Apart<Req, S> {
+    #[inline(always)]
+    fn new(req: Req, idle: impl FnOnce() -> S) -> Self {
+        Apart {
+            req: Some(req),
+            state: idle(),
+        }
+    }
+
+    #[inline(always)]
+    fn start(self: Pin<&mut Self>, _: impl FnOnce() -> S) -> Option<(Pin<&mut S>, Req)> {
+        let this = self.project();
+        let req = this.req.take()?;
+        Some((this.state, req))
+    }
+
+    #[inline(always)]
+    fn state(self: Pin<&mut Self>) -> Option<Pin<&mut S>> {
+        Some(self.project().state)
+    }
+}
+
+pin_project! {
+    /// The request in the place of the parts' state, which the first poll
+    /// sets there: the future is the smaller by the request (the
+    /// middleware's, whose reqwest request is 264 bytes and whose future
+    /// reqwest-middleware boxes).
+    #[doc(hidden)]
+    #[project = InPlaceProj]
+    pub enum InPlace<Req, S> {
         // The request, until the first poll starts it.
         Idle { req: Option<Req> },
         // Started: a part per spec.
@@ -378,44 +430,78 @@ pin_project! {
     }
 }
 
+impl<Req, S> Slot<Req, S> for InPlace<Req, S> {
+    #[inline(always)]
+    fn new(req: Req, _: impl FnOnce() -> S) -> Self {
+        InPlace::Idle { req: Some(req) }
+    }
+
+    #[inline(always)]
+    fn start(mut self: Pin<&mut Self>, idle: impl FnOnce() -> S) -> Option<(Pin<&mut S>, Req)> {
+        let InPlaceProj::Idle { req } = self.as_mut().project() else {
+            return None;
+        };
+        let req = req.take()?;
+        self.set(InPlace::Started { state: idle() });
+        match self.project() {
+            InPlaceProj::Started { state } => Some((state, req)),
+            InPlaceProj::Idle { .. } => None,
+        }
+    }
+
+    #[inline(always)]
+    fn state(self: Pin<&mut Self>) -> Option<Pin<&mut S>> {
+        match self.project() {
+            InPlaceProj::Started { state } => Some(state),
+            InPlaceProj::Idle { .. } => None,
+        }
+    }
+}
+
 pin_project! {
     /// A request running through a stack's parts `L` to the inner call
-    /// `D`: the tower service's, or the next middleware's. Not a public
-    /// API.
+    /// `D`, kept in `P` until its first poll: the tower service's call, or
+    /// the next middleware's. Not a public API.
     #[doc(hidden)]
-    pub struct Running<L, D, Req>
+    pub struct Running<L, D, Req, P>
     where
         L: Chain<D, Req>,
         D: Service<Req>,
+        P: Slot<Req, L::State>,
     {
         levels: L,
         svc: D,
         // The outcome was given: each part has given back what it held.
         done: bool,
-        // The request and the parts' state share their place: the
-        // request is gone into the parts once they start.
         #[pin]
-        stage: Stage<Req, L::State>,
+        slot: P,
+        _request: PhantomData<fn(Req)>,
     }
 
-    impl<L, D, Req> PinnedDrop for Running<L, D, Req>
+    impl<L, D, Req, P> PinnedDrop for Running<L, D, Req, P>
     where
         L: Chain<D, Req>,
         D: Service<Req>,
+        P: Slot<Req, L::State>,
     {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if *this.done {
                 return;
             }
-            if let StageProj::Started { state } = this.stage.project() {
+            if let Some(state) = this.slot.state() {
                 this.levels.stop(state);
             }
         }
     }
 }
 
-impl<L: Chain<D, Req>, D: Service<Req>, Req> Running<L, D, Req> {
+impl<L, D, Req, P> Running<L, D, Req, P>
+where
+    L: Chain<D, Req>,
+    D: Service<Req>,
+    P: Slot<Req, L::State>,
+{
     /// `req`, to run through `levels` to `svc` from the first poll on.
     #[inline(always)]
     pub(crate) fn new(levels: L, svc: D, req: Req) -> Self {
@@ -423,16 +509,18 @@ impl<L: Chain<D, Req>, D: Service<Req>, Req> Running<L, D, Req> {
             levels,
             svc,
             done: false,
-            stage: Stage::Idle { req: Some(req) },
+            slot: P::new(req, L::idle),
+            _request: PhantomData,
         }
     }
 }
 
-impl<L, D, Req> Future for Running<L, D, Req>
+impl<L, D, Req, P> Future for Running<L, D, Req, P>
 where
     L: Chain<D, Req>,
     D: Service<Req>,
     D::Error: From<Error>,
+    P: Slot<Req, L::State>,
 {
     type Output = Result<D::Response, D::Error>;
 
@@ -442,19 +530,13 @@ where
         if *this.done {
             return Poll::Pending;
         }
-        if let StageProj::Idle { req } = this.stage.as_mut().project() {
-            let Some(req) = req.take() else {
-                return Poll::Pending;
-            };
-            this.stage.set(Stage::Started { state: L::idle() });
-            if let StageProj::Started { state } = this.stage.as_mut().project() {
-                if let Some(out) = this.levels.start(state, this.svc, req) {
-                    *this.done = true;
-                    return Poll::Ready(out.map_err(|f| f.into_error(From::from)));
-                }
+        if let Some((state, req)) = this.slot.as_mut().start(L::idle) {
+            if let Some(out) = this.levels.start(state, this.svc, req) {
+                *this.done = true;
+                return Poll::Ready(out.map_err(|f| f.into_error(From::from)));
             }
         }
-        let StageProj::Started { state } = this.stage.project() else {
+        let Some(state) = this.slot.state() else {
             return Poll::Pending;
         };
         let out = ready!(this.levels.poll(state, cx, this.svc));
@@ -1209,6 +1291,19 @@ struct Waiter<P, Svc, Req> {
     attempt: Option<crate::retry::Attempt>,
 }
 
+/// A request that waits at a gate, with the attempt it was admitted in:
+/// out of line, as only a request that waits makes one.
+#[cold]
+#[inline(never)]
+fn waiter<P, Svc, Req>(wait: Waiting<P>, svc: Svc, req: Req) -> Box<Waiter<P, Svc, Req>> {
+    Box::new(Waiter {
+        wait,
+        svc,
+        req,
+        attempt: crate::retry::marked(),
+    })
+}
+
 pin_project! {
     /// A gate's state: its place or permit while the request runs, or the
     /// wait for one.
@@ -1274,12 +1369,7 @@ where
             Entry::Ready(Err(e)) => return Some(Err(Fail::Resilience(e))),
             Entry::Wait(wait) => {
                 let clone = svc.clone();
-                *st.waiting = Some(Box::new(Waiter {
-                    wait,
-                    svc: std::mem::replace(svc, clone),
-                    req,
-                    attempt: crate::retry::marked(),
-                }));
+                *st.waiting = Some(waiter(wait, std::mem::replace(svc, clone), req));
                 return None;
             }
         }
@@ -1304,11 +1394,11 @@ where
                 Ok(parts) => *st.held = Some(parts),
                 Err(e) => return Poll::Ready(Err(Fail::Resilience(e))),
             }
+            // One call of the parts' start, however it is marked: two
+            // would put the whole inner start in this poll twice.
             let next = st.next.as_mut();
-            let started = match attempt {
-                Some(attempt) => crate::retry::call_in(attempt, || self.1.start(next, &mut ready, req)),
-                None => self.1.start(next, &mut ready, req),
-            };
+            let started =
+                crate::retry::call_in_if(attempt, || self.1.start(next, &mut ready, req));
             if let Some(out) = started {
                 return Poll::Ready(gate_exit(st.call.as_ref(), st.held.take(), out));
             }

@@ -21,7 +21,7 @@ use reqwest_middleware::{Middleware, Next};
 use tower_service::Service;
 
 use super::middleware::NotRetryable;
-use super::stack::{Chain, InnerCall, Resend, Running, StackLayer, StackOut};
+use super::stack::{Chain, InPlace, InnerCall, Resend, Running, StackLayer, StackOut};
 use crate::outcome::Fail;
 use crate::retry::InMarked;
 
@@ -140,7 +140,7 @@ where
         'life2: 'async_trait,
         Self: 'async_trait,
     {
-        Box::pin(Running::new(
+        Box::pin(Running::<_, _, _, InPlace<_, _>>::new(
             self.levels().clone(),
             NextCall::new(next, extensions),
             req,

@@ -290,6 +290,17 @@ impl<F: Future> Future for InMarked<F> {
     }
 }
 
+/// Calls `body` with the thread marked as running `attempt`, if there is
+/// one: a stack's part that waited, starting the parts inside it in the
+/// attempt it was admitted in.
+#[inline(always)]
+#[cfg_attr(not(feature = "tower"), allow(dead_code))]
+pub(crate) fn call_in_if<R>(attempt: Option<Attempt>, body: impl FnOnce() -> R) -> R {
+    // One call of `body`: it is inlined once.
+    let _entered = attempt.as_ref().map(Entered::new);
+    body()
+}
+
 /// Calls `body` with the thread marked as running `attempt` when it is a
 /// retry: a blocking fn's attempt, or a layer's call of its inner service.
 #[inline(always)]

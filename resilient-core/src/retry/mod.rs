@@ -155,8 +155,6 @@ use metrics::Counter;
 use tokio::time::Instant;
 
 pub(crate) use context::call_in;
-#[cfg(feature = "tower")]
-pub(crate) use context::marked;
 #[cfg(feature = "http")]
 pub use context::set_attempt_header;
 #[cfg(feature = "reqwest")]
@@ -165,6 +163,8 @@ pub use context::with_attempt_header;
 pub use context::InAttempt;
 #[cfg(feature = "reqwest-middleware")]
 pub(crate) use context::InMarked;
+#[cfg(feature = "tower")]
+pub(crate) use context::{call_in_if, marked};
 pub use context::{current_attempt, Attempt};
 pub use exhausted::{
     Exhaustion, IntoBoxError, Kept, ReturnError, ReturnLastFailure, RETRY_TRAIL_MAX,
