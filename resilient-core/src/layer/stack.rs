@@ -953,31 +953,10 @@ pin_project! {
 /// Counts `out` on the permit `parts` of `call`'s breaker and passes it
 /// on: a spec's error as the attribute chain counts it, the service's own
 /// as the spec classifies it (a resilience error it carries, from a layer
-/// below the stack, as a spec's).
+/// below the stack, as a spec's), and a request a retry inside refused
+/// unsent ([`InnerCall::refused_unsent`]) not at all.
 #[inline(always)]
-pub(crate) fn breaker_exit<S, T, E>(
-    call: Option<&BreakerCall<'static, ()>>,
-    parts: Option<PermitParts>,
-    out: StackOut<T, E>,
-) -> StackOut<T, E>
-where
-    S: CircuitBreakerSpec,
-    S::Classifier: Classify<T, E>,
-    E: LayerError,
-{
-    let (Some(parts), Some(breaker)) = (parts, call.and_then(BreakerCall::breaker)) else {
-        return out;
-    };
-    let (out, verdict) =
-        crate::outcome::classify(out, super::breaker::verdict::<S, T, E>, on_resilience_error);
-    Permit::from_parts(breaker, parts).judged(verdict, parts);
-    out
-}
-
-/// [`breaker_exit`], but a request a retry inside refused unsent
-/// ([`InnerCall::refused_unsent`]) gives its permit back uncounted.
-#[inline(always)]
-fn breaker_left<S, Svc, Req>(
+fn breaker_exit<S, Svc, Req>(
     call: Option<&BreakerCall<'static, ()>>,
     parts: Option<PermitParts>,
     out: Out<Svc, Req>,
@@ -988,18 +967,25 @@ where
     Svc::Error: LayerError,
     S::Classifier: Classify<Svc::Response, Svc::Error>,
 {
-    if Svc::refused_unsent(&out) {
-        if let (Some(parts), Some(breaker)) = (parts, call.and_then(BreakerCall::breaker)) {
-            Permit::from_parts(breaker, parts).judged(crate::spec::Verdict::Ignore, parts);
-        }
+    let (Some(parts), Some(breaker)) = (parts, call.and_then(BreakerCall::breaker)) else {
         return out;
-    }
-    breaker_exit::<S, _, _>(call, parts, out)
+    };
+    let (out, verdict) = if Svc::refused_unsent(&out) {
+        (out, crate::spec::Verdict::Ignore)
+    } else {
+        crate::outcome::classify(
+            out,
+            super::breaker::verdict::<S, Svc::Response, Svc::Error>,
+            on_resilience_error,
+        )
+    };
+    Permit::from_parts(breaker, parts).judged(verdict, parts);
+    out
 }
 
 /// A breaker call of spec `S` through `key`'s instance for `req`.
 #[inline(always)]
-pub(crate) fn breaker_call<S: CircuitBreakerSpec, Req>(
+fn breaker_call<S: CircuitBreakerSpec, Req>(
     key: &impl KeyOf<Req>,
     req: &Req,
 ) -> BreakerCall<'static, ()> {
@@ -1042,7 +1028,7 @@ where
         }
         let call = st.call.insert(call);
         let out = self.1.start(st.next, svc, req)?;
-        Some(breaker_left::<S, Svc, Req>(
+        Some(breaker_exit::<S, Svc, Req>(
             Some(call),
             st.permit.take(),
             out,
@@ -1058,7 +1044,7 @@ where
     ) -> Poll<Out<Svc, Req>> {
         let st = state.project();
         let out = ready!(self.1.poll(st.next, cx, svc));
-        Poll::Ready(breaker_left::<S, Svc, Req>(
+        Poll::Ready(breaker_exit::<S, Svc, Req>(
             st.call.as_ref(),
             st.permit.take(),
             out,
@@ -1322,7 +1308,7 @@ pin_project! {
 
 /// Gives back what `held` holds, counting `out`, and passes it on.
 #[inline(always)]
-pub(crate) fn gate_exit<C: Gate, T, E>(
+fn gate_exit<C: Gate, T, E>(
     call: Option<&C>,
     held: Option<C::Parts>,
     out: StackOut<T, E>,
@@ -1584,13 +1570,11 @@ where
                         };
                         // Marked with its attempt: a layer inside (such
                         // as `AttemptHeaderLayer`) sees it.
+                        // One call of the parts' start (see the gate's).
                         let next = st.next.as_mut();
-                        let started = match st.call.as_ref().map(RetryCall::attempt) {
-                            Some(attempt) => {
-                                crate::retry::call_in(attempt, || self.1.start(next, svc, req))
-                            }
-                            None => self.1.start(next, svc, req),
-                        };
+                        let attempt = st.call.as_ref().map(RetryCall::attempt);
+                        let started =
+                            crate::retry::call_in_if(attempt, || self.1.start(next, svc, req));
                         match started {
                             Some(out) => out,
                             None => continue,

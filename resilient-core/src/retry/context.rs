@@ -107,20 +107,14 @@ impl Attempt {
         if self.previous == 0 {
             return false;
         }
-        self.set_header_of(headers)
-    }
-
-    #[cfg(feature = "http")]
-    fn set_header_of(&self, headers: &mut http::HeaderMap) -> bool {
-        let attempt = self;
-        let Some(name) = attempt.header_name() else {
+        let Some(name) = self.header_name() else {
             return false;
         };
         // Validated when the settings were read.
         let Ok(name) = http::HeaderName::from_bytes(name.as_bytes()) else {
             return false;
         };
-        headers.insert(name, http::HeaderValue::from(attempt.previous));
+        headers.insert(name, http::HeaderValue::from(self.previous));
         true
     }
 }
