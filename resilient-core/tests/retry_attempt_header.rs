@@ -298,3 +298,87 @@ fn a_retried_fn_sends_the_attempt_header_with_reqwest() {
     );
     assert_eq!(seen_through_reqwest(None), vec![None, None, None]);
 }
+
+#[derive(resilient_core::RateLimiterSpec)]
+#[spec("attempt_header.rate")]
+struct ApiRate;
+
+/// What the server saw through a retry, then a rate limiter of one permit
+/// per 100 ms that waits up to 1 s, then `AttemptHeaderLayer`: each
+/// request's attempt (`current_attempt`) and header, in the order served.
+fn seen_past_a_wait(stacked: bool) -> Vec<(Option<u64>, Option<String>)> {
+    let r = build(
+        Registry::builder().spec::<ApiRetry>().spec::<ApiRate>(),
+        vec![
+            (ApiRetry::PATH, section(Some("x-retry-attempt"))),
+            (
+                ApiRate::PATH,
+                table([
+                    ("limit_for_period", int(1)),
+                    ("limit_refresh_period", s("100ms")),
+                    ("max_wait", s("1s")),
+                ]),
+            ),
+        ],
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let server = {
+        let seen = Arc::clone(&seen);
+        tower::service_fn(move |req: http::Request<()>| {
+            let header = req
+                .headers()
+                .get("x-retry-attempt")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let mut seen = seen.lock().unwrap();
+            seen.push((
+                resilient_core::retry::current_attempt().map(|a| a.previous()),
+                header,
+            ));
+            let out = if seen.len() < 3 {
+                Err::<http::Response<()>, BoxError>("down".into())
+            } else {
+                Ok(http::Response::new(()))
+            };
+            std::future::ready(out)
+        })
+    };
+    paused().block_on(r.scope(async {
+        let started = tokio::time::Instant::now();
+        let out = if stacked {
+            ServiceBuilder::new()
+                .layer(StackLayer::new().spec::<ApiRetry>().spec::<ApiRate>())
+                .layer(AttemptHeaderLayer)
+                .service(server)
+                .oneshot(http::Request::new(()))
+                .await
+        } else {
+            ServiceBuilder::new()
+                .layer(ApiRetry::layer())
+                .layer(ApiRate::layer())
+                .layer(AttemptHeaderLayer)
+                .service(server)
+                .oneshot(http::Request::new(()))
+                .await
+        };
+        assert!(out.is_ok(), "{:?}", out.map_err(|e| e.to_string()));
+        // Each retry, due some 10 ms after a failure, waited for a later
+        // period's permit.
+        assert!(started.elapsed() >= std::time::Duration::from_millis(200));
+    }));
+    let seen = seen.lock().unwrap().clone();
+    seen
+}
+
+/// A retry that waits at a gate below it (a rate permit reserved, a limit
+/// that blocks) is still sent as that retry: the wait keeps the attempt
+/// it was let in with, for a single-spec layer as for the stack.
+#[test]
+fn a_retry_that_waits_for_a_permit_still_carries_its_attempt() {
+    let expected = vec![
+        (None, None),
+        (Some(1), Some("1".to_owned())),
+        (Some(2), Some("2".to_owned())),
+    ];
+    assert_eq!(seen_past_a_wait(false), expected, "single-spec layers");
+    assert_eq!(seen_past_a_wait(true), expected, "stack layer");
+}

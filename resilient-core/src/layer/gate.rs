@@ -231,11 +231,7 @@ where
         Entry::Ready(Err(e)) => Flight::Refused { error: Some(e) },
         Entry::Wait(wait) => {
             let clone = svc.clone();
-            future.waiting = Some(Box::new(Waiter {
-                wait,
-                svc: std::mem::replace(svc, clone),
-                req,
-            }));
+            future.waiting = Some(waiter(wait, std::mem::replace(svc, clone), req));
             Flight::Done
         }
     };
@@ -244,11 +240,33 @@ where
 
 /// A request that waits for a place or a permit, with the ready service
 /// that will take it: boxed, so that only a request that waits pays for
-/// it, and the response future of one that does not stays small.
-struct Waiter<P, Svc, Req> {
+/// it, and the response future of one that does not stays small. Shared
+/// by the gate layers and a stack's gate parts.
+pub(super) struct Waiter<P, Svc, Req> {
+    pub(super) wait: Waiting<P>,
+    pub(super) svc: Svc,
+    pub(super) req: Req,
+    // The retry attempt the request was admitted in, if one marked it:
+    // what runs inside starts in it once the wait ends (the attempt
+    // header, `current_attempt`, a limit's count of retries).
+    pub(super) attempt: Option<crate::retry::Attempt>,
+}
+
+/// A request that waits at a gate, with the attempt it was admitted in:
+/// out of line, as only a request that waits makes one.
+#[cold]
+#[inline(never)]
+pub(super) fn waiter<P, Svc, Req>(
     wait: Waiting<P>,
     svc: Svc,
     req: Req,
+) -> Box<Waiter<P, Svc, Req>> {
+    Box::new(Waiter {
+        wait,
+        svc,
+        req,
+        attempt: crate::retry::marked(),
+    })
 }
 
 pin_project! {
@@ -298,16 +316,23 @@ where
         let mut this = self.project();
         if let Some(waiter) = this.waiting.as_mut() {
             let entered = ready!(waiter.wait.as_mut().poll(cx));
-            let Some(Waiter { mut svc, req, .. }) = this.waiting.take().map(|w| *w) else {
+            let Some(Waiter {
+                mut svc,
+                req,
+                attempt,
+                ..
+            }) = this.waiting.take().map(|w| *w)
+            else {
                 return Poll::Pending;
             };
             match entered {
                 Ok(parts) => *this.held = Some(parts),
                 Err(e) => return Poll::Ready(Err(E::from(e))),
             }
-            this.flight.set(Flight::Running {
-                future: svc.call(req),
-            });
+            // Called in the attempt it was admitted in, as it would have
+            // been without the wait.
+            let future = crate::retry::call_in_if(attempt, || svc.call(req));
+            this.flight.set(Flight::Running { future });
         }
         let out = match ready!(this.flight.poll_flight(cx)) {
             Ok(out) => out,

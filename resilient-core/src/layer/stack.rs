@@ -56,6 +56,7 @@ use tokio::task::Unconstrained;
 use tokio::time::Sleep;
 use tower_service::Service;
 
+use super::gate::{waiter, Waiter};
 use super::retry::LayerJudge;
 use super::LayerError;
 #[cfg(feature = "http")]
@@ -68,7 +69,7 @@ use crate::concurrency::{ConcurrencyLimitSpec, LimitCall};
 use crate::error::Error;
 #[cfg(feature = "http")]
 use crate::gate::AnnouncedGate;
-use crate::gate::{ChaosGate, Entry, Gate, LimitGate, Waiting};
+use crate::gate::{ChaosGate, Entry, Gate, LimitGate};
 use crate::keyed::KeyRef;
 use crate::outcome::Fail;
 use crate::rate_limiter::{RateCall, RateLimiterSpec};
@@ -1262,32 +1263,6 @@ impl<S: ChaosSpec, Req> MakeGate<Req> for ChaosLevel<S> {
         let key = const { &Key::of::<S>() };
         ChaosGate(ChaosCall::new(key, crate::registry::lookup(key)))
     }
-}
-
-/// A request that waits for a place or a permit, with the ready service
-/// that will take it: boxed, so that only a request that waits pays for
-/// it.
-struct Waiter<P, Svc, Req> {
-    wait: Waiting<P>,
-    svc: Svc,
-    req: Req,
-    // The retry attempt the request was admitted in, if one marked it:
-    // the parts inside start in it once the wait ends (the attempt
-    // header, `current_attempt`).
-    attempt: Option<crate::retry::Attempt>,
-}
-
-/// A request that waits at a gate, with the attempt it was admitted in:
-/// out of line, as only a request that waits makes one.
-#[cold]
-#[inline(never)]
-fn waiter<P, Svc, Req>(wait: Waiting<P>, svc: Svc, req: Req) -> Box<Waiter<P, Svc, Req>> {
-    Box::new(Waiter {
-        wait,
-        svc,
-        req,
-        attempt: crate::retry::marked(),
-    })
 }
 
 pin_project! {
