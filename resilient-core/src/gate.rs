@@ -185,11 +185,15 @@ pub struct AnnouncedGate(pub(crate) LimitCall<'static>, pub(crate) Attempt);
 #[cfg(all(feature = "tower", feature = "http"))]
 impl AnnouncedGate {
     /// The gate of `call` for a request with `headers`: reads the header
-    /// only if the spec sets one.
+    /// only if the spec sets one. A request sent again by a retry above
+    /// (a stack's retry part, a retry layer) is a retry too, whatever its
+    /// header says: the copy a retry sends carries the header the first
+    /// attempt had, if any.
     #[inline(always)]
     pub(crate) fn new(call: LimitCall<'static>, headers: &http::HeaderMap) -> Self {
         let attempt = match call.retry_header() {
             None => Attempt::Unread,
+            Some(_) if crate::retry::current_attempt().is_some() => Attempt::Retry,
             Some(name) => Attempt::of(headers.get(name)),
         };
         Self(call, attempt)

@@ -756,3 +756,90 @@ fn a_header_name_is_read_in_any_case_and_a_share_as_env_writes_it() {
         ("grpc-previous-rpc-attempts", Some(0.8))
     );
 }
+
+#[derive(resilient_core::RetrySpec)]
+#[spec("shed.retry")]
+struct PetsRetry;
+
+/// A limit that reads `retry_header`, inside a retry of the same client
+/// (a stack's retry part, or a retry layer above the limit's): the copy
+/// a retry sends carries the header its first attempt had (none here),
+/// yet each retry is a retry, refused at once by the full limit where the
+/// first attempt waited `max_wait`; counted as shed retries.
+async fn a_retry_from_above_is_shed(stacked: bool) {
+    let meters = Meters::default();
+    let r = metrics::with_local_recorder(&meters, || {
+        build(
+            Registry::builder().spec::<Pets>().spec::<PetsRetry>(),
+            vec![
+                (
+                    Pets::PATH,
+                    section(
+                        1,
+                        "block",
+                        [
+                            ("max_wait", s("50ms")),
+                            ("retry_header", s("x-retry-attempt")),
+                        ],
+                    ),
+                ),
+                (
+                    PetsRetry::PATH,
+                    table([("delay", s("10ms")), ("attempts", int(2))]),
+                ),
+            ],
+        )
+    });
+    let _registry = r.set_default();
+    let _recorder = metrics::set_default_local_recorder(&meters);
+    let handler = Handler::new(Duration::from_secs(1));
+    let svc: Svc = if stacked {
+        tower::util::BoxCloneService::new(
+            StackLayer::new()
+                .spec::<PetsRetry>()
+                .spec_reading_retry_header::<Pets>()
+                .layer(handler.clone()),
+        )
+    } else {
+        tower::util::BoxCloneService::new(
+            tower::ServiceBuilder::new()
+                .layer(PetsRetry::layer())
+                .layer(Pets::layer().reading_retry_header())
+                .service(handler.clone()),
+        )
+    };
+    let holder = tokio::spawn(svc.clone().oneshot(request(None)));
+    tokio::task::yield_now().await;
+    assert_eq!(handler.hits(), 1);
+
+    let start = Instant::now();
+    let out = svc.oneshot(request(None)).await;
+    let took = start.elapsed();
+    assert!(out.is_err(), "stacked {stacked}: the limit stays full");
+    assert_eq!(
+        (
+            handler.hits(),
+            meters.calls(SPEC, "rejected"),
+            meters.counter(SHED, SHED_LABELS)
+        ),
+        (1, 3, Some(2)),
+        "stacked {stacked}: three attempts refused, the two retries shed"
+    );
+    // The first attempt waited 50 ms; each retry, due after its delay,
+    // was refused at once, not after another 50 ms.
+    assert!(
+        took >= Duration::from_millis(50) && took < Duration::from_millis(100),
+        "stacked {stacked}: {took:?}"
+    );
+    holder.await.unwrap().expect("the holder is served");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_of_the_stack_is_shed_by_its_limit_part() {
+    a_retry_from_above_is_shed(true).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_of_a_retry_layer_is_shed_by_the_limit_layer_below() {
+    a_retry_from_above_is_shed(false).await;
+}

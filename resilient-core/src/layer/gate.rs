@@ -74,9 +74,10 @@ impl<S, Req> ConcurrencyLimitLayer<S, Req> {
     /// The same limit, reading the spec's `retry_header` from each request
     /// (an `http::Request`): a request that announces a retry is refused at
     /// once when the limit is full, and never waits; with `retry_share`,
-    /// also once that share of the places is in use. A spec without
-    /// `retry_header` reads no header, and lets requests in as this layer
-    /// does.
+    /// also once that share of the places is in use. Below a retry layer,
+    /// each attempt the retry sends again is a retry here, whatever the
+    /// request's header says. A spec without `retry_header` reads no
+    /// header, and lets requests in as this layer does.
     ///
     /// ```
     /// use resilient_core::layer::Layered;

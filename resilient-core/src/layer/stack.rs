@@ -200,9 +200,10 @@ impl<L, Req> StackLayer<L, Req> {
     /// before it, reading the spec's `retry_header` from each request (an
     /// `http::Request`): a request that announces a retry is refused at
     /// once when the limit is full, and never waits; with `retry_share`,
-    /// also once that share of the places is in use. A spec without
-    /// `retry_header` reads no header, and lets requests in as
-    /// [`spec`](Self::spec) does.
+    /// also once that share of the places is in use. A retry part added
+    /// before it makes each attempt it sends again a retry here, whatever
+    /// the request's header says. A spec without `retry_header` reads no
+    /// header, and lets requests in as [`spec`](Self::spec) does.
     ///
     /// ```
     /// use resilient_core::layer::StackLayer;
