@@ -153,7 +153,7 @@ pub use stack::RetryHeaderLimitLevel;
 #[doc(hidden)]
 pub use stack::{
     Apart, Append, Chain, HasKeyedLevel, HasLevel, InPlace, Inner, InnerCall, KeyOf, MakeGate,
-    Resend, Running, Slot,
+    Part, Resend, Running, Slot,
 };
 pub use stack::{
     BreakerLevel, ByKey, ChaosLevel, End, KeyedStackSpec, LimitLevel, RateLevel, RetryLevel,

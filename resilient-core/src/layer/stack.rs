@@ -152,6 +152,14 @@ impl<L, Req> StackLayer<L, Req> {
     /// The stack with spec `S` inside the specs added before it: a retry,
     /// circuit breaker, concurrency limit, rate limiter, timeout or chaos
     /// spec.
+    ///
+    /// A stack holds each spec once, as a fn holds one attribute of a kind:
+    /// the same limit twice would take two of its places for one request,
+    /// the same retry twice would multiply its attempts. A spec added a
+    /// second time (by [`spec`](Self::spec), [`keyed`](Self::keyed) or
+    /// `spec_reading_retry_header`) fails the build with "a stack holds
+    /// each spec once", naming the spec where the stack is instantiated
+    /// (`cargo build` and `cargo test` report it, `cargo check` does not).
     pub fn spec<S: StackSpec>(self) -> StackLayer<L::Out, Req>
     where
         L: Append<S::Level>,
@@ -634,7 +642,7 @@ pub trait Append<X> {
     fn append(self, x: X) -> Self::Out;
 }
 
-impl<X> Append<X> for End {
+impl<X: Part> Append<X> for End {
     type Out = Then<X, End>;
 
     fn append(self, x: X) -> Self::Out {
@@ -642,12 +650,38 @@ impl<X> Append<X> for End {
     }
 }
 
-impl<H, T: Append<X>, X> Append<X> for Then<H, T> {
+impl<H: Part, T: Append<X>, X: Part> Append<X> for Then<H, T> {
     type Out = Then<H, T::Out>;
 
     fn append(self, x: X) -> Self::Out {
+        // A build error (not one `cargo check` reports: it is raised where
+        // the stack's code is made).
+        const { assert!(!same_path(H::PATH, X::PATH), "a stack holds each spec once") };
         Then(self.0, self.1.append(x))
     }
+}
+
+/// A spec's part of a stack, by the spec's path. Not a public API.
+#[doc(hidden)]
+pub trait Part {
+    /// The path of the part's spec: a stack holds each one once.
+    const PATH: &'static str;
+}
+
+/// Whether `a` and `b` are one path.
+const fn same_path(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// A spec a stack can hold: every retry, circuit breaker, concurrency
@@ -799,6 +833,10 @@ macro_rules! level {
                     .field(&std::any::type_name::<S>())
                     .finish()
             }
+        }
+
+        impl<S: Spec $(, $k)?> Part for $name<S $(, $k)?> {
+            const PATH: &'static str = S::PATH;
         }
 
         impl HasLevel for $mechanism {
@@ -1224,6 +1262,11 @@ impl<S> Clone for RetryHeaderLimitLevel<S> {
 
 #[cfg(feature = "http")]
 impl<S> Copy for RetryHeaderLimitLevel<S> {}
+
+#[cfg(feature = "http")]
+impl<S: Spec> Part for RetryHeaderLimitLevel<S> {
+    const PATH: &'static str = S::PATH;
+}
 
 #[cfg(feature = "http")]
 impl<S> std::fmt::Debug for RetryHeaderLimitLevel<S> {
