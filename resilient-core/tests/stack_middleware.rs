@@ -388,3 +388,53 @@ fn a_first_attempt_inside_an_outer_retry_is_its_own_retry_s_not_the_outer_s() {
     // header), not the outer retry's.
     assert_eq!(*sights.lock().unwrap(), vec![(None, None), (None, None)]);
 }
+
+#[derive(resilient_core::ChaosSpec)]
+#[spec("mw_chaos.chaos")]
+struct Injected;
+
+/// A chaos spec is middleware too (`Middlewares::middleware`): with
+/// `error_rate = 1` every request ends with its injected error, and none
+/// reaches the next middleware.
+#[test]
+fn a_chaos_spec_as_middleware_injects_its_error_before_sending() {
+    use resilient_core::layer::middleware::Middlewares;
+
+    let root = table([(
+        "mw_chaos",
+        table([(
+            "chaos",
+            table([("enabled", boolean(true)), ("error_rate", float(1.0))]),
+        )]),
+    )]);
+    let r = Registry::builder()
+        .spec::<Injected>()
+        .build(&root)
+        .expect("valid");
+    let hits = Arc::new(AtomicUsize::new(0));
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(Injected::middleware())
+        .with(Answer {
+            hits: Arc::clone(&hits),
+            seen: Arc::default(),
+            fail_first: 0,
+        })
+        .build();
+    paused().block_on(r.scope(async {
+        for _ in 0..3 {
+            let out = client.get("http://api.example/1").send().await;
+            let e = out.expect_err("every request is failed by chaos");
+            assert!(
+                matches!(
+                    resilient_core::Error::from_middleware(&e),
+                    Some(resilient_core::Error::Injected {
+                        spec: "Injected",
+                        ..
+                    })
+                ),
+                "{e}"
+            );
+        }
+    }));
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing was sent");
+}

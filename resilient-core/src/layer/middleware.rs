@@ -4,7 +4,7 @@
 //! [reqwest-middleware](https://docs.rs/reqwest-middleware), which is not
 //! tower: a `ClientWithMiddleware` runs a chain of [`Middleware`](reqwest_middleware::Middleware)s around
 //! each request. Every retry, circuit breaker, concurrency limit, rate
-//! limiter and timeout spec is one too, through [`Middlewares::middleware`],
+//! limiter, timeout and chaos spec is one too, through [`Middlewares::middleware`],
 //! running each request through the spec's one shared instance (the one its
 //! attributes and layers use), in the order attached (first = outermost).
 //! Each is the [`StackLayer`] of that one spec, so a spec admits, counts
@@ -69,11 +69,20 @@
 //! ([`NotRetryable`], counted as a rejected call; a breaker outside does
 //! not count it). A retry that is disabled or allows no retry
 //! (`attempts = 0`) sends any request once, as it is.
+//!
+//! What a middleware covers is the request up to its response's head, as
+//! reqwest-middleware's chain gives it: the response body is read after
+//! the middleware are done (`response.json().await` in the caller). So a
+//! timeout does not bound the body's read, a limit's place is free again
+//! before it, and an error while reading it is neither retried nor counted
+//! by a breaker. An annotated fn that sends the request and reads the
+//! body covers both: put the specs that must see the body there.
 
 use reqwest::Request;
 
 use super::stack::{
-    BreakerLevel, End, LimitLevel, RateLevel, RetryLevel, StackLayer, Then, TimeoutLevel,
+    BreakerLevel, ChaosLevel, End, LimitLevel, RateLevel, RetryLevel, StackLayer, Then,
+    TimeoutLevel,
 };
 use super::LayerError;
 use crate::error::Error;
@@ -132,7 +141,13 @@ impl TryFrom<reqwest_middleware::Error> for Error {
 }
 
 /// A spec as reqwest-middleware middleware: implemented for every retry,
-/// circuit breaker, concurrency limit, rate limiter and timeout spec.
+/// circuit breaker, concurrency limit, rate limiter, timeout and chaos
+/// spec.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no middleware",
+    label = "retry, circuit breaker, concurrency limit, rate limiter, timeout and chaos specs are middleware",
+    note = "a hedging spec's attempts run side by side, each with its own copy of the request: put `#[hedged({Self})]` on the fn that sends the request"
+)]
 pub trait Middlewares: Spec {
     /// The spec's middleware type.
     type Middleware: Default;
@@ -206,7 +221,15 @@ spec_middleware! {
 }
 
 spec_middleware! {
-    /// A timeout spec as middleware: a request that takes longer than the
-    /// spec's `duration` ends with `Error::Timeout`.
+    /// A timeout spec as middleware: a request whose response head takes
+    /// longer than the spec's `duration` ends with `Error::Timeout` (the
+    /// body, read after, is not timed: see the [module docs](self)).
     TimeoutMiddleware = TimeoutLevel for crate::timeout::Timeout
+}
+
+spec_middleware! {
+    /// A chaos spec as middleware: each request draws as the spec says (an
+    /// injected error instead of sending it, a latency before it, an
+    /// outcome after it).
+    ChaosMiddleware = ChaosLevel for crate::chaos::Chaos
 }
