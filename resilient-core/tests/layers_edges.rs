@@ -478,3 +478,89 @@ async fn a_retry_dropped_before_its_attempt_started_gives_its_budget_token_back(
         "the token of a retry that never started is spent"
     );
 }
+
+// --- an inner service whose `call` panics --------------------------------
+
+#[derive(resilient_core::TimeoutSpec)]
+#[spec("edges.timeout")]
+struct Timeout;
+
+#[derive(CircuitBreakerSpec)]
+#[spec("edges.panic_breaker")]
+struct PanicBreaker;
+
+/// A service whose `call` panics before it returns a future.
+#[derive(Clone)]
+struct Panics;
+
+impl Service<u64> for Panics {
+    type Response = u64;
+    type Error = BoxError;
+    type Future = std::future::Ready<Result<u64, BoxError>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: u64) -> Self::Future {
+        panic!("the inner service's call panicked");
+    }
+}
+
+/// Each layer takes what it counts before it calls the inner service:
+/// when that call panics, the layer's response future (already made)
+/// counts the request cancelled, one outcome per request as for an
+/// annotated fn whose body panics.
+#[tokio::test(start_paused = true)]
+async fn a_call_that_panics_in_the_inner_service_is_counted_cancelled_by_each_layer() {
+    let meters = Meters::default();
+    let r = metrics::with_local_recorder(&meters, || {
+        build(
+            Registry::builder()
+                .spec::<Timeout>()
+                .spec::<PanicBreaker>()
+                .spec::<Limit>(),
+            vec![
+                (Timeout::PATH, metered(table([("duration", s("1s"))]))),
+                (
+                    PanicBreaker::PATH,
+                    metered(breaker_section(50, 10, "1s", 10)),
+                ),
+                (Limit::PATH, metered(table([("limit", int(1))]))),
+            ],
+        )
+    });
+    let _registry = r.set_default();
+    let _recorder = metrics::set_default_local_recorder(&meters);
+
+    let mut timed = Timeout::layer().layer(Panics);
+    let mut broken = PanicBreaker::layer().layer(Panics);
+    let mut limited = Limit::layer().layer(Panics);
+    for called in [
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(timed.call(1)))),
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(broken.call(1)))),
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(limited.call(1)))),
+    ] {
+        assert!(called.is_err(), "the inner call panicked");
+    }
+
+    let count = |spec: (&str, &str, &str)| -> Vec<(&str, u64)> {
+        OUTCOMES
+            .iter()
+            .map(|o| (*o, meters.calls(spec, o)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    };
+    for spec in [
+        ("Timeout", "edges.timeout", "timeout"),
+        ("PanicBreaker", "edges.panic_breaker", "circuit_breaker"),
+        ("Limit", "edges.limit", "concurrency_limit"),
+    ] {
+        assert_eq!(count(spec), [("cancelled", 1)], "{spec:?}");
+    }
+    assert_eq!(
+        Limit::get().unwrap().in_use(),
+        0,
+        "the limit's place is free"
+    );
+}

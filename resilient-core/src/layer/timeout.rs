@@ -43,20 +43,27 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         let key = const { &Key::of::<S>() };
         let call = TimeoutCall::new(key, crate::registry::lookup(key));
-        let (timer, flight) = match call.start_parts() {
-            Ok(timer) => (
-                timer,
-                Flight::Running {
+        match call.start_parts() {
+            Ok(timer) => {
+                let mut future = TimeoutFuture {
+                    call,
+                    timer,
+                    sleep: None,
+                    flight: Flight::Done,
+                };
+                // Held by the future before the inner call runs: if that
+                // panics, the future's drop counts the call cancelled.
+                future.flight = Flight::Running {
                     future: self.inner.call(req),
-                },
-            ),
-            Err(e) => (None, Flight::Refused { error: Some(e) }),
-        };
-        TimeoutFuture {
-            call,
-            timer,
-            sleep: None,
-            flight,
+                };
+                future
+            }
+            Err(e) => TimeoutFuture {
+                call,
+                timer: None,
+                sleep: None,
+                flight: Flight::Refused { error: Some(e) },
+            },
         }
     }
 }
