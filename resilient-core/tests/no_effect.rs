@@ -122,7 +122,7 @@ fn breaker(keys: bool) -> Value {
 fn keys_on_a_spec_no_fn_uses_with_a_key_is_a_warning() {
     assert_eq!(
         warnings::<Unkeyed>(breaker(true)),
-        ["`no_effect.unkeyed.keys` has no effect: it bounds the instances of a keyed use, and none of the annotated fns that use the spec gives `key = ..`: add `key = ..` to the attribute of the fn that needs one instance per key, or remove `keys` (a handle's `for_key` reads it too: if one does, keep it) (`Unkeyed` is used by `no_effect::unkeyed`)"]
+        ["`no_effect.unkeyed.keys` has no effect: it bounds the instances of a keyed use, and none of the annotated fns that use the spec gives `key = ..`: add `key = ..` to the attribute of the fn that needs one instance per key, or remove `keys`, unless a handle's `for_key` or a `StackLayer`'s `.keyed::<S, _>(..)` keys the spec (they read it too, and this check does not see them) (`Unkeyed` is used by `no_effect::unkeyed`)"]
     );
     assert_eq!(warnings::<Unkeyed>(breaker(false)), Vec::<String>::new());
     assert_eq!(warnings::<Keyed>(breaker(true)), Vec::<String>::new());

@@ -184,7 +184,9 @@ impl<L, Req> StackLayer<L, Req> {
     /// #[spec("resilient.circuitbreaker.host")]
     /// pub struct HostBreaker;
     ///
-    /// // One breaker per host the requests go to.
+    /// // One breaker per host the requests go to (a client's request names
+    /// // it in its URI; on a server, read the `Host` header: a request with
+    /// // no host would share the key "" with every other such request).
     /// let stack = StackLayer::new().keyed::<HostBreaker, _>(|req: &http::Request<String>| {
     ///     KeyRef::Text(req.uri().host().unwrap_or(""))
     /// });

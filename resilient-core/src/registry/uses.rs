@@ -111,7 +111,7 @@ const RULES: [Rule; 3] = [
         kind: None,
         key: "keys",
         acts: |u| !u.link.key.is_empty(),
-        why: "bounds the instances of a keyed use, and none of the annotated fns that use the spec gives `key = ..`: add `key = ..` to the attribute of the fn that needs one instance per key, or remove `keys` (a handle's `for_key` reads it too: if one does, keep it)",
+        why: "bounds the instances of a keyed use, and none of the annotated fns that use the spec gives `key = ..`: add `key = ..` to the attribute of the fn that needs one instance per key, or remove `keys`, unless a handle's `for_key` or a `StackLayer`'s `.keyed::<S, _>(..)` keys the spec (they read it too, and this check does not see them)",
     },
     Rule {
         kind: Some(SpecKind::TIMEOUT),
