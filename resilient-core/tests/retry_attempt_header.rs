@@ -32,14 +32,6 @@ fn section(header: Option<&str>) -> Value {
     }
 }
 
-fn paused() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
-
 /// A server that records `x-retry-attempt` of each request and fails all
 /// but the third.
 fn server(

@@ -64,14 +64,6 @@ async fn other_outer() -> Result<u64, TestError> {
     inner().await
 }
 
-fn paused() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
-
 /// Three calls to `attempts = 2` inside three to `attempts = 2`: 9 calls
 /// of the dependency per outer call. The inner retry sees the outer one
 /// in each of the outer's calls, the first included: one WARN per pair of

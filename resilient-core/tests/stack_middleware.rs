@@ -160,14 +160,6 @@ fn client(fail_first: u64) -> Client {
     }
 }
 
-fn paused() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn each_attempt_is_lent_the_extensions_and_runs_marked_with_its_retry() {
     let r = registry(2);

@@ -52,14 +52,6 @@ fn inner(share: bool) -> Value {
     ])
 }
 
-fn paused() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
-
 #[derive(Debug, Clone, Copy)]
 enum Door {
     Tower,

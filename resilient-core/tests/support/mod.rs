@@ -146,3 +146,17 @@ pub fn two_workers() -> tokio::runtime::Runtime {
     }
 }
 pub mod capture;
+
+/// A current-thread runtime on tokio's paused clock, for a test that
+/// drives it with `block_on` (a `#[test]` that also sets a subscriber or a
+/// registry of its own around it).
+pub fn paused() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("runtime: {e}"),
+    }
+}
