@@ -37,6 +37,8 @@ impl<Svc: Service<u64>> Chain<Svc, u64> for Twice {
     }
 
     fn stop(&self, _: Pin<&mut ()>) {}
+
+    const RETRIES: bool = false;
 }
 
 fn main() {}
