@@ -54,7 +54,13 @@ use crate::http::rejection_response;
 /// [`BoxError`], so that a rejection by one of them is judged by the
 /// others as in an attribute chain; the specs' classifiers see
 /// `Result<http::Response<B>, BoxError>` (`all_errors` and `http` take
-/// any error type).
+/// any error type; `http` needs a `Sync` body, which axum's is not: on an
+/// axum route, classify the status with `classify = custom`). A spec that
+/// is not configured is answered 500 with an empty body (and logged at
+/// ERROR): the body type is the service's.
+///
+/// A retry inside runs the handler again for each retry; see the tower
+/// guide's "Which specs belong on a server route".
 ///
 /// On a gRPC server (tonic's `Server::builder().layer(..)`),
 /// `RespondLayer::grpc` answers with gRPC statuses instead (feature
