@@ -233,6 +233,19 @@ impl fmt::Display for GaveUp {
     }
 }
 
+/// A value kept by value alone: `Sync` whatever `T` is, since nothing lends
+/// out a `&T` from it but [`FailedValue::value`], which asks `T: Sync`. It
+/// lets a classifier keep a response whose body is not `Sync` (axum's).
+pub(crate) struct Kept<T>(pub(crate) T);
+
+// SAFETY: a `Kept<T>` is only ever reached behind the `dyn Any` of a
+// `FailedValue` (the type is private to the crate). Through a shared
+// reference, `FailedValue::value` hands out `&T` only for `T: Sync`; every
+// other access takes the `FailedValue` by value (`into_value`), which moves
+// the `T` (`T: Send`).
+#[allow(unsafe_code)]
+unsafe impl<T: Send> Sync for Kept<T> {}
+
 /// The failure recorded when a call returned `Ok` with a value that the spec
 /// classifies as a failure (see [`Classify`](crate::Classify)).
 ///
@@ -285,9 +298,14 @@ impl FailedValue {
         self.status
     }
 
-    /// The value, if it was kept and is a `T`.
-    pub fn value<T: Any>(&self) -> Option<&T> {
-        self.value.as_deref()?.downcast_ref()
+    /// The value, if it was kept and is a `T`. A value that is not `Sync`
+    /// (an axum response, whose body is not) is reached by value only,
+    /// through [`into_value`](Self::into_value).
+    pub fn value<T: Any + Sync>(&self) -> Option<&T> {
+        let value = self.value.as_deref()?;
+        value
+            .downcast_ref::<T>()
+            .or_else(|| value.downcast_ref::<Kept<T>>().map(|kept| &kept.0))
     }
 
     /// The value, if it was kept and is a `T`; otherwise `self` unchanged.
@@ -296,19 +314,19 @@ impl FailedValue {
     ///
     /// `self` when no value was kept or it is not a `T`.
     pub fn into_value<T: Any>(self) -> Result<T, Self> {
-        match self.value.map(|v| v.downcast::<T>()) {
-            Some(Ok(v)) => Ok(*v),
-            Some(Err(v)) => Err(Self {
-                spec: self.spec,
-                value: Some(v),
-                status: self.status,
-            }),
-            None => Err(Self {
-                spec: self.spec,
-                value: None,
-                status: self.status,
-            }),
-        }
+        let value = match self.value.map(|v| v.downcast::<T>()) {
+            Some(Ok(v)) => return Ok(*v),
+            Some(Err(v)) => match v.downcast::<Kept<T>>() {
+                Ok(kept) => return Ok(kept.0),
+                Err(v) => Some(v),
+            },
+            None => None,
+        };
+        Err(Self {
+            spec: self.spec,
+            value,
+            status: self.status,
+        })
     }
 }
 

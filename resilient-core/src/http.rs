@@ -66,7 +66,7 @@
 use std::any::Any;
 use std::time::{Duration, SystemTime};
 
-use crate::error::Error;
+use crate::error::{Error, Kept};
 use crate::spec::{Cause, Classifier, Classify, Verdict};
 
 /// The classifier of specs declared with `classify = http`; see the
@@ -92,7 +92,8 @@ impl<R: HttpResponse, E> Classify<R, E> for Http {
     }
 
     fn keep_failed_value(value: R) -> Option<Box<dyn Any + Send + Sync>> {
-        Some(Box::new(value))
+        // By value: a response need not be `Sync` (axum's body is not).
+        Some(Box::new(Kept(value)))
     }
 
     fn status(value: &R) -> Option<u16> {
@@ -124,15 +125,17 @@ fn is_failure(status: u16) -> bool {
 /// `reqwest::Response` of reqwest 0.13 with the `reqwest` feature and for
 /// `reqwest::Response` of reqwest 0.12 with the `reqwest-0-12` feature (the
 /// orphan rule keeps an application from implementing it for reqwest's type
-/// itself). `Send + Sync + 'static` so that the last failed response can be
-/// kept in [`Error::RetryExhausted`].
+/// itself). `Send + 'static` so that the last failed response can be kept
+/// in [`Error::RetryExhausted`] (reached by value through
+/// [`FailedValue::into_value`](crate::FailedValue::into_value), and by
+/// reference too when it is `Sync`).
 #[diagnostic::on_unimplemented(
     message = "`classify = http` cannot classify `{Self}`",
     label = "not an HTTP response that `resilient_core::http::Http` knows",
     note = "a spec declared with `classify = http` classifies fns returning `Result<http::Response<B>, E>` (enable the `http` feature of `resilient-core`) or `Result<reqwest::Response, E>` (reqwest 0.13: enable its `reqwest` feature; reqwest 0.12: enable its `reqwest-0-12` feature)",
     note = "for another response type, implement `resilient_core::http::HttpResponse` for it, or classify it yourself with `classify = custom`"
 )]
-pub trait HttpResponse: Send + Sync + 'static {
+pub trait HttpResponse: Send + 'static {
     /// The status code (`503`).
     fn status(&self) -> u16;
 
@@ -172,7 +175,7 @@ pub fn parse_retry_after(value: &[u8], now: SystemTime) -> Option<Duration> {
 }
 
 #[cfg(feature = "http")]
-impl<B: Send + Sync + 'static> HttpResponse for ::http::Response<B> {
+impl<B: Send + 'static> HttpResponse for ::http::Response<B> {
     fn status(&self) -> u16 {
         self.status().as_u16()
     }

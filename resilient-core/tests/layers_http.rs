@@ -16,7 +16,8 @@ use std::time::Duration;
 use http::{Response, StatusCode};
 use resilient_core::layer::{Layered, RespondLayer};
 use resilient_core::{
-    CircuitBreakerSpec, ConcurrencyLimitSpec, RateLimiterSpec, Registry, Spec, TimeoutSpec,
+    CircuitBreakerSpec, ConcurrencyLimitSpec, RateLimiterSpec, Registry, RetrySpec, Spec,
+    TimeoutSpec,
 };
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
@@ -197,4 +198,93 @@ async fn the_service_s_own_error_passes_unchanged() {
         .await
         .unwrap_err();
     assert_eq!(e.to_string(), "handler failed");
+}
+
+/// On an axum route (whose response body is not `Sync`), a breaker with
+/// `classify = http` counts the handler's 500s as failures: two of them
+/// open it (window 2, 50 %), and the third request is answered 503 with
+/// `Retry-After` without reaching the handler.
+#[tokio::test(start_paused = true)]
+async fn a_breaker_classifying_http_on_an_axum_route_opens_on_its_500s() {
+    use axum::body::Body;
+    use axum::routing::get;
+
+    let r = registry();
+    let _registry = r.set_default();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    let app = axum::Router::new().route(
+        "/pets/{id}",
+        get(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { (StatusCode::INTERNAL_SERVER_ERROR, "down") }
+        })
+        .route_layer(RespondLayer::new(ApiBreaker::layer())),
+    );
+    let mut statuses = Vec::new();
+    let mut retry_after = None;
+    for _ in 0..3 {
+        let request = http::Request::get("/pets/7").body(Body::empty()).unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        statuses.push(response.status().as_u16());
+        retry_after = response.headers().get("retry-after").cloned();
+    }
+    assert_eq!(statuses, [500, 500, 503]);
+    assert_eq!(retry_after.unwrap(), "30");
+    assert_eq!(hits.load(Ordering::SeqCst), 2, "the third never reached it");
+}
+
+#[derive(RetrySpec)]
+#[spec("http_layers.retry", classify = http)]
+struct ApiRetry;
+
+/// A retry with `classify = http` of a fn that returns an axum response
+/// (a body that is not `Sync`) gives up with the last response kept, and
+/// hands it back by value.
+#[tokio::test(start_paused = true)]
+async fn a_retry_keeps_the_last_axum_response_it_gave_up_on() {
+    use axum::response::IntoResponse;
+
+    let r = registry_with_retry();
+    let _registry = r.set_default();
+    let calls = AtomicUsize::new(0);
+    let handle = ApiRetry::get().unwrap();
+    let out = handle
+        .call(|| async {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, resilient_core::Error>(
+                (StatusCode::SERVICE_UNAVAILABLE, format!("down {n}")).into_response(),
+            )
+        })
+        .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    let Err(resilient_core::Error::RetryExhausted(exhausted)) = out else {
+        panic!("the retry gives up");
+    };
+    let failed = exhausted
+        .last
+        .downcast::<resilient_core::FailedValue>()
+        .unwrap_or_else(|e| panic!("a failed value: {e}"));
+    assert_eq!(failed.status(), Some(503));
+    assert!(
+        failed.value::<http::Response<String>>().is_none(),
+        "not a String body"
+    );
+    let response = failed
+        .into_value::<axum::response::Response>()
+        .unwrap_or_else(|e| panic!("kept: {e}"));
+    let body = axum::body::to_bytes(response.into_body(), 64)
+        .await
+        .unwrap();
+    assert_eq!(&body[..], b"down 2");
+}
+
+fn registry_with_retry() -> Registry {
+    build(
+        Registry::builder().spec::<ApiRetry>(),
+        vec![(
+            ApiRetry::PATH,
+            table([("delay", s("10ms")), ("attempts", int(2))]),
+        )],
+    )
 }

@@ -54,8 +54,8 @@ use crate::http::rejection_response;
 /// [`BoxError`], so that a rejection by one of them is judged by the
 /// others as in an attribute chain; the specs' classifiers see
 /// `Result<http::Response<B>, BoxError>` (`all_errors` and `http` take
-/// any error type; `http` needs a `Sync` body, which axum's is not: on an
-/// axum route, classify the status with `classify = custom`). A spec that
+/// any error type; an axum handler's answers fail only under `http`, as
+/// its error is `Infallible`). A spec that
 /// is not configured is answered 500 with an empty body (and logged at
 /// ERROR): the body type is the service's.
 ///
