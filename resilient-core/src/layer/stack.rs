@@ -1582,9 +1582,8 @@ where
                 Phase::Calling if N::RETRIES => {
                     let next = st.next.as_mut();
                     let attempt = st.call.as_ref().map(RetryCall::attempt);
-                    ready!(crate::retry::call_in_if(attempt, || self
-                        .1
-                        .poll(next, cx, svc)))
+                    let inner = &self.1;
+                    ready!(crate::retry::call_in_if(attempt, || inner.poll(next, cx, svc)))
                 }
                 Phase::Calling => ready!(self.1.poll(st.next.as_mut(), cx, svc)),
                 Phase::Waiting => {
