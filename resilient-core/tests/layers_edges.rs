@@ -88,6 +88,16 @@ const OUTCOMES: [&str; 6] = [
     "cancelled",
 ];
 
+/// The outcomes `meters` counted for `spec`, each with its count, those
+/// counted at least once.
+fn outcomes(meters: &Meters, spec: (&str, &str, &str)) -> Vec<(&'static str, u64)> {
+    OUTCOMES
+        .iter()
+        .map(|o| (*o, meters.calls(spec, o)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
 // --- rate limiter: a reservation taken in `call` -------------------------
 
 #[derive(RateLimiterSpec)]
@@ -198,13 +208,7 @@ async fn a_waiting_request_dropped_unpolled_still_counts_one_outcome() {
     let reserved = rated.ready().await.unwrap().call(4);
     drop(reserved);
 
-    let count = |spec: (&str, &str, &str)| -> Vec<(&str, u64)> {
-        OUTCOMES
-            .iter()
-            .map(|o| (*o, meters.calls(spec, o)))
-            .filter(|(_, n)| *n > 0)
-            .collect()
-    };
+    let count = |spec| outcomes(&meters, spec);
     let limit = count(("Limit", "edges.limit", "concurrency_limit"));
     let rate = count(("Rate", "edges.rate", "rate_limiter"));
     assert_eq!(
@@ -544,13 +548,7 @@ async fn a_call_that_panics_in_the_inner_service_is_counted_cancelled_by_each_la
         assert!(called.is_err(), "the inner call panicked");
     }
 
-    let count = |spec: (&str, &str, &str)| -> Vec<(&str, u64)> {
-        OUTCOMES
-            .iter()
-            .map(|o| (*o, meters.calls(spec, o)))
-            .filter(|(_, n)| *n > 0)
-            .collect()
-    };
+    let count = |spec| outcomes(&meters, spec);
     for spec in [
         ("Timeout", "edges.timeout", "timeout"),
         ("PanicBreaker", "edges.panic_breaker", "circuit_breaker"),
